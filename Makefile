@@ -1,0 +1,22 @@
+# The two commands of the README: `make serve` runs the kernel, `make test` passes the tests.
+# Both create .venv and install the project (pinned by constraints.txt) on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test bench clean
+
+serve: $(VENV)/.installed
+	$(BIN)/brain serve
+
+test: $(VENV)/.installed
+	$(BIN)/pytest
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) .brain .pytest_cache

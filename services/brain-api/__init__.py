@@ -1,0 +1,1 @@
+"""The brain HTTP API (FastAPI). ``create_app(settings)`` builds it."""

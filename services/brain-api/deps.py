@@ -1,0 +1,62 @@
+"""Request dependencies: settings, the database session (the request owns the transaction), auth."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from brain_kernel.settings import Settings
+from brain_kernel.vault import Vault
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_vault(request: Request) -> Vault:
+    return request.app.state.vault
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    """One session per request; committed when the handler returns, rolled back on error."""
+    factory = request.app.state.session_factory
+    if factory is None:
+        raise HTTPException(status_code=503, detail="database is not configured")
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def require_auth(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Bearer-token check; with no tokens configured, auth is off."""
+    tokens: list[str] = request.app.state.settings.tokens
+    if not tokens:
+        return
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    offered = credentials.credentials.encode()
+    if not any(hmac.compare_digest(offered, token.encode()) for token in tokens):
+        raise HTTPException(status_code=403, detail="invalid token")
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+VaultDep = Annotated[Vault, Depends(get_vault)]
+SessionDep = Annotated[Session, Depends(get_db)]
+AuthDep = Depends(require_auth)

@@ -1,0 +1,164 @@
+"""The one frontmatter codec of the kernel (pure: text in, text out).
+
+Every vault file with YAML frontmatter (arcs, signals, decisions, feed files,
+intents) is read and written through this module. Reading uses a real YAML
+parser and tolerates the flat ``key: value`` frontmatter older tools wrote,
+including values that are not valid YAML. Writing quotes any value that needs
+it, so a title holding a colon, a newline or ``---`` cannot break the file.
+``update`` changes only the keys it is given and leaves every other byte of
+the file as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+_FENCE = "---"
+_KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-\.]*)\s*:(.*)$")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed vault file: frontmatter mapping plus the body after it."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    has_frontmatter: bool = False
+
+
+def _split(text: str) -> tuple[str, str, str] | None:
+    """Split text into (frontmatter block, closing fence line, body) or None."""
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return None
+    first_nl = text.index("\n") + 1
+    pos = first_nl
+    while pos <= len(text):
+        end = text.find("\n", pos)
+        line = text[pos:] if end == -1 else text[pos:end]
+        if line.rstrip("\r") == _FENCE:
+            close_end = len(text) if end == -1 else end + 1
+            return text[first_nl:pos], text[pos:close_end], text[close_end:]
+        if end == -1:
+            return None
+        pos = end + 1
+    return None
+
+
+def _lenient(block: str) -> dict[str, Any]:
+    """Parse flat ``key: value`` lines one by one (old files YAML rejects)."""
+    meta: dict[str, Any] = {}
+    for line in block.splitlines():
+        match = _KEY_LINE.match(line)
+        if not match:
+            continue
+        key, raw = match.group(1), match.group(2).strip()
+        try:
+            value = yaml.safe_load(raw) if raw else None
+        except yaml.YAMLError:
+            value = raw
+        meta[key] = value
+    return meta
+
+
+def parse(text: str) -> Document:
+    """Parse a vault file; files without frontmatter give an empty mapping."""
+    parts = _split(text)
+    if parts is None:
+        return Document(meta={}, body=text, has_frontmatter=False)
+    block, _, body = parts
+    try:
+        loaded = yaml.safe_load(block) if block.strip() else {}
+    except yaml.YAMLError:
+        loaded = None
+    meta = loaded if isinstance(loaded, dict) else _lenient(block)
+    meta = {str(k): _plain(v) for k, v in meta.items()}
+    return Document(meta=meta, body=body, has_frontmatter=True)
+
+
+def _plain(value: Any) -> Any:
+    """Turn YAML dates and timestamps into ISO strings so values round-trip as text."""
+    import datetime as _dt
+
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def dump_value(key: str, value: Any) -> str:
+    """Render one top-level key as YAML text (ends with a newline)."""
+    return yaml.safe_dump(
+        {key: value},
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=None,
+        width=1_000_000,
+    )
+
+
+def dump_meta(meta: dict[str, Any]) -> str:
+    """Render a frontmatter mapping, keys in the given order."""
+    return "".join(dump_value(k, v) for k, v in meta.items())
+
+
+def render(meta: dict[str, Any], body: str = "") -> str:
+    """Render a whole file: fenced frontmatter then body."""
+    return f"---\n{dump_meta(meta)}---\n{body}"
+
+
+def _segments(block: str) -> list[tuple[str | None, str]]:
+    """Split a frontmatter block into (top-level key or None, text) segments."""
+    segments: list[tuple[str | None, str]] = []
+    for line in block.splitlines(keepends=True):
+        match = _KEY_LINE.match(line.rstrip("\r\n"))
+        if match and not line[:1].isspace():
+            segments.append((match.group(1), line))
+        elif segments:
+            key, text = segments[-1]
+            segments[-1] = (key, text + line)
+        else:
+            segments.append((None, line))
+    return segments
+
+
+_DELETE = object()
+
+
+def update(text: str, changes: dict[str, Any], remove: tuple[str, ...] = ()) -> str:
+    """Set the given keys (and drop ``remove``) touching no other byte of the file.
+
+    Keys already present are rewritten in place; new keys go at the end of the
+    frontmatter. A file without frontmatter gains one.
+    """
+    parts = _split(text)
+    if parts is None:
+        return render(dict(changes), text)
+    block, fence, body = parts
+    pending = dict(changes)
+    for key in remove:
+        pending.setdefault(key, _DELETE)
+    out: list[str] = []
+    for key, seg in _segments(block):
+        if key is not None and key in pending:
+            value = pending.pop(key)
+            if value is _DELETE:
+                continue
+            out.append(dump_value(key, value))
+        else:
+            if out and not out[-1].endswith("\n"):
+                out[-1] += "\n"
+            out.append(seg)
+    for key, value in pending.items():
+        if value is _DELETE:
+            continue
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n"
+        out.append(dump_value(key, value))
+    return "---\n" + "".join(out) + fence + body

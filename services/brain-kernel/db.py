@@ -1,0 +1,67 @@
+"""Database engine and session handling.
+
+The entry point owns the transaction: an HTTP request or a CLI command opens a
+session, services and repositories use it, and the entry point commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+from brain_kernel.errors import ConfigError
+
+
+def normalise_url(url: str) -> str:
+    """Use the psycopg 3 driver for plain ``postgresql://`` URLs."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"DATABASE_URL is not a valid database URL: {exc}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if not parsed.drivername.startswith("postgresql"):
+        raise ConfigError(f"DATABASE_URL must point at PostgreSQL, not {parsed.drivername}")
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str, *, pool_size: int = 5, pooled: bool = True) -> Engine:
+    """An engine for the index database (``pooled=False`` for one-shot jobs such as migrations)."""
+    if not pooled:
+        return create_engine(normalise_url(url), poolclass=NullPool)
+    return create_engine(normalise_url(url), pool_size=pool_size, max_overflow=10, pool_pre_ping=True)
+
+
+def check_reachable(engine: Engine, *, timeout_s: int = 5) -> None:
+    """Raise ConfigError with one clear line when the database does not answer."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        safe = engine.url.render_as_string(hide_password=True)
+        raise ConfigError(f"cannot reach the database at {safe}: {reason}") from None
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session that commits when the block succeeds and rolls back otherwise."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

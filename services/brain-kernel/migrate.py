@@ -1,0 +1,38 @@
+"""Run Alembic from code: ``brain migrate``, ``brain serve`` and the test suite use this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+import brain_migrations
+from brain_kernel.db import normalise_url
+
+
+def alembic_config(database_url: str, *, embed_dim: int = 256) -> Config:
+    """An Alembic config pointing at the packaged migrations and the given database."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(brain_migrations.__file__).parent))
+    cfg.set_main_option("sqlalchemy.url", normalise_url(database_url).replace("%", "%%"))
+    cfg.attributes["embed_dim"] = embed_dim
+    return cfg
+
+
+def upgrade_to_head(database_url: str, *, embed_dim: int = 256) -> None:
+    """Apply every pending revision."""
+    command.upgrade(alembic_config(database_url, embed_dim=embed_dim), "head")
+
+
+def head_revision() -> str | None:
+    cfg = alembic_config("postgresql://localhost/unused")
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

@@ -1,0 +1,176 @@
+"""SQLAlchemy models of the index (DESIGN section 7).
+
+The index is derived from the vault and can be rebuilt with ``brain reindex``;
+only idempotency keys and the session/learned-root evidence are index-only.
+The schema changes only through Alembic revisions in ``migrations/``; the
+test suite runs ``alembic check`` so these models and the revisions agree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+DEFAULT_EMBED_DIM = 256
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def _now() -> Any:
+    return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+class Entry(Base):
+    """One indexed vault entry: arc, lesson, decision, signal, milestone, intent or inject block."""
+
+    __tablename__ = "entries"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    title: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    content: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    project: Mapped[str | None] = mapped_column(Text)
+    projects: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
+    repo: Mapped[str | None] = mapped_column(Text)
+    scope: Mapped[str] = mapped_column(String(16), nullable=False, server_default="project")
+    status: Mapped[str | None] = mapped_column(String(32))
+    severity: Mapped[str | None] = mapped_column(String(32))
+    heat: Mapped[float] = mapped_column(Float, nullable=False, server_default="0")
+    vault_path: Mapped[str] = mapped_column(Text, nullable=False)
+    occurred_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = _now()
+    updated_at: Mapped[dt.datetime] = _now()
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, nullable=False, server_default="{}")
+
+    __table_args__ = (
+        Index("ix_entries_projects_gin", "projects", postgresql_using="gin"),
+        Index("ix_entries_project_kind_heat", "project", "kind", "heat"),
+        Index("ix_entries_kind_occurred", "kind", "occurred_at"),
+        Index("ix_entries_vault_path", "vault_path"),
+    )
+
+
+class SessionRow(Base):
+    """A session's resolved identity (from registration, transcripts or extraction)."""
+
+    __tablename__ = "sessions"
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    agent: Mapped[str | None] = mapped_column(String(32))
+    project: Mapped[str | None] = mapped_column(Text)
+    repo: Mapped[str | None] = mapped_column(Text)
+    worktree: Mapped[str | None] = mapped_column(Text)
+    root: Mapped[str | None] = mapped_column(Text)
+    cwd: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str | None] = mapped_column(String(32))
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = _now()
+    updated_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (Index("ix_sessions_project", "project"),)
+
+
+class Project(Base):
+    """A known project: short key, repo slug (when it has a remote), aliases, activity."""
+
+    __tablename__ = "projects"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)  # the repo slug, else the key
+    key: Mapped[str] = mapped_column(Text, nullable=False)
+    repo: Mapped[str | None] = mapped_column(Text)
+    root: Mapped[str | None] = mapped_column(Text)
+    aliases: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
+    last_active: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = _now()
+    updated_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (
+        Index("ix_projects_key", "key"),
+        Index("ix_projects_aliases_gin", "aliases", postgresql_using="gin"),
+    )
+
+
+class LearnedRoot(Base):
+    """A folder once resolved through git (main root or worktree path) and what it resolved to."""
+
+    __tablename__ = "learned_roots"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    project: Mapped[str] = mapped_column(Text, nullable=False)
+    repo: Mapped[str | None] = mapped_column(Text)
+    root: Mapped[str] = mapped_column(Text, nullable=False)
+    worktree: Mapped[str | None] = mapped_column(Text)
+    learned_at: Mapped[dt.datetime] = _now()
+
+
+class IdempotencyKey(Base):
+    """A processed write, so replays across workers and replicas return the original response."""
+
+    __tablename__ = "idempotency_keys"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    scope: Mapped[str] = mapped_column(String(64), nullable=False, server_default="marker")
+    body_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    status_code: Mapped[int] = mapped_column(Integer, nullable=False, server_default="201")
+    response: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
+    created_at: Mapped[dt.datetime] = _now()
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (Index("ix_idempotency_keys_expires_at", "expires_at"),)
+
+
+class ContentEmbedding(Base):
+    """One embedded chunk; ``metadata`` carries the project for the GIN-backed filter."""
+
+    __tablename__ = "content_embeddings"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(Text, nullable=False)
+    chunk_idx: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    producer: Mapped[str] = mapped_column(String(64), nullable=False)
+    content_type: Mapped[str] = mapped_column(String(32), nullable=False, server_default="text")
+    text_preview: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, nullable=False, server_default="{}")
+    embedding: Mapped[list[float]] = mapped_column(Vector(DEFAULT_EMBED_DIM), nullable=False)
+    created_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (
+        UniqueConstraint("key", "chunk_idx", "producer", name="uq_content_embeddings_key_chunk_producer"),
+        Index("ix_content_embeddings_metadata_gin", "metadata", postgresql_using="gin", postgresql_ops={"metadata": "jsonb_path_ops"}),
+        Index(
+            "ix_content_embeddings_embedding_hnsw",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_with={"m": 16, "ef_construction": 64},
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        ),
+    )
+
+
+__all__ = ["Base", "Entry", "SessionRow", "Project", "LearnedRoot", "IdempotencyKey", "ContentEmbedding", "text"]

@@ -1,0 +1,171 @@
+"""The one settings object of the kernel.
+
+Every knob the kernel has is a field here, read from the environment (and the
+CLI flags that override it) exactly once, then passed around as a value. No
+other module reads ``os.environ``; the architecture test enforces that.
+Compatibility aliases from the upstream kernel (VAULT_ROOT, POSTGRES_URL,
+KB_ROUTER_TOKENS, KB_ROUTER_TOKEN) are accepted so existing deployments keep
+working.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+DEFAULT_LAYOUT_PATTERNS = ["~/scratchpad/{project}/*", "~/dev/worktrees/{project}/*"]
+
+
+def _split_list(value: Any) -> Any:
+    """Accept a JSON list, a comma/newline separated string, or a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            return json.loads(text)
+        return [part.strip() for part in text.replace("\n", ",").split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Kernel configuration; build once with ``Settings()`` and pass it in."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True, case_sensitive=True)
+
+    vault: Path = Field(Path("vault"), validation_alias=AliasChoices("BRAIN_VAULT", "VAULT_ROOT"))
+    database_url: str | None = Field(
+        None, validation_alias=AliasChoices("DATABASE_URL", "POSTGRES_URL")
+    )
+    home: Path = Field(Path(".brain"), validation_alias=AliasChoices("BRAIN_HOME"))
+    tokens: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("BRAIN_TOKENS", "KB_ROUTER_TOKENS", "KB_ROUTER_TOKEN"),
+    )
+    host: str = Field("127.0.0.1", validation_alias=AliasChoices("BRAIN_HOST"))
+    port: int = Field(8080, validation_alias=AliasChoices("BRAIN_PORT"))
+    workers: int = Field(1, ge=1, le=64, validation_alias=AliasChoices("BRAIN_WORKERS"))
+
+    # Identity resolution (DESIGN section 3).
+    user_home: Path = Field(
+        default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME")
+    )
+    catalog_path: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CATALOG"))
+    layout_patterns: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_LAYOUT_PATTERNS),
+        validation_alias=AliasChoices("BRAIN_LAYOUT_PATTERNS"),
+    )
+
+    # Transcript sources.
+    claude_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CLAUDE_DIR"))
+    codex_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CODEX_DIR", "CODEX_HOME"))
+
+    # Markers.
+    marker_max_chars: int = Field(4096, ge=1, validation_alias=AliasChoices("BRAIN_MARKER_MAX_CHARS"))
+    idempotency_ttl_seconds: int = Field(
+        86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS")
+    )
+
+    # Embeddings and LLM (OpenAI-compatible endpoints; unset = offline defaults).
+    embed_dim: int = Field(256, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM"))
+    embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL"))
+    embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY"))
+    embed_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_MODEL"))
+    llm_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_BASE_URL"))
+    llm_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_API_KEY"))
+    llm_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_MODEL"))
+
+    @field_validator("tokens", "layout_patterns", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @field_validator("database_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return value.strip()
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.tokens)
+
+    @property
+    def resolved_claude_dir(self) -> Path:
+        return (self.claude_dir or self.user_home / ".claude" / "projects").expanduser()
+
+    @property
+    def resolved_codex_dir(self) -> Path:
+        return (self.codex_dir or self.user_home / ".codex").expanduser()
+
+    def with_overrides(self, **overrides: Any) -> "Settings":
+        """Return a copy with the non-None overrides applied (CLI flags)."""
+        data = self.model_dump()
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return type(self).explicit(**data)
+
+    @classmethod
+    def explicit(cls, **values: Any) -> "Settings":
+        """Build settings from the given values only, ignoring the environment (tests, copies)."""
+        return _ExplicitSettings(**values)
+
+    def to_environ(self) -> dict[str, str]:
+        """The environment that rebuilds these settings in a child process (uvicorn workers)."""
+        import json
+
+        env = {
+            "BRAIN_VAULT": str(self.vault),
+            "BRAIN_HOME": str(self.home),
+            "BRAIN_TOKENS": json.dumps(self.tokens),
+            "BRAIN_USER_HOME": str(self.user_home),
+            "BRAIN_LAYOUT_PATTERNS": json.dumps(self.layout_patterns),
+            "BRAIN_MARKER_MAX_CHARS": str(self.marker_max_chars),
+            "BRAIN_IDEMPOTENCY_TTL_SECONDS": str(self.idempotency_ttl_seconds),
+            "BRAIN_EMBED_DIM": str(self.embed_dim),
+        }
+        optional = {
+            "DATABASE_URL": self.database_url,
+            "BRAIN_CATALOG": self.catalog_path,
+            "BRAIN_CLAUDE_DIR": self.claude_dir,
+            "BRAIN_CODEX_DIR": self.codex_dir,
+            "BRAIN_EMBED_BASE_URL": self.embed_base_url,
+            "BRAIN_EMBED_API_KEY": self.embed_api_key,
+            "BRAIN_EMBED_MODEL": self.embed_model,
+            "BRAIN_LLM_BASE_URL": self.llm_base_url,
+            "BRAIN_LLM_API_KEY": self.llm_api_key,
+            "BRAIN_LLM_MODEL": self.llm_model,
+        }
+        env.update({k: str(v) for k, v in optional.items() if v is not None})
+        return env
+
+
+class _ExplicitSettings(Settings):
+    """Settings that read only their init values (no environment, no dotenv)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+def environ_snapshot() -> dict[str, str]:
+    """A copy of the process environment, for the few adapters that must pass it to children."""
+    return dict(os.environ)
+
+
+def export_to_environ(settings: Settings) -> None:
+    """Publish settings to this process's environment so worker processes rebuild them."""
+    os.environ.update(settings.to_environ())

@@ -1,0 +1,178 @@
+"""The vault store: the markdown folder that is the kernel's source of truth.
+
+All file writes go through here so they share the safety rules: new and
+rewritten files are written to a temp file in the same folder and renamed into
+place (readers never see half a file); appends take an exclusive ``flock`` and
+write the whole entry in one ``write`` on an ``O_APPEND`` descriptor, so
+concurrent writers in other processes neither lose nor interleave entries;
+``create_exclusive`` claims a name with ``O_EXCL`` so two writers can never
+take the same one.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from brain_kernel.errors import ConfigError
+
+LAYOUT = (
+    "clusters",
+    "left/reference",
+    "left/decisions",
+    "left/projects",
+    "amygdala",
+    "daily",
+    "brain-feed",
+    "raw/inbox",
+)
+
+
+class VaultPathError(ValueError):
+    """A relative path that would leave the vault."""
+
+
+class Vault:
+    """A vault rooted at ``root``; every path argument is relative to it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+
+    # -- layout -------------------------------------------------------------
+
+    def scaffold(self) -> None:
+        """Create the upstream folder layout; raise ConfigError when the vault is unusable."""
+        try:
+            for rel in LAYOUT:
+                (self.root / rel).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"vault folder {self.root} is not writable: {exc.strerror}") from None
+        self.check_writable()
+
+    def check_writable(self) -> None:
+        """Raise ConfigError unless a file can be created and removed in the vault."""
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=self.root)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            raise ConfigError(f"vault folder {self.root} is not writable: {exc.strerror}") from None
+
+    # -- paths --------------------------------------------------------------
+
+    def path(self, rel: str | Path) -> Path:
+        """The absolute path of ``rel``; raise VaultPathError if it escapes the vault."""
+        rel_text = str(rel)
+        if "\x00" in rel_text:
+            raise VaultPathError("path contains a NUL byte")
+        candidate = (self.root / rel_text.lstrip("/")).resolve() if not Path(rel_text).is_absolute() else Path(rel_text).resolve()
+        if candidate != self.root and self.root not in candidate.parents:
+            raise VaultPathError(f"path {rel_text!r} is outside the vault")
+        return candidate
+
+    def rel(self, path: Path) -> str:
+        """The vault-relative POSIX path of an absolute path inside the vault."""
+        return Path(path).resolve().relative_to(self.root).as_posix()
+
+    # -- reads --------------------------------------------------------------
+
+    def read_text(self, rel: str | Path) -> str:
+        return self.path(rel).read_text(encoding="utf-8", errors="replace")
+
+    def exists(self, rel: str | Path) -> bool:
+        return self.path(rel).exists()
+
+    def iter_files(self, prefix: str = "", suffixes: tuple[str, ...] = (".md",)) -> Iterator[Path]:
+        """Files under ``prefix`` with one of ``suffixes``, in sorted order, skipping dot files."""
+        base = self.path(prefix) if prefix else self.root
+        if base.is_file():
+            yield base
+            return
+        if not base.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.startswith(".") or not name.endswith(suffixes):
+                    continue
+                yield Path(dirpath) / name
+
+    # -- writes -------------------------------------------------------------
+
+    def write_atomic(self, rel: str | Path, text: str) -> int:
+        """Write a whole file atomically (temp file + rename); return bytes written."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        return len(data)
+
+    def create_exclusive(self, rel: str | Path, text: str) -> int:
+        """Create a new file, failing with FileExistsError if the name is taken."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode("utf-8")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return len(data)
+
+    def append(self, rel: str | Path, text: str, *, header: str = "") -> int:
+        """Append ``text`` under an exclusive lock; write ``header`` first if the file is new or empty."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                payload = ((header if size == 0 else "") + text).encode("utf-8")
+                written = 0
+                while written < len(payload):
+                    written += os.write(fd, payload[written:])
+                os.fsync(fd)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        return len(payload)
+
+    def claim_number(self, folder: str, *, start: int = 1, width: int = 4) -> int:
+        """Claim the next free number in ``folder`` across processes and replicas.
+
+        A number is claimed by creating ``<folder>/.claims/<NNNN>`` with O_EXCL, which
+        succeeds for exactly one writer even on a shared volume; the scan only picks
+        where to start looking.
+        """
+        claims = self.path(folder) / ".claims"
+        claims.mkdir(parents=True, exist_ok=True)
+        taken = [int(p.name) for p in claims.iterdir() if p.name.isdigit()]
+        number = max([start - 1, *taken]) + 1
+        while True:
+            try:
+                fd = os.open(claims / f"{number:0{width}d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.close(fd)
+                return number
+            except OSError as exc:
+                if exc.errno != errno.EEXIST:
+                    raise
+                number += 1

@@ -1,0 +1,57 @@
+"""Health routes and bearer-token auth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from brain_api.app import create_app
+from brain_kernel.settings import Settings
+from tests.conftest import make_settings
+
+
+def test_health_answers_without_auth(tmp_path: Path, database_url: str) -> None:
+    settings = make_settings(tmp_path, database_url, tokens=["secret"])
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/health").json() == {"status": "ok"}
+
+
+def test_deep_health_reports_vault_database_and_schema(client: TestClient) -> None:
+    response = client.get("/health/deep")
+    assert response.status_code == 200, response.text
+    checks = response.json()["checks"]
+    assert checks["vault"]["ok"] and checks["database"]["ok"]
+    assert checks["schema"]["ok"] and checks["schema"]["current"] == checks["schema"]["head"]
+
+
+def test_deep_health_is_503_when_the_database_is_gone(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, "postgresql://nobody@127.0.0.1:1/none")
+    (tmp_path / "vault").mkdir()
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/health/deep")
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"]["ok"] is False
+
+
+def test_auth_is_enforced_when_tokens_are_configured(tmp_path: Path, database_url: str) -> None:
+    settings = make_settings(tmp_path, database_url, tokens=["t1", "t2"])
+    (tmp_path / "vault").mkdir()
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/health/deep").status_code == 401
+        assert client.get("/health/deep", headers={"Authorization": "Bearer nope"}).status_code == 403
+        assert client.get("/health/deep", headers={"Authorization": "Bearer t2"}).status_code == 200
+
+
+def test_settings_accept_upstream_aliases() -> None:
+    env = {"VAULT_ROOT": "/srv/vault", "POSTGRES_URL": "postgresql://a@b/c", "KB_ROUTER_TOKEN": "x,y"}
+    import os
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, env, clear=False):
+        for key in ("BRAIN_VAULT", "DATABASE_URL", "BRAIN_TOKENS", "KB_ROUTER_TOKENS"):
+            os.environ.pop(key, None)
+        settings = Settings()
+    assert settings.vault == Path("/srv/vault")
+    assert settings.database_url == "postgresql://a@b/c"
+    assert settings.tokens == ["x", "y"]
