@@ -1,0 +1,31 @@
+"""The index repository: upserts are idempotent, projects keep their latest activity."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from brain_core.entries import EntryRecord, entry_id
+from brain_kernel.index import projects_with_key, touch_project, upsert_entries
+from brain_kernel.models import Entry
+
+
+def test_upsert_replaces_an_entry_by_id(db: Session) -> None:
+    rid = entry_id("arc", "clusters/2026-11-28/c1.md")
+    upsert_entries(db, [EntryRecord(id=rid, kind="arc", vault_path="clusters/2026-11-28/c1.md", title="a", project="api", repo="org1/api")])
+    upsert_entries(db, [EntryRecord(id=rid, kind="arc", vault_path="clusters/2026-11-28/c1.md", title="b", project="api", repo="org1/api", heat=3.5)])
+    db.commit()
+    rows = db.scalars(select(Entry)).all()
+    assert [(r.title, r.heat, r.projects) for r in rows] == [("b", 3.5, ["api"])]
+
+
+def test_touch_project_keeps_the_latest_activity_and_finds_shared_keys(db: Session) -> None:
+    early, late = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 20, tzinfo=dt.timezone.utc)
+    touch_project(db, "api", "org1/api", at=late)
+    touch_project(db, "api", "org1/api", at=early)
+    touch_project(db, "api", "org2/api", at=early)
+    db.commit()
+    found = projects_with_key(db, "api")
+    assert [(p.id, p.last_active) for p in found] == [("org1/api", late), ("org2/api", early)]
