@@ -93,14 +93,18 @@ def _plain(value: Any) -> Any:
 
 
 def dump_value(key: str, value: Any) -> str:
-    """Render one top-level key as YAML text (ends with a newline)."""
-    return yaml.safe_dump(
-        {key: value},
-        sort_keys=False,
-        allow_unicode=True,
-        default_flow_style=None,
-        width=1_000_000,
-    )
+    """Render one top-level key as YAML text (ends with a newline).
+
+    Lists of scalars use flow style (``projects: [api, web]``) so line-oriented
+    readers still see one key per line; everything else is block style.
+    """
+    options: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "width": 1_000_000}
+    if isinstance(value, (list, tuple)) and all(not isinstance(v, (list, tuple, dict)) for v in value):
+        flow = yaml.safe_dump(list(value), default_flow_style=True, **options).rstrip("\n")
+        if flow.endswith("\n..."):
+            flow = flow[: -len("\n...")]
+        return f"{yaml.safe_dump(key, **options).splitlines()[0]}: {flow}\n"
+    return yaml.safe_dump({key: value}, default_flow_style=False, **options)
 
 
 def dump_meta(meta: dict[str, Any]) -> str:
@@ -118,12 +122,13 @@ def _segments(block: str) -> list[tuple[str | None, str]]:
     segments: list[tuple[str | None, str]] = []
     for line in block.splitlines(keepends=True):
         match = _KEY_LINE.match(line.rstrip("\r\n"))
+        continuation = line[:1].isspace() and line.strip() != "" or line.startswith("-")
         if match and not line[:1].isspace():
             segments.append((match.group(1), line))
-        elif segments:
+        elif continuation and segments:
             key, text = segments[-1]
             segments[-1] = (key, text + line)
-        else:
+        else:  # comments, blank lines: kept as they are, owned by no key
             segments.append((None, line))
     return segments
 

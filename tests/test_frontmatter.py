@@ -1,0 +1,67 @@
+"""The one frontmatter codec: real YAML, quoting that cannot break, targeted edits."""
+
+from __future__ import annotations
+
+import yaml
+
+from brain_core import frontmatter
+
+
+def test_hostile_titles_round_trip() -> None:
+    titles = ["a: b", "line one\nline two", "---", "- item", "#hash", "'quoted' \"both\"", "yes", "null", "12", "[x]", "{y}", "tab\there", "ünïcödé"]
+    for title in titles:
+        text = frontmatter.render({"title": title, "project": "api"}, "body\n")
+        doc = frontmatter.parse(text)
+        assert doc.meta == {"title": title, "project": "api"}, title
+        assert doc.body == "body\n"
+        block = text.split("---\n")[1]
+        assert yaml.safe_load(block)["title"] == title
+
+
+def test_old_flat_frontmatter_that_yaml_rejects_still_reads() -> None:
+    text = "---\ntitle: Fix: the thing: again\nstatus: active\nheat: 3.5\n---\nbody"
+    doc = frontmatter.parse(text)
+    assert doc.meta["status"] == "active"
+    assert doc.meta["heat"] == 3.5
+    assert doc.meta["title"] == "Fix: the thing: again"
+
+
+def test_file_without_frontmatter_is_all_body() -> None:
+    doc = frontmatter.parse("# Just markdown\n")
+    assert doc.meta == {} and not doc.has_frontmatter and doc.body == "# Just markdown\n"
+
+
+def test_update_touches_only_the_edited_keys() -> None:
+    original = (
+        "---\n"
+        "cluster_id: c-1\n"
+        "title:   'Odd   spacing kept'\n"
+        "source_sessions:\n"
+        "  - s1\n"
+        "  - s2\n"
+        "heat: 1.0\n"
+        "# a comment the operator wrote\n"
+        "status: active\n"
+        "---\n"
+        "Body stays.\n"
+    )
+    updated = frontmatter.update(original, {"heat": 7.25, "project": "api"})
+    assert updated == original.replace("heat: 1.0\n", "heat: 7.25\n").replace("---\nBody", "project: api\n---\nBody")
+    assert frontmatter.parse(updated).meta["source_sessions"] == ["s1", "s2"]
+
+
+def test_update_replaces_multiline_values_and_removes_keys() -> None:
+    original = "---\na: 1\nlist:\n  - x\n  - y\nb: 2\n---\n"
+    updated = frontmatter.update(original, {"list": ["z"]}, remove=("b",))
+    assert frontmatter.parse(updated).meta == {"a": 1, "list": ["z"]}
+    assert updated.startswith("---\na: 1\n")
+
+
+def test_update_adds_frontmatter_to_a_plain_file() -> None:
+    assert frontmatter.update("text\n", {"k": "v"}) == "---\nk: v\n---\ntext\n"
+
+
+def test_dates_read_back_as_iso_strings() -> None:
+    doc = frontmatter.parse("---\ncreated: 2026-11-28T10:00:00Z\nday: 2026-11-28\n---\n")
+    assert doc.meta["day"] == "2026-11-28"
+    assert doc.meta["created"].startswith("2026-11-28T10:00:00")
