@@ -1,0 +1,81 @@
+"""``POST /sessions``: a client registers a session's identity at hook time.
+
+Clients know their project exactly when a session starts, so an explicit
+``project``/``repo`` is stored as source ``attrs`` (normalised and validated);
+otherwise the kernel resolves the posted ``cwd`` (git, catalog, learned roots,
+layout). Posting the same session id again updates the stored identity.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, Field, field_validator
+
+from brain_api.deps import AuthDep, SessionDep, SettingsDep
+from brain_core.keys import InvalidKey
+from brain_kernel.errors import ConfigError
+from brain_kernel.identity import IdentityResolver
+
+router = APIRouter(tags=["sessions"], dependencies=[AuthDep])
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,199}$")
+_AGENT = re.compile(r"^[a-z][a-z0-9_\-]{0,31}$")
+
+
+class SessionRegistration(BaseModel):
+    """Body of ``POST /sessions``."""
+
+    session_id: str = Field(..., description="The agent's session id.", examples=["3f2a9c1e-7b7d-4e0a-9a51-2f6f1f0c8d11"])
+    project: str | None = Field(None, description="Short key or owner/name slug, when the client knows it.")
+    repo: str | None = Field(None, description="owner/name slug or a remote URL.")
+    worktree: str | None = Field(None, description="Linked worktree name, when in one.")
+    cwd: str = Field(..., max_length=4096, description="The session's working folder (may be empty).")
+    agent: str | None = Field(None, description="claude, codex, ...")
+
+    @field_validator("session_id")
+    @classmethod
+    def _session_id(cls, value: str) -> str:
+        value = value.strip()
+        if not _SESSION_ID.match(value):
+            raise ValueError("session_id must be 1-200 letters, digits, '.', '_', ':' or '-'")
+        return value
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().lower()
+        if not _AGENT.match(value):
+            raise ValueError("agent must be a short lower-case name such as 'claude' or 'codex'")
+        return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("cwd contains a NUL byte")
+        return value
+
+
+def _reject(field: str, reason: str) -> HTTPException:
+    return HTTPException(status_code=422, detail=[{"loc": ["body", field], "msg": reason, "type": "value_error"}])
+
+
+@router.post("/sessions")
+def register_session(body: SessionRegistration, db: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    """Record (or update) a session's identity; returns the stored identity."""
+    resolver = IdentityResolver(settings, db)
+    attrs = {"project": body.project, "repo": body.repo, "worktree": body.worktree}
+    try:
+        identity = resolver.resolve(body.cwd, attrs=attrs)
+    except InvalidKey as exc:
+        field = "repo" if "repo" in str(exc) and body.repo else "worktree" if "worktree" in str(exc) else "project"
+        raise _reject(field, str(exc)) from None
+    except ConfigError as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from None
+    created = resolver.record_session(body.session_id, identity, agent=body.agent)
+    return {"session_id": body.session_id, "agent": body.agent, "created": created, **identity.to_dict()}

@@ -1,0 +1,60 @@
+"""Project lookup: what a client means by ``project=<ref>`` (DESIGN section 3, ambiguity).
+
+A reference is a short key (``api``) or an ``owner/name`` slug (``org1/api``).
+A slug is exact. A short key is exact when one known project carries it (as
+key or alias), ambiguous when several distinct repositories do, unknown when
+none does. A project row with neither a repo nor a root only records that the
+key was mentioned (a marker that named ``api`` before any session resolved
+it), so it does not count as a second repository next to a real one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from brain_core.keys import parse_project_ref
+from brain_kernel.index import projects_with_key
+from brain_kernel.models import Project
+
+EXACT, UNKNOWN, AMBIGUOUS = "exact", "unknown", "ambiguous"
+
+
+@dataclass(frozen=True)
+class ProjectLookup:
+    """The answer to a project reference: status, key, repo, candidate ids, last activity."""
+
+    status: str
+    key: str
+    repo: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    last_active: dt.datetime | None = None
+
+    @property
+    def known(self) -> bool:
+        """True when the reference names exactly one known project."""
+        return self.status == EXACT
+
+
+def lookup_project(db: Session, ref: str) -> ProjectLookup:
+    """Resolve a short key or slug against known projects; InvalidKey for malformed refs."""
+    key, slug = parse_project_ref(ref)
+    if slug is not None:
+        row = db.scalars(select(Project).where((Project.id == slug) | (Project.repo == slug)).order_by(Project.id)).first()
+        if row is None:
+            return ProjectLookup(UNKNOWN, key, slug)
+        return ProjectLookup(EXACT, row.key, row.repo or slug, [row.id], row.last_active)
+    rows = projects_with_key(db, key)
+    if not rows:
+        return ProjectLookup(UNKNOWN, key)
+    distinct = [r for r in rows if r.repo or r.root]
+    if not distinct:
+        latest = max((r.last_active for r in rows if r.last_active), default=None)
+        return ProjectLookup(EXACT, key, None, [r.id for r in rows], latest)
+    if len(distinct) == 1:
+        row = distinct[0]
+        return ProjectLookup(EXACT, row.key, row.repo, [row.id], row.last_active)
+    return ProjectLookup(AMBIGUOUS, key, None, sorted(r.id for r in distinct), None)
