@@ -1,0 +1,243 @@
+"""Extraction job: agent transcripts on disk -> a JSON bundle of resolved sessions.
+
+Reads Claude Code transcripts (``<claude-dir>/*/<session_id>.jsonl``) and Codex
+rollouts (``<codex-dir>/sessions/YYYY/MM/DD/rollout-*.jsonl``) line by line
+through the pure parsers in ``brain_core.transcripts`` (a 200 MB file is never
+held in memory), then resolves every session's project with the identity
+resolver before anything groups them: the Codex ``repository_url`` is passed
+as transcript evidence, git is consulted at most once per distinct folder.
+
+Safe to rerun: the job only reads transcripts; with a database it upserts
+session rows and learned roots, which a rerun rewrites with the same values.
+Files that cannot be read, are empty, or fall outside the window are counted,
+never fatal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from brain_core.identity import ProjectIdentity
+from brain_core.keys import InvalidKey, parse_project_ref
+from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name
+from brain_kernel.errors import ConfigError
+from brain_kernel.identity import IdentityResolver
+from brain_kernel.settings import Settings
+
+Progress = Callable[[int, int], None]
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_READ_BUFFER = 1 << 20
+
+
+def parse_when(text: str | None, now: dt.datetime | None = None) -> dt.datetime | None:
+    """A window bound: a duration back from now (``24h``, ``7d``, ``90m``), an ISO date or time, or None."""
+    if text is None or not str(text).strip() or str(text).strip().lower() in ("all", "none", "0"):
+        return None
+    now = now or dt.datetime.now(dt.timezone.utc)
+    match = _DURATION.match(str(text))
+    if match:
+        amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+        return now - dt.timedelta(**{unit: amount})
+    try:
+        when = dt.datetime.fromisoformat(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"cannot read time {text!r}: use a duration such as 24h, 7d, 90m or an ISO date") from None
+    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when
+
+
+@dataclass(frozen=True)
+class TranscriptFile:
+    """One transcript on disk and the parser that reads it."""
+
+    path: Path
+    agent: str
+    session_id: str
+
+
+@dataclass
+class ScanStats:
+    """Counters of one scan; ``skipped`` is by reason, sessions and lines apart."""
+
+    files_found: int = 0
+    sessions_scanned: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    lines: Counter = field(default_factory=Counter)
+
+
+def find_transcripts(claude_dir: Path | None, codex_dir: Path | None) -> list[TranscriptFile]:
+    """Transcript files under the two sources, in a stable order (missing folders give none)."""
+    found: list[TranscriptFile] = []
+    if claude_dir is not None and claude_dir.is_dir():
+        for path in sorted(claude_dir.glob("*/*.jsonl")):
+            if path.name.startswith("agent-"):
+                continue  # a subagent's sidechain: part of its parent session, not a session
+            found.append(TranscriptFile(path, "claude", path.stem))
+    sessions = codex_dir / "sessions" if codex_dir is not None else None
+    if sessions is not None and sessions.is_dir():
+        for path in sorted(sessions.glob("[0-9]*/[0-9]*/[0-9]*/rollout-*.jsonl")):
+            found.append(TranscriptFile(path, "codex", codex_id_from_name(path.name)))
+    return found
+
+
+def read_summary(item: TranscriptFile) -> SessionSummary:
+    """Parse one transcript by streaming its lines; OSError propagates to the caller."""
+    parser = ClaudeParser(item.session_id) if item.agent == "claude" else CodexParser(item.session_id)
+    with open(item.path, "rb", buffering=_READ_BUFFER) as handle:
+        for line in handle:
+            parser.feed(line)
+    return parser.finish()
+
+
+def iter_summaries(
+    files: list[TranscriptFile],
+    *,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    min_turns: int,
+    stats: ScanStats,
+    progress: Progress | None = None,
+) -> Iterator[tuple[TranscriptFile, SessionSummary]]:
+    """Parse the files and yield the sessions inside the window with enough turns."""
+    stats.files_found += len(files)
+    total = len(files)
+    for index, item in enumerate(files, 1):
+        if progress is not None:
+            progress(index, total)
+        if since is not None:
+            try:
+                mtime = dt.datetime.fromtimestamp(item.path.stat().st_mtime, dt.timezone.utc)
+            except OSError:
+                stats.skipped["unreadable"] += 1
+                continue
+            if mtime < since:
+                # Nothing was written after ``since``, so no activity can fall in the window.
+                stats.skipped["outside_window"] += 1
+                continue
+        stats.sessions_scanned += 1
+        try:
+            summary = read_summary(item)
+        except OSError:
+            stats.skipped["unreadable"] += 1
+            continue
+        stats.lines["malformed"] += summary.lines_malformed
+        stats.lines["non_utf8"] += summary.lines_non_utf8
+        stats.lines["unknown_type"] += summary.lines_unknown
+        if summary.lines_read == 0:
+            stats.skipped["empty"] += 1
+            continue
+        if not summary.session_id or not summary.has_activity:
+            stats.skipped["no_activity"] += 1
+            continue
+        last = summary.end or summary.start
+        if (since is not None and last is not None and last < since) or (
+            until is not None and summary.start is not None and summary.start > until
+        ):
+            stats.skipped["outside_window"] += 1
+            continue
+        if summary.num_turns < min_turns:
+            stats.skipped["below_min_turns"] += 1
+            continue
+        yield item, summary
+
+
+def session_entry(item: TranscriptFile, summary: SessionSummary, identity: ProjectIdentity) -> dict[str, Any]:
+    """One session of the bundle: identity fields, then the activity fields."""
+    entry = summary.activity()
+    entry.update(
+        {
+            "project": identity.project,
+            "repo": identity.repo,
+            "worktree": identity.worktree,
+            "root": identity.root,
+            "project_source": identity.source,
+            "transcript": str(item.path),
+        }
+    )
+    return entry
+
+
+def _project_filter(project: str | None) -> Callable[[ProjectIdentity], bool]:
+    if not project:
+        return lambda _identity: True
+    try:
+        key, slug = parse_project_ref(project)
+    except InvalidKey as exc:
+        raise ConfigError(str(exc)) from None
+    if slug:
+        return lambda identity: (identity.repo or "").lower() == slug
+    return lambda identity: (identity.project or "").lower() == key
+
+
+def run_extract(
+    settings: Settings,
+    *,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    claude_dir: Path | None = None,
+    codex_dir: Path | None = None,
+    project: str | None = None,
+    min_turns: int = 5,
+    db: Session | None = None,
+    progress: Progress | None = None,
+    resolver: IdentityResolver | None = None,
+) -> dict[str, Any]:
+    """Extract sessions with resolved identities into a bundle dict (see the module docstring).
+
+    With ``db`` the resolver reads the session index and learned roots and
+    this job records session rows; the caller commits.
+    """
+    claude = Path(claude_dir).expanduser() if claude_dir else settings.resolved_claude_dir
+    codex = Path(codex_dir).expanduser() if codex_dir else settings.resolved_codex_dir
+    wanted = _project_filter(project)
+    resolver = resolver or IdentityResolver(settings, db)
+    stats = ScanStats()
+    files = find_transcripts(claude, codex)
+    chosen: dict[str, dict[str, Any]] = {}
+    recorded = 0
+    for item, summary in iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress):
+        identity = resolver.resolve(summary.cwd, session_id=summary.session_id, transcript_repo_url=summary.repo_url)
+        if not wanted(identity):
+            stats.skipped["other_project"] += 1
+            continue
+        entry = session_entry(item, summary, identity)
+        previous = chosen.get(summary.session_id)
+        if previous is not None:
+            stats.skipped["duplicate"] += 1
+            if (previous["end"] or "") >= (entry["end"] or ""):
+                continue
+        chosen[summary.session_id] = entry
+        if db is not None and identity.source != "session":
+            # A session the index already knew keeps its stored (stronger) source.
+            resolver.record_session(summary.session_id, identity, agent=summary.agent, started_at=summary.start)
+            recorded += 1
+    sessions = sorted(chosen.values(), key=lambda e: (e["start"] or "", e["session_id"]))
+    skipped_by_reason = dict(sorted(stats.skipped.items()))
+    return {
+        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "since": since.isoformat() if since else None,
+        "until": until.isoformat() if until else None,
+        "claude_dir": str(claude),
+        "codex_dir": str(codex),
+        "project": project,
+        "min_turns": min_turns,
+        "files_found": stats.files_found,
+        "sessions_scanned": stats.sessions_scanned,
+        "sessions_returned": len(sessions),
+        "skipped": sum(skipped_by_reason.values()),
+        "skipped_by_reason": skipped_by_reason,
+        "lines_skipped": {k: stats.lines.get(k, 0) for k in ("malformed", "non_utf8", "unknown_type")},
+        "git_calls": resolver.git_calls,
+        "sessions_recorded": recorded,
+        "by_source": dict(sorted(Counter(s["project_source"] for s in sessions).items())),
+        "sessions": sessions,
+    }
+

@@ -1,0 +1,540 @@
+"""Arcs: clustering plan, arc file format and the arc parser (pure).
+
+An arc is a thread of work: sessions of one canonical project close in time.
+``plan_clusters`` groups resolved sessions by canonical project (the repo slug
+when known, else the project key; unresolved sessions only with sessions of
+the very same folder, so they never join a project), then splits each group
+where the gap between sessions exceeds ``gap_minutes``; a session that resumes
+a compacted conversation bridges a longer gap (``bridge_minutes``), because it
+is the same work by definition.
+
+Cluster ids are a hash of the sorted session ids, so the same sessions always
+give the same id and the same file: a rerun rewrites nothing. ``render_arc``
+writes arc files through the one frontmatter codec; ``refresh_changes``
+computes the targeted frontmatter edits when an existing arc gains sessions;
+``arc_record`` turns an arc file back into an index entry (the reindex uses
+it), reading old arcs written before projects existed as unattributed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from brain_core import frontmatter
+from brain_core.entries import EntryRecord, entry_id
+from brain_core.transcripts import is_boilerplate, parse_timestamp
+
+DEFAULT_GAP_MINUTES = 240
+DEFAULT_BRIDGE_MINUTES = 24 * 60
+TITLE_CHARS = 80
+DEFAULT_REGION = "frontal-lobe"
+DEFAULT_STATUS = "active"
+ARC_KEYS = (
+    "cluster_id",
+    "title",
+    "region",
+    "status",
+    "heat",
+    "source_sessions",
+    "project",
+    "projects",
+    "repo",
+    "worktrees",
+    "cwd",
+    "git_branch",
+    "project_source",
+    "created",
+    "signals",
+    "edges",
+    "synthesized",
+)
+# Strongest evidence first (DESIGN section 3); an arc reports the strongest of its sessions.
+SOURCE_ORDER = ("attrs", "session", "transcript", "git", "catalog", "learned", "layout", "unresolved")
+SESSION_KEYED_KEYS = ("source_sessions", "projects", "worktrees", "git_branch", "signals")
+
+
+@dataclass(frozen=True)
+class ArcSession:
+    """One extracted session as the clustering needs it (identity already resolved)."""
+
+    session_id: str
+    agent: str = "claude"
+    project: str | None = None
+    repo: str | None = None
+    worktree: str | None = None
+    project_source: str = "unresolved"
+    cwd: str | None = None
+    git_branch: str | None = None
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    num_user_turns: int = 0
+    num_assistant_turns: int = 0
+    num_tool_calls: int = 0
+    first_user_prompt: str = ""
+    last_user_prompt: str = ""
+    top_tools: Mapping[str, int] = field(default_factory=dict)
+    compactions: int = 0
+    resumed: bool = False
+    joy_markers: int = 0
+    error_markers: int = 0
+    title_hint: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "ArcSession":
+        """Build from one session of an extract bundle (unknown keys ignored)."""
+
+        def _int(key: str) -> int:
+            try:
+                return int(data.get(key) or 0)
+            except (TypeError, ValueError):
+                return 0
+
+        tools = data.get("top_tools") or {}
+        if isinstance(tools, list):  # tolerate a list of names
+            tools = {str(name): 1 for name in tools}
+        return cls(
+            session_id=str(data["session_id"]),
+            agent=str(data.get("agent") or "claude"),
+            project=data.get("project") or None,
+            repo=data.get("repo") or None,
+            worktree=data.get("worktree") or None,
+            project_source=str(data.get("project_source") or "unresolved"),
+            cwd=data.get("cwd") or None,
+            git_branch=data.get("git_branch") or None,
+            start=parse_timestamp(data.get("start")),
+            end=parse_timestamp(data.get("end")) or parse_timestamp(data.get("start")),
+            num_user_turns=_int("num_user_turns"),
+            num_assistant_turns=_int("num_assistant_turns"),
+            num_tool_calls=_int("num_tool_calls"),
+            first_user_prompt=str(data.get("first_user_prompt") or ""),
+            last_user_prompt=str(data.get("last_user_prompt") or ""),
+            top_tools={str(k): int(v) for k, v in dict(tools).items() if isinstance(v, (int, float))},
+            compactions=_int("compactions"),
+            resumed=bool(data.get("resumed")),
+            joy_markers=_int("joy_markers"),
+            error_markers=_int("error_markers"),
+            title_hint=data.get("title_hint") or None,
+        )
+
+
+def group_key(session: ArcSession) -> str:
+    """The canonical project a session clusters under: repo slug, else project key, else its own folder."""
+    if session.repo:
+        return f"repo:{session.repo.lower()}"
+    if session.project:
+        return f"project:{session.project.lower()}"
+    return f"unresolved:{session.cwd or session.session_id}"
+
+
+def cluster_id_for(session_ids: Iterable[str]) -> str:
+    """Stable id of a cluster: a hash of its sorted, distinct session ids."""
+    joined = "\n".join(sorted(set(session_ids)))
+    return "arc-" + hashlib.sha1(joined.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class ArcPlan:
+    """One arc to write: its sessions and everything derived from them."""
+
+    cluster_id: str
+    sessions: tuple[ArcSession, ...]
+    title: str
+    project: str | None
+    projects: tuple[str, ...]
+    repo: str | None
+    worktrees: tuple[str, ...]
+    cwd: str | None
+    git_branch: str | None
+    project_source: str
+    created: str | None
+    signals: dict[str, Any]
+
+    @property
+    def date(self) -> str:
+        """The date folder: the day the arc's first session started (UTC)."""
+        return (self.created or "1970-01-01")[:10]
+
+    @property
+    def vault_path(self) -> str:
+        return f"clusters/{self.date}/{self.cluster_id}.md"
+
+    @property
+    def session_ids(self) -> list[str]:
+        return sorted(s.session_id for s in self.sessions)
+
+
+def _sort_key(session: ArcSession) -> tuple[dt.datetime, str]:
+    return (session.start or dt.datetime.min.replace(tzinfo=dt.timezone.utc), session.session_id)
+
+
+def plan_clusters(
+    sessions: Iterable[ArcSession],
+    *,
+    gap_minutes: int = DEFAULT_GAP_MINUTES,
+    bridge_minutes: int = DEFAULT_BRIDGE_MINUTES,
+) -> list[ArcPlan]:
+    """Group sessions into arcs: canonical project, then time gap, then compaction bridges."""
+    groups: dict[str, list[ArcSession]] = {}
+    seen: set[str] = set()
+    for session in sessions:
+        if session.session_id in seen:
+            continue
+        seen.add(session.session_id)
+        groups.setdefault(group_key(session), []).append(session)
+    gap = dt.timedelta(minutes=gap_minutes)
+    bridge = dt.timedelta(minutes=max(bridge_minutes, gap_minutes))
+    plans: list[ArcPlan] = []
+    for key in sorted(groups):
+        members = sorted(groups[key], key=_sort_key)
+        current: list[ArcSession] = []
+        last_end: dt.datetime | None = None
+        for session in members:
+            if current and last_end is not None and session.start is not None:
+                allowed = bridge if session.resumed else gap
+                if session.start - last_end > allowed:
+                    plans.append(build_plan(current))
+                    current = []
+                    last_end = None
+            current.append(session)
+            end = session.end or session.start
+            if end is not None and (last_end is None or end > last_end):
+                last_end = end
+        if current:
+            plans.append(build_plan(current))
+    return sorted(plans, key=lambda p: (p.created or "", p.cluster_id))
+
+
+def _most_common(values: Iterable[str | None]) -> str | None:
+    counts = Counter(v for v in values if v)
+    if not counts:
+        return None
+    best = max(counts.values())
+    for value in counts:  # first seen wins a tie (sessions are in time order)
+        if counts[value] == best:
+            return value
+    return None
+
+
+def _strongest_source(sources: Iterable[str]) -> str:
+    present = set(sources)
+    ranked = [s for s in SOURCE_ORDER if s in present]
+    return ranked[0] if ranked else "unresolved"
+
+
+def compute_signals(sessions: Sequence[ArcSession]) -> dict[str, Any]:
+    """Activity figures the keeper scores heat from (recency, volume, sessions, joy)."""
+    starts = [s.start for s in sessions if s.start]
+    ends = [s.end or s.start for s in sessions if s.end or s.start]
+    tools: Counter = Counter()
+    for s in sessions:
+        tools.update(s.top_tools)
+    return {
+        "sessions": len(sessions),
+        "agents": sorted({s.agent for s in sessions}),
+        "user_turns": sum(s.num_user_turns for s in sessions),
+        "assistant_turns": sum(s.num_assistant_turns for s in sessions),
+        "tool_calls": sum(s.num_tool_calls for s in sessions),
+        "top_tools": dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
+        "joy_markers": sum(s.joy_markers for s in sessions),
+        "error_markers": sum(s.error_markers for s in sessions),
+        "compactions": sum(s.compactions for s in sessions),
+        "first_active": min(starts).isoformat() if starts else None,
+        "last_active": max(ends).isoformat() if ends else None,
+        "minutes": round(sum(((s.end or s.start) - s.start).total_seconds() / 60 for s in sessions if s.start), 1),
+    }
+
+
+def build_plan(sessions: Sequence[ArcSession]) -> ArcPlan:
+    """Derive an arc (id, title, identity fields, signals) from its sessions."""
+    ordered = sorted(sessions, key=_sort_key)
+    first = ordered[0]
+    projects = tuple(sorted({s.project for s in ordered if s.project}))
+    repos = [s.repo for s in ordered if s.repo]
+    project = _most_common(s.project for s in ordered)
+    branch = next((s.git_branch for s in reversed(ordered) if s.git_branch), None)
+    return ArcPlan(
+        cluster_id=cluster_id_for(s.session_id for s in ordered),
+        sessions=tuple(ordered),
+        title=arc_title(ordered),
+        project=project,
+        projects=projects,
+        repo=repos[0] if repos else None,
+        worktrees=tuple(sorted({s.worktree for s in ordered if s.worktree})),
+        cwd=_most_common(s.cwd for s in ordered),
+        git_branch=branch,
+        project_source=_strongest_source(s.project_source for s in ordered) if project else "unresolved",
+        created=first.start.isoformat() if first.start else None,
+        signals=compute_signals(ordered),
+    )
+
+
+# -- titles -------------------------------------------------------------------
+
+_BARE_PATH = re.compile(r"^(?:[~.]?/|[A-Za-z]:\\)?[\w.\-~]+(?:[/\\][\w.\-~ ]*)+/?$")
+_URL_ONLY = re.compile(r"^(?:https?|file|ssh)://\S+$", re.I)
+_HEADING = re.compile(r"^\s*#{1,6}\s")
+_NOISE_LINE = re.compile(r"^\s*(```|~~~|[-=*_]{3,}\s*$|\||>|\$ |[\[{(]\s*$)")
+_LOW_VALUE = frozenset(
+    {"yes", "y", "no", "ok", "okay", "continue", "go", "go on", "proceed", "do it", "next", "retry", "again", "thanks", "thank you", "done"}
+)
+
+
+def _title_line(text: str) -> str | None:
+    """The first line of a prompt that reads as a title, or None."""
+    if not text or is_boilerplate(text):
+        return None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or _HEADING.match(line) or _NOISE_LINE.match(line):
+            continue  # pasted markdown headings, fences, tables, quotes, shell lines
+        if _BARE_PATH.match(line) or _URL_ONLY.match(line):
+            continue
+        words = re.findall(r"[A-Za-z]{2,}", line)
+        if len(words) < 2 or line.lower().strip(" .!?") in _LOW_VALUE:
+            continue
+        return line
+    return None
+
+
+def clip_title(text: str, limit: int = TITLE_CHARS) -> str:
+    """Collapse whitespace and cut on a word boundary to at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+def arc_title(sessions: Sequence[ArcSession]) -> str:
+    """A title that means something: the first real prompt, else a summary hint, else the project."""
+    for session in sessions:
+        for text in (session.first_user_prompt, session.last_user_prompt):
+            line = _title_line(text)
+            if line:
+                return clip_title(line)
+    for session in sessions:
+        if session.title_hint and _title_line(session.title_hint):
+            return clip_title(session.title_hint)
+    first = sessions[0] if sessions else None
+    project = next((s.project for s in sessions if s.project), None)
+    day = first.start.date().isoformat() if first and first.start else "undated"
+    if project:
+        branch = next((s.git_branch for s in sessions if s.git_branch), None)
+        return f"Work on {project}" + (f" ({branch})" if branch else "") + f", {day}"
+    return f"Unattributed work, {day}"
+
+
+# -- rendering ----------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def arc_meta(plan: ArcPlan) -> dict[str, Any]:
+    """The frontmatter of a new arc, keys in DESIGN section 6 order."""
+    return {
+        "cluster_id": plan.cluster_id,
+        "title": plan.title,
+        "region": DEFAULT_REGION,
+        "status": DEFAULT_STATUS,
+        "heat": 0.0,
+        "source_sessions": plan.session_ids,
+        "project": plan.project,
+        "projects": list(plan.projects),
+        "repo": plan.repo,
+        "worktrees": list(plan.worktrees),
+        "cwd": plan.cwd,
+        "git_branch": plan.git_branch,
+        "project_source": plan.project_source,
+        "created": plan.created,
+        "signals": plan.signals,
+        "edges": [],
+        "synthesized": False,
+    }
+
+
+def arc_body(plan: ArcPlan) -> str:
+    """The markdown body of a new arc: what was asked, and the sessions it holds."""
+    where = plan.repo or plan.project or "unattributed"
+    lines = [f"# {plan.title}", "", f"Project: {where}" + (f" (worktrees: {', '.join(plan.worktrees)})" if plan.worktrees else ""), ""]
+    lines += ["## Sessions", "", "| Session | Agent | Start | Minutes | Turns | Tools | Folder | Branch |", "|---|---|---|---|---|---|---|---|"]
+    for s in plan.sessions:
+        minutes = round(((s.end or s.start) - s.start).total_seconds() / 60, 1) if s.start else 0
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(v)
+                for v in (
+                    s.session_id,
+                    s.agent,
+                    s.start.isoformat(timespec="minutes") if s.start else "",
+                    minutes,
+                    s.num_user_turns + s.num_assistant_turns,
+                    s.num_tool_calls,
+                    s.cwd,
+                    s.git_branch,
+                )
+            )
+            + " |"
+        )
+    prompts = [(s.session_id, s.first_user_prompt, s.last_user_prompt) for s in plan.sessions if s.first_user_prompt]
+    if prompts:
+        lines += ["", "## Prompts", ""]
+        for sid, first, last in prompts:
+            lines.append(f"- {sid[:8]} first: {_cell(first)}")
+            if last and last != first:
+                lines.append(f"- {sid[:8]} last: {_cell(last)}")
+    return "\n".join(lines) + "\n"
+
+
+def render_arc(plan: ArcPlan) -> str:
+    """The whole arc file (frontmatter through the codec, then the body)."""
+    return frontmatter.render(arc_meta(plan), "\n" + arc_body(plan))
+
+
+def _add_signals(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(old)
+    for key in ("sessions", "user_turns", "assistant_turns", "tool_calls", "joy_markers", "error_markers", "compactions", "minutes"):
+        try:
+            merged[key] = round(float(old.get(key) or 0) + float(new.get(key) or 0), 1)
+            if key != "minutes":
+                merged[key] = int(merged[key])
+        except (TypeError, ValueError):
+            merged[key] = new.get(key)
+    merged["agents"] = sorted(set(old.get("agents") or []) | set(new.get("agents") or []))
+    tools: Counter = Counter()
+    for source in (old.get("top_tools") or {}, new.get("top_tools") or {}):
+        if isinstance(source, Mapping):
+            tools.update({str(k): int(v) for k, v in source.items() if isinstance(v, (int, float))})
+    merged["top_tools"] = dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    firsts = [v for v in (old.get("first_active"), new.get("first_active")) if v]
+    lasts = [v for v in (old.get("last_active"), new.get("last_active")) if v]
+    merged["first_active"] = min(firsts, key=lambda v: parse_timestamp(v) or dt.datetime.max.replace(tzinfo=dt.timezone.utc)) if firsts else None
+    merged["last_active"] = max(lasts, key=lambda v: parse_timestamp(v) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)) if lasts else None
+    return merged
+
+
+def refresh_changes(meta: Mapping[str, Any], plan: ArcPlan) -> dict[str, Any]:
+    """Frontmatter edits that fold ``plan``'s sessions into an existing arc; {} when nothing changes.
+
+    Only session-derived keys change; title, heat, status, region, summary,
+    edges and the arc's project stay as the keeper or a merge left them.
+    When the plan holds every session the arc already has, signals are
+    recomputed exactly; otherwise the new sessions' figures are added.
+    """
+    old_ids = [str(s) for s in (meta.get("source_sessions") or [])]
+    plan_ids = set(plan.session_ids)
+    ids = sorted(set(old_ids) | plan_ids)
+    old_signals = meta.get("signals") if isinstance(meta.get("signals"), Mapping) else {}
+    if set(old_ids) <= plan_ids:
+        signals = {**old_signals, **plan.signals}
+    else:
+        fresh = [s for s in plan.sessions if s.session_id not in set(old_ids)]
+        signals = _add_signals(old_signals, compute_signals(fresh)) if fresh else dict(old_signals)
+    projects = list(meta.get("projects") or [])
+    for p in plan.projects:
+        if p not in projects:
+            projects.append(p)
+    worktrees = sorted(set(meta.get("worktrees") or []) | set(plan.worktrees))
+    wanted = {
+        "source_sessions": ids,
+        "projects": projects,
+        "worktrees": worktrees,
+        "git_branch": plan.git_branch or meta.get("git_branch"),
+        "signals": signals,
+    }
+    if not meta.get("projects") and meta.get("project") and "project_source" not in meta:
+        wanted.pop("projects")  # a legacy arc: leave attribution to the backfill
+    return {k: v for k, v in wanted.items() if meta.get(k) != v}
+
+
+# -- reading arcs back ---------------------------------------------------------
+
+
+def is_tombstone(vault_path: str) -> bool:
+    """True for ``<id>.merged.md``: an arc merged into another."""
+    return vault_path.endswith(".merged.md")
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _heat(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def arc_last_active(meta: Mapping[str, Any]) -> dt.datetime | None:
+    """The arc's last activity: signals.last_active, else updated/last_active/created keys."""
+    signals = meta.get("signals")
+    candidates = [signals.get("last_active")] if isinstance(signals, Mapping) else []
+    candidates += [meta.get("last_active"), meta.get("updated"), meta.get("created")]
+    for value in candidates:
+        when = parse_timestamp(value)
+        if when is not None:
+            return when
+    return None
+
+
+def arc_record(text: str, vault_path: str) -> EntryRecord | None:
+    """Index entry of an arc file; None for merge tombstones.
+
+    Attribution is trusted only from arcs written with project fields
+    (``projects`` or ``project_source`` present). Older arcs carry a
+    ``project`` that was the basename of a working folder, often wrong; they
+    read as unattributed (kept in ``meta.legacy_project``) until the backfill
+    rewrites them.
+    """
+    if is_tombstone(vault_path):
+        return None
+    doc = frontmatter.parse(text)
+    meta = doc.meta
+    if meta.get("merged_into"):
+        return None
+    attributed = "projects" in meta or "project_source" in meta
+    project = _str_or_none(meta.get("project")) if attributed else None
+    raw_projects = meta.get("projects") if attributed else None
+    projects = tuple(str(p) for p in raw_projects if p) if isinstance(raw_projects, list) else ()
+    if project is None and projects:
+        project = projects[0]
+    title = _str_or_none(meta.get("title")) or _str_or_none(meta.get("cluster_id")) or vault_path.rsplit("/", 1)[-1][:-3]
+    summary = _str_or_none(meta.get("summary"))
+    body = doc.body.strip()
+    extra = {
+        k: meta.get(k)
+        for k in ("cluster_id", "region", "worktrees", "cwd", "git_branch", "project_source", "source_sessions", "signals", "edges", "synthesized", "created")
+        if k in meta
+    }
+    extra["summary"] = summary
+    if not attributed and meta.get("project"):
+        extra["legacy_project"] = meta.get("project")
+    return EntryRecord(
+        id=entry_id("arc", vault_path),
+        kind="arc",
+        vault_path=vault_path,
+        title=title,
+        content=summary or body[:4000],
+        project=project.lower() if project else None,
+        projects=tuple(p.lower() for p in projects),
+        repo=_str_or_none(meta.get("repo")) if attributed else None,
+        scope="project",
+        status=_str_or_none(meta.get("status")),
+        heat=_heat(meta.get("heat")),
+        occurred_at=arc_last_active(meta),
+        meta=extra,
+    )

@@ -1,0 +1,58 @@
+"""``brain extract``: Claude Code and Codex transcripts -> a JSON bundle of resolved sessions.
+
+A thin wrapper over ``brain_ops.extract.run_extract``. Works with no database
+at all (git, transcript, catalog and layout evidence); when DATABASE_URL is set
+it also reads the session index and learned roots, and records session rows
+and learned roots, committed when the run succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from brain_kernel.cli import app, database, load_settings, operator_errors
+from brain_kernel.progress import reporter
+
+
+@app.command()
+@operator_errors
+def extract(
+    since: str = typer.Option("24h", help="Only sessions active after this: a duration back from now or an ISO date. Example: --since 7d"),
+    until: Optional[str] = typer.Option(None, help="Only sessions started before this (duration or ISO date). Example: --until 2026-11-28"),
+    claude_dir: Optional[Path] = typer.Option(None, "--claude-dir", help="Claude Code transcripts (default BRAIN_CLAUDE_DIR, else ~/.claude/projects). Example: --claude-dir /mnt/claude/projects"),
+    codex_dir: Optional[Path] = typer.Option(None, "--codex-dir", help="Codex home holding sessions/ (default BRAIN_CODEX_DIR or CODEX_HOME, else ~/.codex). Example: --codex-dir ~/.codex"),
+    project: Optional[str] = typer.Option(None, help="Keep only sessions of this project (short key or owner/name). Example: --project acme/widget"),
+    min_turns: int = typer.Option(5, "--min-turns", min=0, help="Skip sessions with fewer user+assistant turns. Example: --min-turns 2"),
+    database_url: Optional[str] = typer.Option(None, "--database-url", help="Postgres URL for the session index (default DATABASE_URL; unset = no database). Example: --database-url postgresql://brain@db/brain"),
+) -> None:
+    """Print a JSON bundle of sessions, each with agent, project, repo, worktree, project_source.
+
+    Each session's project is resolved before anything groups it (session
+    index, Codex repository_url, git, catalog, learned roots, layout); the
+    bundle also reports sessions_scanned, sessions_returned and skipped.
+    Progress goes to stderr.
+
+    Example: brain extract --since 24h --min-turns 5 > bundle.json
+    """
+    from brain_ops.extract import parse_when, run_extract
+
+    settings = load_settings(database_url=database_url)
+    window = {"since": parse_when(since), "until": parse_when(until)}
+    options = dict(claude_dir=claude_dir, codex_dir=codex_dir, project=project, min_turns=min_turns, progress=reporter("extract"))
+    if settings.database_url:
+        from brain_kernel.db import make_engine, session_factory, unit_of_work
+
+        with database(settings, migrate=True) as ready:
+            engine = make_engine(ready.database_url, pooled=False)  # type: ignore[arg-type]
+            try:
+                with unit_of_work(session_factory(engine)) as db:
+                    bundle = run_extract(ready, **window, **options, db=db)
+            finally:
+                engine.dispose()
+    else:
+        bundle = run_extract(settings, **window, **options)
+    typer.echo(json.dumps(bundle))
