@@ -58,5 +58,7 @@ def require_auth(
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 VaultDep = Annotated[Vault, Depends(get_vault)]
-SessionDep = Annotated[Session, Depends(get_db)]
+# scope="function": the session commits when the handler returns, before the response is
+# sent, so a client that got its answer can read its write (and a failed commit is not a 2xx).
+SessionDep = Annotated[Session, Depends(get_db, scope="function")]
 AuthDep = Depends(require_auth)

@@ -124,17 +124,43 @@ class Vault:
         return len(data)
 
     def create_exclusive(self, rel: str | Path, text: str) -> int:
-        """Create a new file, failing with FileExistsError if the name is taken."""
+        """Create a new file atomically, failing with FileExistsError if the name is taken.
+
+        The content is written to a temp file and hard-linked to the name: ``link``
+        refuses an existing name like ``O_EXCL`` does, and readers never see the
+        file before it is complete.
+        """
         target = self.path(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o644)
+            try:
+                os.link(tmp, target)
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                    raise
+                self._create_excl_direct(target, data)  # a filesystem without hard links
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        return len(data)
+
+    @staticmethod
+    def _create_excl_direct(target: Path, data: bytes) -> None:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
-        return len(data)
 
     def append(self, rel: str | Path, text: str, *, header: str = "") -> int:
         """Append ``text`` under an exclusive lock; write ``header`` first if the file is new or empty."""
