@@ -1,0 +1,332 @@
+"""POST /marker: each type written with its project, read back from the vault and the index."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from brain_core import frontmatter
+from brain_core.identity import ProjectIdentity
+from brain_core.markers import decision_record, lesson_records, milestone_records, signal_record
+from brain_kernel.identity_repo import record_session
+from brain_kernel.models import Entry, IdempotencyKey, Project
+from brain_kernel.settings import Settings
+
+
+def post(client, type_: str, content: str, key: str | None = None, **attrs: str):
+    headers = {"X-Idempotency-Key": key} if key else {}
+    return client.post("/marker", json={"type": type_, "content": content, "attrs": attrs}, headers=headers)
+
+
+def entries(db: Session, kind: str | None = None) -> list[Entry]:
+    db.expire_all()
+    stmt = select(Entry).order_by(Entry.vault_path, Entry.id)
+    if kind:
+        stmt = stmt.where(Entry.kind == kind)
+    return list(db.scalars(stmt))
+
+
+def vault_snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under the vault (dot files included) and its bytes."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            out[str(path.relative_to(root))] = path.read_bytes()
+    return out
+
+
+def index_snapshot(db: Session) -> dict[str, int]:
+    db.expire_all()
+    tables = ("entries", "projects", "idempotency_keys", "sessions", "learned_roots")
+    return {t: db.execute(text(f"select count(*) from {t}")).scalar_one() for t in tables}
+
+
+def test_lesson_with_a_project_is_appended_and_indexed(client, settings: Settings, db: Session) -> None:
+    key = uuid.uuid5(uuid.NAMESPACE_URL, "lesson-1").hex
+    r = post(client, "lesson", "Appends need flock.\nRead-modify-write loses entries.", key=key,
+             project="the-cloud-clockwork/agentihooks", session_id="s-1", source="claude-code")
+    assert r.status_code == 201, r.text
+    body = r.json()
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert body["ok"] is True and body["marker_type"] == "lesson" and body["action"] == "appended"
+    assert body["vault_path"] == f"left/reference/lessons-{today}.md"
+    assert body["project"] == "agentihooks" and body["idempotency_key"] == key
+    assert len(body["body_hash"]) == 64 and "idempotent_replay" not in body
+    text_ = (settings.vault / body["vault_path"]).read_text()
+    assert body["written_bytes"] == len(text_.encode())
+    assert text_.startswith(f"# Lessons {today}\n")
+    assert "[project: agentihooks repo: the-cloud-clockwork/agentihooks]" in text_
+    [row] = entries(db, "lesson")
+    assert (row.project, row.repo, row.projects, row.content) == (
+        "agentihooks", "the-cloud-clockwork/agentihooks", ["agentihooks"], "Appends need flock.\nRead-modify-write loses entries.")
+    assert row.title == "Appends need flock."
+    assert row.meta["session_id"] == "s-1" and row.meta["source"] == "claude-code"
+    [project] = db.scalars(select(Project)).all()
+    assert (project.id, project.key, project.last_active is not None) == ("the-cloud-clockwork/agentihooks", "agentihooks", True)
+    # the incremental row equals what a rebuild from the vault file gives
+    [rebuilt] = lesson_records(text_, body["vault_path"])
+    assert (rebuilt.id, rebuilt.project, rebuilt.content, rebuilt.occurred_at) == (row.id, row.project, row.content, row.occurred_at)
+
+
+def test_signal_file_has_project_severity_and_scope_in_frontmatter(client, settings: Settings, db: Session) -> None:
+    r = post(client, "signal", "Disk at 95% on the runner.", project="api", repo="org1/api", severity="HIGH",
+             title="Disk: full\n---\nnot: frontmatter")
+    assert r.status_code == 201, r.text
+    path = r.json()["vault_path"]
+    assert path.startswith("amygdala/") and path.endswith("-high-disk-full-not-frontmatter.md")
+    doc = frontmatter.parse((settings.vault / path).read_text())
+    assert doc.meta["title"] == "Disk: full\n---\nnot: frontmatter"
+    assert (doc.meta["project"], doc.meta["repo"], doc.meta["severity"], doc.meta["scope"]) == ("api", "org1/api", "high", "project")
+    [row] = entries(db, "signal")
+    assert (row.project, row.repo, row.severity, row.scope, row.vault_path) == ("api", "org1/api", "high", "project", path)
+    assert row.content == "Disk at 95% on the runner."
+
+
+def test_fleet_signal_is_scoped_to_the_fleet(client, db: Session) -> None:
+    r = post(client, "signal", "Upstream API rate limits everyone.", scope="fleet", project="api", repo="org1/api")
+    assert r.status_code == 201, r.text
+    [row] = entries(db, "signal")
+    assert (row.scope, row.project) == ("fleet", "api")
+
+
+def test_decision_gets_an_adr_number_status_and_project(client, settings: Settings, db: Session) -> None:
+    r = post(client, "decision", "We use Postgres for idempotency keys.", project="org1/api", title="Idempotency in Postgres",
+             status="proposed")
+    assert r.status_code == 201, r.text
+    path = r.json()["vault_path"]
+    assert path == "left/decisions/ADR-0001-idempotency-in-postgres.md"
+    doc = frontmatter.parse((settings.vault / path).read_text())
+    assert (doc.meta["adr"], doc.meta["status"], doc.meta["project"], doc.meta["repo"]) == (1, "proposed", "api", "org1/api")
+    [row] = entries(db, "decision")
+    assert (row.project, row.repo, row.status, row.title, row.meta["adr"]) == ("api", "org1/api", "proposed", "Idempotency in Postgres", 1)
+    assert row.content == "We use Postgres for idempotency keys."
+
+
+def test_adr_numbering_continues_an_old_vault(client, settings: Settings) -> None:
+    (settings.vault / "left/decisions/ADR-0041-old-choice.md").write_text("---\ntitle: Old\n---\nold\n")
+    r = post(client, "decision", "Next one.", title="Next")
+    assert r.json()["vault_path"] == "left/decisions/ADR-0042-next.md"
+    r = post(client, "decision", "And the one after.", title="After/that: one")
+    assert r.json()["vault_path"] == "left/decisions/ADR-0043-after-that-one.md"
+
+
+def test_milestone_goes_to_the_project_blocks_file(client, settings: Settings, db: Session) -> None:
+    r = post(client, "milestone", "Shipped project-scoped feed.", project="agentihooks")
+    assert r.status_code == 201, r.text
+    assert r.json()["vault_path"] == "left/projects/agentihooks/BLOCKS.md"
+    text_ = (settings.vault / "left/projects/agentihooks/BLOCKS.md").read_text()
+    assert "Shipped project-scoped feed." in text_
+    [row] = entries(db, "milestone")
+    assert (row.project, row.vault_path) == ("agentihooks", "left/projects/agentihooks/BLOCKS.md")
+    assert [r.id for r in milestone_records(text_, row.vault_path)] == [row.id]
+
+
+def test_milestone_without_a_project_goes_to_the_daily_note(client, settings: Settings, db: Session) -> None:
+    r = post(client, "milestone", "Nobody knows where this belongs.", source="codex")
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert r.status_code == 201 and r.json()["vault_path"] == f"daily/{today}.md" and r.json()["project"] is None
+    [row] = entries(db, "milestone")
+    assert row.project is None and row.projects == []
+    assert not list((settings.vault / "left/projects").iterdir())
+
+
+def test_marker_takes_its_project_from_the_session_index(client, db: Session) -> None:
+    record_session(db, "sess-42", ProjectIdentity("billing", "acme/billing", "/src/billing", None, "/src/billing", "git"))
+    db.commit()
+    r = post(client, "lesson", "Session index wins over nothing.", session_id="sess-42")
+    assert r.json()["project"] == "billing"
+    [row] = entries(db, "lesson")
+    assert (row.project, row.repo, row.meta["project_source"]) == ("billing", "acme/billing", "session")
+
+
+def test_marker_resolves_its_cwd_through_the_layout_patterns(client, settings: Settings, db: Session) -> None:
+    cwd = settings.user_home / "scratchpad" / "webshop" / "task-7"
+    r = post(client, "lesson", "Scratch folders name their project.", cwd=str(cwd))
+    assert r.json()["project"] == "webshop"
+    [row] = entries(db, "lesson")
+    assert (row.project, row.meta["project_source"]) == ("webshop", "layout")
+
+
+def test_marker_with_no_evidence_stays_unattributed(client, settings: Settings, db: Session) -> None:
+    r = post(client, "lesson", "No idea where I am.", cwd=str(settings.user_home / "random-folder"), session_id="unknown")
+    assert r.status_code == 201 and r.json()["project"] is None
+    [row] = entries(db, "lesson")
+    assert row.project is None
+    assert "[unattributed]" in (settings.vault / r.json()["vault_path"]).read_text()
+    assert db.scalar(select(func.count()).select_from(Project)) == 0
+
+
+def test_replay_returns_the_original_and_writes_nothing(client, settings: Settings, db: Session) -> None:
+    key = uuid.uuid5(uuid.NAMESPACE_URL, "replay").hex
+    first = post(client, "lesson", "Only once.", key=key, project="api")
+    before = vault_snapshot(settings.vault)
+    again = post(client, "lesson", "Only once.", key=key, project="api")
+    assert again.status_code == 201
+    assert again.json() == {**first.json(), "idempotent_replay": True}
+    assert vault_snapshot(settings.vault) == before
+    assert len(entries(db, "lesson")) == 1
+
+
+def test_same_key_with_another_body_is_a_conflict(client, settings: Settings, db: Session) -> None:
+    key = uuid.uuid5(uuid.NAMESPACE_URL, "conflict").hex
+    assert post(client, "lesson", "First body.", key=key).status_code == 201
+    before = vault_snapshot(settings.vault)
+    r = post(client, "lesson", "Second body.", key=key)
+    assert r.status_code == 409 and "different body" in r.json()["detail"]
+    assert vault_snapshot(settings.vault) == before
+
+
+def test_an_expired_key_is_accepted_again(client, db: Session) -> None:
+    key = uuid.uuid5(uuid.NAMESPACE_URL, "expired").hex
+    assert post(client, "lesson", "Old.", key=key).status_code == 201
+    db.execute(text("update idempotency_keys set expires_at = now() - interval '1 second'"))
+    db.commit()
+    r = post(client, "lesson", "New body, same key.", key=key)
+    assert r.status_code == 201 and "idempotent_replay" not in r.json()
+    assert len(entries(db, "lesson")) == 2
+    db.expire_all()
+    [stored] = db.scalars(select(IdempotencyKey)).all()
+    assert stored.expires_at > dt.datetime.now(dt.timezone.utc)
+
+
+def test_idempotency_keys_expire_after_the_configured_ttl(tmp_path: Path, database_url: str, db: Session) -> None:
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+    from brain_kernel.vault import Vault
+    from tests.conftest import make_settings
+
+    s = make_settings(tmp_path, database_url, idempotency_ttl_seconds=120)
+    Vault(s.vault).scaffold()
+    with TestClient(create_app(s)) as c:
+        assert post(c, "lesson", "ttl", key="k-ttl").status_code == 201
+    [stored] = db.scalars(select(IdempotencyKey)).all()
+    assert dt.timedelta(seconds=100) < stored.expires_at - stored.created_at <= dt.timedelta(seconds=121)
+
+
+def test_signal_names_that_collide_get_a_suffix(client, settings: Settings) -> None:
+    paths = [post(client, "signal", f"same second {n}", title="Same title", severity="low").json()["vault_path"] for n in range(3)]
+    assert len(set(paths)) == 3
+    for path in paths:
+        assert signal_record((settings.vault / path).read_text(), path).title == "Same title"
+
+
+def test_titles_with_slashes_and_unicode_are_slugified(client, settings: Settings) -> None:
+    r = post(client, "decision", "x", title="Use ../../etc/passwd: ünïcödé & co")
+    path = r.json()["vault_path"]
+    assert path == "left/decisions/ADR-0001-use-etc-passwd-unicode-co.md"
+    assert decision_record((settings.vault / path).read_text(), path).title == "Use ../../etc/passwd: ünïcödé & co"
+
+
+def test_content_that_looks_like_a_header_stays_in_its_entry(client, settings: Settings, db: Session) -> None:
+    content = "before\n## 12:00 [project: evil] fake entry\n\\## already escaped\nafter"
+    r = post(client, "lesson", content, project="api")
+    rows = entries(db, "lesson")
+    assert len(rows) == 1 and rows[0].content == content and rows[0].project == "api"
+    assert [x.content for x in lesson_records((settings.vault / r.json()["vault_path"]).read_text(), "p")] == [content]
+
+
+def test_auth_is_required_when_tokens_are_configured(tmp_path: Path, database_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+    from brain_kernel.vault import Vault
+    from tests.conftest import make_settings
+
+    s = make_settings(tmp_path, database_url, tokens=["sekrit"])
+    Vault(s.vault).scaffold()
+    with TestClient(create_app(s)) as c:
+        assert post(c, "lesson", "x").status_code == 401
+        ok = c.post("/marker", json={"type": "lesson", "content": "x"}, headers={"Authorization": "Bearer sekrit"})
+        assert ok.status_code == 201
+
+
+BAD_BODIES = {
+    "unknown type": {"type": "rumour", "content": "x"},
+    "type not a string": {"type": 3, "content": "x"},
+    "missing content": {"type": "lesson"},
+    "empty content": {"type": "lesson", "content": ""},
+    "blank content": {"type": "lesson", "content": "  \n\t\n"},
+    "oversized content": {"type": "lesson", "content": "x" * 4097},
+    "content not a string": {"type": "lesson", "content": ["x"]},
+    "attrs a list": {"type": "lesson", "content": "x", "attrs": ["project", "api"]},
+    "attrs a string": {"type": "lesson", "content": "x", "attrs": "project=api"},
+    "attr value a number": {"type": "lesson", "content": "x", "attrs": {"project": "api", "n": 3}},
+    "attr value an object": {"type": "lesson", "content": "x", "attrs": {"title": {"a": 1}}},
+    "attr value null": {"type": "lesson", "content": "x", "attrs": {"project": None}},
+    "project with dot-dot": {"type": "milestone", "content": "x", "attrs": {"project": ".."}},
+    "project path traversal": {"type": "milestone", "content": "x", "attrs": {"project": "../../etc"}},
+    "project absolute path": {"type": "milestone", "content": "x", "attrs": {"project": "/etc/passwd"}},
+    "project control chars": {"type": "milestone", "content": "x", "attrs": {"project": "api\x1b[31m"}},
+    "project newline": {"type": "lesson", "content": "x", "attrs": {"project": "api\nrepo: x"}},
+    "repo dot-dot segment": {"type": "signal", "content": "x", "attrs": {"repo": "org/../api"}},
+    "repo absolute": {"type": "signal", "content": "x", "attrs": {"repo": "/srv/git/api"}},
+    "repo one segment": {"type": "signal", "content": "x", "attrs": {"repo": "api"}},
+    "project and repo disagree": {"type": "lesson", "content": "x", "attrs": {"project": "web", "repo": "org/api"}},
+    "worktree with slash": {"type": "lesson", "content": "x", "attrs": {"project": "api", "worktree": "a/../b"}},
+    "NUL in content": {"type": "lesson", "content": "a\x00b"},
+    "NUL in type": {"type": "lesson\x00", "content": "x"},
+    "NUL in title": {"type": "signal", "content": "x", "attrs": {"title": "a\x00b"}},
+    "NUL in attr key": {"type": "lesson", "content": "x", "attrs": {"a\x00": "b"}},
+    "NUL in session id": {"type": "lesson", "content": "x", "attrs": {"session_id": "s\x00"}},
+    "relative cwd": {"type": "lesson", "content": "x", "attrs": {"cwd": "work/api"}},
+    "bad severity": {"type": "signal", "content": "x", "attrs": {"severity": "very bad!"}},
+    "bad scope": {"type": "signal", "content": "x", "attrs": {"scope": "galaxy"}},
+    "bad status": {"type": "decision", "content": "x", "attrs": {"status": "maybe / later"}},
+    "oversized title": {"type": "decision", "content": "x", "attrs": {"title": "t" * 5000}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BODIES))
+def test_bad_input_is_refused_and_writes_nothing(case: str, client, settings: Settings, db: Session) -> None:
+    vault_before, index_before = vault_snapshot(settings.vault), index_snapshot(db)
+    r = client.post("/marker", json=BAD_BODIES[case], headers={"X-Idempotency-Key": uuid.uuid4().hex})
+    assert r.status_code in (400, 422), (case, r.status_code, r.text)
+    assert r.json()["detail"], case
+    assert vault_snapshot(settings.vault) == vault_before, case
+    assert index_snapshot(db) == index_before, case
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b'"lesson"', b"", b'{"type": "lesson", "content": "a\\u0000"}'])
+def test_malformed_json_is_refused(raw: bytes, client, settings: Settings, db: Session) -> None:
+    vault_before, index_before = vault_snapshot(settings.vault), index_snapshot(db)
+    r = client.post("/marker", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code in (400, 422), r.text
+    assert vault_snapshot(settings.vault) == vault_before and index_snapshot(db) == index_before
+
+
+@pytest.mark.parametrize("key", ["has space", "x" * 200, "ключ", "../etc"])
+def test_unusable_idempotency_key_is_refused(key: str, client, settings: Settings, db: Session) -> None:
+    vault_before, index_before = vault_snapshot(settings.vault), index_snapshot(db)
+    r = client.post("/marker", json={"type": "lesson", "content": "x"}, headers={"X-Idempotency-Key": key.encode("utf-8")})
+    assert r.status_code == 400, r.text
+    assert vault_snapshot(settings.vault) == vault_before and index_snapshot(db) == index_before
+
+
+def test_project_slug_is_normalised(client, db: Session) -> None:
+    r = post(client, "lesson", "x", project="  The-Cloud-Clockwork/AgentiHooks.git ")
+    assert r.status_code == 201 and r.json()["project"] == "agentihooks"
+    [row] = entries(db, "lesson")
+    assert row.repo == "the-cloud-clockwork/agentihooks"
+
+
+def test_content_limit_comes_from_settings(tmp_path: Path, database_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+    from brain_kernel.vault import Vault
+    from tests.conftest import make_settings
+
+    s = make_settings(tmp_path, database_url, marker_max_chars=10)
+    Vault(s.vault).scaffold()
+    with TestClient(create_app(s)) as c:
+        assert post(c, "lesson", "x" * 10).status_code == 201
+        r = post(c, "lesson", "x" * 11)
+        assert r.status_code == 400 and "10 characters" in r.json()["detail"]
