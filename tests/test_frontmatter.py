@@ -65,3 +65,8 @@ def test_dates_read_back_as_iso_strings() -> None:
     doc = frontmatter.parse("---\ncreated: 2026-11-28T10:00:00Z\nday: 2026-11-28\n---\n")
     assert doc.meta["day"] == "2026-11-28"
     assert doc.meta["created"].startswith("2026-11-28T10:00:00")
+
+
+def test_old_flat_value_with_a_colon_stays_one_string() -> None:
+    doc = frontmatter.parse("---\ntitle: Disk: full again\nseverity: critical\n---\nbody\n")
+    assert doc.meta == {"title": "Disk: full again", "severity": "critical"}

@@ -60,6 +60,8 @@ def _lenient(block: str) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw else None
         except yaml.YAMLError:
             value = raw
+        if isinstance(value, dict):  # "title: Disk: full" is one flat value, not a nested mapping
+            value = raw
         meta[key] = value
     return meta
 
