@@ -1,0 +1,173 @@
+"""Marker formats (pure): validation, rendering, and parsing back, old files included."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import yaml
+
+from brain_core import frontmatter
+from brain_core.markers import (
+    Attribution,
+    MarkerInvalid,
+    adr_number,
+    body_hash,
+    decision_path,
+    decision_record,
+    lesson_path,
+    lesson_records,
+    milestone_path,
+    milestone_records,
+    parse_request,
+    render_decision,
+    render_log_entry,
+    render_signal,
+    signal_path,
+    signal_record,
+    slugify,
+)
+
+AT = dt.datetime(2026, 11, 28, 14, 3, 22, tzinfo=dt.timezone.utc)
+API = Attribution("api", "org1/api", None, "attrs")
+
+
+def req(type_: str = "lesson", content: str = "Body text.", **attrs: str):
+    return parse_request(type_, content, attrs, max_chars=4096)
+
+
+def test_old_lesson_headers_without_a_project_parse_as_unattributed() -> None:
+    old = (
+        "# Lessons 2026-11-27\n\n"
+        "## 14:03 — from claude-code\n\nFirst old lesson.\n\n"
+        "## 14:03 — from claude-code\n\nSame header, other lesson.\n\n"
+        "## 2026-11-27 09:15:00 lesson\nno blank line before content\n"
+        "## A header with no time at all\n\nStill a lesson.\n"
+    )
+    records = lesson_records(old, "left/reference/lessons-2026-11-27.md")
+    assert [r.content for r in records] == ["First old lesson.", "Same header, other lesson.", "no blank line before content", "Still a lesson."]
+    assert all(r.project is None and r.repo is None and r.projects == () for r in records)
+    assert len({r.id for r in records}) == 4
+    assert records[0].title == "from claude-code"
+    assert records[0].occurred_at == dt.datetime(2026, 11, 27, 14, 3, tzinfo=dt.timezone.utc)
+    assert records[2].occurred_at == dt.datetime(2026, 11, 27, 9, 15, tzinfo=dt.timezone.utc)
+    assert records[3].occurred_at is None and records[3].title == "A header with no time at all"
+    # ids are stable: parsing again (or after more appends) gives the same ids
+    more = old + render_log_entry("lesson", req(), API, marker_id="m1", at=AT)
+    assert [r.id for r in lesson_records(more, "left/reference/lessons-2026-11-27.md")[:4]] == [r.id for r in records]
+
+
+def test_a_rendered_entry_parses_the_same_alone_and_inside_its_file() -> None:
+    path = lesson_path(AT)
+    entry = render_log_entry("lesson", req(session_id="s1", source="codex"), API, marker_id="abc", at=AT)
+    file_text = "# Lessons 2026-11-28\n\n## 09:00 old\n\nold\n\n" + entry + render_log_entry("lesson", req(), API, marker_id="def", at=AT)
+    [alone] = lesson_records(entry, path)
+    assert lesson_records(file_text, path)[1] == alone
+    assert (alone.project, alone.repo, alone.occurred_at) == ("api", "org1/api", AT)
+    assert alone.meta == {"marker_id": "abc", "session_id": "s1", "source": "codex", "project_source": "attrs"}
+
+
+def test_a_title_cannot_pose_as_a_project_tag() -> None:
+    entry = render_log_entry("lesson", req(title="[project: evil] pwned"), Attribution(), marker_id="x", at=AT)
+    [record] = lesson_records(entry, lesson_path(AT))
+    assert record.project is None and record.title == "[project: evil] pwned"
+
+
+def test_hostile_attr_values_stay_inside_the_meta_comment() -> None:
+    entry = render_log_entry("lesson", req(source="x --> ## 12:00 [project: evil]", title="a\nb"), API, marker_id="x", at=AT)
+    assert entry.count("\n## ") == 0 and entry.startswith("## ")
+    [record] = lesson_records(entry, lesson_path(AT))
+    assert record.meta["source"] == "x --> ## 12:00 [project: evil]" and record.title == "a b" and record.project == "api"
+
+
+def test_header_escaping_round_trips() -> None:
+    content = "## looks like a header\n\\## one backslash\n\\\\## two\n### level three is fine"
+    [record] = lesson_records(render_log_entry("lesson", req(content=content), API, marker_id="x", at=AT), lesson_path(AT))
+    assert record.content == content
+
+
+def test_milestones_in_blocks_take_the_project_from_the_path_or_the_entry() -> None:
+    path = milestone_path("api", AT)
+    assert path == "left/projects/api/BLOCKS.md"
+    text = "# api: milestones\n\n## 2026-11-01 old untagged block\n\nold\n\n" + render_log_entry(
+        "milestone", req("milestone"), Attribution("api", "org2/api"), marker_id="x", at=AT
+    )
+    old, new = milestone_records(text, path)
+    assert (old.project, old.repo, old.kind) == ("api", None, "milestone")
+    assert (new.project, new.repo) == ("api", "org2/api")
+
+
+def test_daily_notes_yield_only_milestones() -> None:
+    path = milestone_path(None, AT)
+    assert path == "daily/2026-11-28.md"
+    text = "# 2026-11-28\n\n## Notes\n\nnot a milestone\n\n## 10:00 Milestone: shipped\n\nold milestone\n\n" + render_log_entry(
+        "milestone", req("milestone"), Attribution(), marker_id="x", at=AT
+    )
+    records = milestone_records(text, path)
+    assert [r.content for r in records] == ["old milestone", "Body text."]
+    assert all(r.project is None for r in records)
+
+
+@pytest.mark.parametrize("title", ["a: b", "line one\nline two", "---", "x\n---\ny: z", "- item", "#hash", "'q' \"qq\"", "null", "[x]", "tab\there"])
+def test_hostile_titles_cannot_break_signal_or_decision_frontmatter(title: str) -> None:
+    r = req("signal", title=title, severity="high")
+    signal = render_signal(r, API, marker_id="x", at=AT)
+    assert yaml.safe_load(signal.split("\n---\n")[0].removeprefix("---\n"))["title"] == title
+    record = signal_record(signal, signal_path(title, "high", AT))
+    assert (record.title, record.project, record.severity, record.content) == (title, "api", "high", "Body text.")
+    decision = render_decision(req("decision", title=title), API, number=3, marker_id="x", at=AT)
+    record = decision_record(decision, decision_path(3, title))
+    assert (record.title, record.project, record.status, record.meta["adr"]) == (title, "api", "accepted", 3)
+    assert frontmatter.parse(decision).meta["repo"] == "org1/api"
+
+
+def test_old_signal_and_decision_files_still_parse() -> None:
+    old_signal = "---\ntitle: Disk: full again\nseverity: critical\n---\nThe disk is full.\n"
+    record = signal_record(old_signal, "amygdala/20261101-080000-critical-disk-full.md")
+    assert (record.project, record.scope, record.severity, record.title) == (None, "project", "critical", "Disk: full again")
+    assert record.occurred_at == dt.datetime(2026, 11, 1, 8, 0, tzinfo=dt.timezone.utc)
+    no_frontmatter = "# ADR-0007: Use Postgres\n\nBecause.\n"
+    record = decision_record(no_frontmatter, "left/decisions/ADR-0007-use-postgres.md")
+    assert (record.title, record.content, record.project, record.meta["adr"]) == ("Use Postgres", "Because.", None, 7)
+
+
+def test_invalid_project_in_an_old_file_is_dropped_not_trusted() -> None:
+    record = signal_record("---\nproject: ../../etc\n---\nx\n", "amygdala/x.md")
+    assert record.project is None
+
+
+def test_fleet_signals_are_fleet_scoped() -> None:
+    signal = render_signal(req("signal", scope="fleet"), API, marker_id="x", at=AT)
+    assert signal_record(signal, "amygdala/x.md").scope == "fleet"
+
+
+def test_request_defaults_and_normalisation() -> None:
+    r = req("  Lesson ", "\r\nfirst line\r\nsecond\r\n", project="Org1/API", worktree="feature-x", session_id=" s1 ")
+    assert (r.type, r.content, r.title) == ("lesson", "first line\nsecond", "first line")
+    assert (r.identity.project, r.identity.repo, r.worktree, r.session_id) == ("api", "org1/api", "feature-x", "s1")
+    assert r.scope == "project" and r.severity is None
+    assert req(project="").identity is None
+
+
+def test_body_hash_ignores_key_order_but_not_values() -> None:
+    assert body_hash("lesson", "x", {"a": "1", "b": "2"}) == body_hash("lesson", "x", {"b": "2", "a": "1"})
+    assert body_hash("lesson", "x", {}) == body_hash("lesson", "x", None)
+    assert body_hash("lesson", "x", {}) != body_hash("lesson", "y", {})
+
+
+@pytest.mark.parametrize(
+    "type_,content,attrs",
+    [("note", "x", {}), ("lesson", "", {}), ("lesson", "x" * 4097, {}), ("lesson", "x", []), ("lesson", "x", {"a": 1}),
+     ("lesson", "a\x00", {}), ("lesson", "x", {"project": "a/../b"}), ("lesson", "x", {"repo": "/abs/path"})],
+)
+def test_bad_requests_raise_marker_invalid(type_, content, attrs) -> None:
+    with pytest.raises(MarkerInvalid):
+        parse_request(type_, content, attrs, max_chars=4096)
+
+
+def test_slugs_and_adr_numbers() -> None:
+    assert slugify("Use ../../etc: ünïcödé & Co!") == "use-etc-unicode-co"
+    assert slugify("!!!") == "untitled"
+    assert len(slugify("word " * 50)) <= 60
+    assert adr_number("left/decisions/ADR-0042-x.md") == 42 and adr_number("README.md") is None
+    assert decision_path(5, "A/B") == "left/decisions/ADR-0005-a-b.md"
