@@ -123,13 +123,30 @@ class ArcSession:
         )
 
 
-def group_key(session: ArcSession) -> str:
-    """The canonical project a session clusters under: repo slug, else project key, else its own folder."""
+def group_key(session: ArcSession, repos_by_key: Mapping[str, set[str]] | None = None) -> str:
+    """The canonical project a session clusters under: repo slug, else project key, else its own folder.
+
+    A session known only by its key (layout, catalog without repo) joins the
+    repo of that key when exactly one repo in ``repos_by_key`` has it; with
+    two candidates (``org1/api``, ``org2/api``) it stays apart.
+    """
     if session.repo:
         return f"repo:{session.repo.lower()}"
     if session.project:
+        candidates = (repos_by_key or {}).get(session.project.lower(), set())
+        if len(candidates) == 1:
+            return f"repo:{next(iter(candidates))}"
         return f"project:{session.project.lower()}"
     return f"unresolved:{session.cwd or session.session_id}"
+
+
+def repos_by_key(sessions: Iterable[ArcSession]) -> dict[str, set[str]]:
+    """Short key -> the repo slugs seen with it."""
+    found: dict[str, set[str]] = {}
+    for session in sessions:
+        if session.repo and session.project:
+            found.setdefault(session.project.lower(), set()).add(session.repo.lower())
+    return found
 
 
 def cluster_id_for(session_ids: Iterable[str]) -> str:
@@ -180,13 +197,13 @@ def plan_clusters(
     bridge_minutes: int = DEFAULT_BRIDGE_MINUTES,
 ) -> list[ArcPlan]:
     """Group sessions into arcs: canonical project, then time gap, then compaction bridges."""
-    groups: dict[str, list[ArcSession]] = {}
-    seen: set[str] = set()
+    unique: dict[str, ArcSession] = {}
     for session in sessions:
-        if session.session_id in seen:
-            continue
-        seen.add(session.session_id)
-        groups.setdefault(group_key(session), []).append(session)
+        unique.setdefault(session.session_id, session)
+    known = repos_by_key(unique.values())
+    groups: dict[str, list[ArcSession]] = {}
+    for session in unique.values():
+        groups.setdefault(group_key(session, known), []).append(session)
     gap = dt.timedelta(minutes=gap_minutes)
     bridge = dt.timedelta(minutes=max(bridge_minutes, gap_minutes))
     plans: list[ArcPlan] = []
