@@ -90,6 +90,7 @@ class IdentityResolver:
     ) -> ProjectIdentity:
         """The identity of a session or folder, first hit in DESIGN order; InvalidKey for bad attrs."""
         shown = self._display(cwd)
+        self.catalog  # a broken catalog fails every resolution alike, not only the paths it covers
         hit = core.from_attrs(attrs, shown)
         if hit is not None:
             return hit
@@ -105,6 +106,7 @@ class IdentityResolver:
     def resolve_path(self, cwd: str | None) -> ProjectIdentity:
         """The identity of a folder from path evidence only: git, catalog, learned roots, layout."""
         shown = self._display(cwd)
+        catalog = self.catalog
         views = self._views(shown)
         if not views:
             return core.unresolved(shown)
@@ -112,7 +114,7 @@ class IdentityResolver:
         if hit is not None:
             return hit
         for path, home in views:
-            hit = core.from_catalog(path, self.catalog, shown, home)
+            hit = core.from_catalog(path, catalog, shown, home)
             if hit is not None:
                 return hit
         if self.db is not None:

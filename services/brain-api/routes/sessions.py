@@ -15,6 +15,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field, field_validator
 
 from brain_api.deps import AuthDep, SessionDep, SettingsDep
+from brain_core import identity as core
 from brain_core.keys import InvalidKey
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import IdentityResolver
@@ -61,6 +62,19 @@ class SessionRegistration(BaseModel):
         return value
 
 
+def _culprit(body: SessionRegistration) -> str:
+    """The body field an InvalidKey came from: the first that fails alone, else ``project`` (a conflict)."""
+    for name in ("repo", "worktree", "project"):
+        value = getattr(body, name)
+        if value is None:
+            continue
+        try:
+            core.from_attrs({name: value} if name != "worktree" else {"project": "x", "worktree": value}, None)
+        except InvalidKey:
+            return name
+    return "project"
+
+
 def _reject(field: str, reason: str) -> HTTPException:
     return HTTPException(status_code=422, detail=[{"loc": ["body", field], "msg": reason, "type": "value_error"}])
 
@@ -73,8 +87,7 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
     try:
         identity = resolver.resolve(body.cwd, attrs=attrs)
     except InvalidKey as exc:
-        field = "repo" if "repo" in str(exc) and body.repo else "worktree" if "worktree" in str(exc) else "project"
-        raise _reject(field, str(exc)) from None
+        raise _reject(_culprit(body), str(exc)) from None
     except ConfigError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from None
     created = resolver.record_session(body.session_id, identity, agent=body.agent)
