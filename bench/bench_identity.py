@@ -1,0 +1,121 @@
+"""Benchmark: resolve 1,000 working folders that share 50 real git repositories.
+
+Builds 50 repositories in a temporary folder (each with an origin remote, one
+linked worktree and nested subfolders), spreads 1,000 distinct working folders
+over them (roots, subfolders one to three levels down, worktrees and their
+subfolders), then resolves 2,000 sessions in shuffled order (every folder
+twice) with one resolver. Prints git process calls and wall time, and fails if
+git costs more than 2 calls per distinct folder or any folder resolves to the
+wrong repository. An uncached baseline (a fresh resolver per folder) runs on a
+sample for comparison.
+
+Run: .venv/bin/python bench/bench_identity.py [--repos 50] [--folders 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from brain_kernel.identity import IdentityResolver
+from brain_kernel.settings import Settings
+
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True)
+
+
+def build(base: Path, repos: int, folders: int) -> list[tuple[Path, str, str | None]]:
+    """Create the repositories; return (folder, expected repo slug, expected worktree) per working folder."""
+    home = base / "home"
+    per_repo = folders // repos
+    out: list[tuple[Path, str, str | None]] = []
+    for i in range(repos):
+        org = f"org{i % 7}"
+        name = f"svc-{i:02d}" if i % 10 else "api"  # several repos share the key ``api``
+        repo = home / "dev" / org / name
+        repo.mkdir(parents=True)
+        _git(repo, "init", "-q")
+        (repo / "README.md").write_text(name)
+        _git(repo, "add", "README.md")
+        _git(repo, "commit", "-q", "-m", "init")
+        _git(repo, "remote", "add", "origin", f"git@github.com:{org}/{name}.git")
+        wt = home / "trees" / f"{org}-{name}-fix"
+        _git(repo, "worktree", "add", "-q", "-b", "fix", str(wt))
+        slug = f"{org}/{name}"
+        out.append((repo, slug, None))
+        out.append((wt, slug, wt.name))
+        n = 0
+        while len(out) < (i + 1) * per_repo:
+            n += 1
+            if n % 4 == 0:
+                folder, worktree = wt / "src" / f"m{n}", wt.name
+            else:
+                folder, worktree = repo / f"pkg{n % 5}" / f"mod{n}" / ("deep" if n % 3 == 0 else ""), None
+            folder.mkdir(parents=True, exist_ok=True)
+            out.append((folder, slug, worktree))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repos", type=int, default=50)
+    parser.add_argument("--folders", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-identity-") as tmp:
+        base = Path(tmp).resolve()
+        t0 = time.perf_counter()
+        cases = build(base, args.repos, args.folders)
+        build_s = time.perf_counter() - t0
+        settings = Settings.explicit(vault=base / "vault", home=base / ".brain", user_home=base / "home")
+        distinct = {str(folder) for folder, _, _ in cases}
+        sessions = [c for c in cases for _ in range(2)]
+        random.Random(args.seed).shuffle(sessions)
+
+        resolver = IdentityResolver(settings)
+        t0 = time.perf_counter()
+        wrong = 0
+        for folder, slug, worktree in sessions:
+            hit = resolver.resolve(str(folder))
+            if (hit.repo, hit.worktree, hit.source) != (slug, worktree, "git"):
+                wrong += 1
+        cached_s = time.perf_counter() - t0
+
+        sample = [c for c in cases][:: max(1, len(cases) // 100)]
+        t0 = time.perf_counter()
+        baseline_calls = 0
+        for folder, _, _ in sample:
+            fresh = IdentityResolver(settings)
+            fresh.resolve(str(folder))
+            baseline_calls += fresh.git_calls
+        baseline_s = time.perf_counter() - t0
+
+        report = {
+            "repos": args.repos,
+            "distinct_folders": len(distinct),
+            "resolutions": len(sessions),
+            "git_calls": resolver.git_calls,
+            "git_calls_per_distinct_folder": round(resolver.git_calls / len(distinct), 3),
+            "wrong": wrong,
+            "resolve_total_s": round(cached_s, 3),
+            "resolve_per_session_ms": round(1000 * cached_s / len(sessions), 3),
+            "uncached_sample": len(sample),
+            "uncached_git_calls_per_folder": round(baseline_calls / len(sample), 2),
+            "uncached_per_folder_ms": round(1000 * baseline_s / len(sample), 2),
+            "setup_s": round(build_s, 1),
+        }
+        print(json.dumps(report, indent=2))
+        assert wrong == 0, f"{wrong} folders resolved to the wrong repository"
+        assert resolver.git_calls <= 2 * len(distinct), "more than 2 git calls per distinct folder"
+
+
+if __name__ == "__main__":
+    main()
