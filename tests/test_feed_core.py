@@ -1,0 +1,261 @@
+"""The pure feed core: heat and status, intent capping, feed assembly and the keeper's files."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from brain_core import frontmatter
+from brain_core.entries import EntryRecord, entry_id
+from brain_core.feed import (
+    FEED_FILES,
+    HOT_ARCS_HEADER,
+    ProjectMemory,
+    ProjectRef,
+    entry_belongs,
+    feed_file_entry,
+    global_feed,
+    hot_arcs_table,
+    inject_record,
+    intent_record,
+    project_feed,
+    render_hot_arcs_file,
+    render_project_intent_file,
+)
+from brain_core.heat import ArcActivity, arc_activity, score
+from brain_core.intent import ArcDigest, cap_intent, clip_words, derive_intent, parse_intent_map, sentences
+from brain_core.vaultindex import kind_of_path, project_activity
+
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _arc(cid: str, title: str, *, heat: float = 1.0, project: str | None = "api", repo: str | None = "org1/api", projects: tuple[str, ...] = (), summary: str | None = None, status: str = "active") -> EntryRecord:
+    path = f"clusters/2026-11-28/{cid}.md"
+    return EntryRecord(
+        id=entry_id("arc", path), kind="arc", vault_path=path, title=title, project=project, projects=projects, repo=repo,
+        status=status, heat=heat, occurred_at=NOW - dt.timedelta(hours=1), meta={"cluster_id": cid, "region": "frontal-lobe", "summary": summary},
+    )
+
+
+# -- heat ---------------------------------------------------------------------
+
+
+def test_a_recent_arc_is_hotter_than_an_old_busy_one() -> None:
+    fresh = score(ArcActivity(last_active=NOW - dt.timedelta(hours=2), sessions=1, tool_calls=3), NOW)
+    old = score(ArcActivity(last_active=NOW - dt.timedelta(days=20), sessions=12, tool_calls=900, joy_markers=5), NOW)
+    assert fresh.heat > old.heat
+    assert fresh.status == "active"
+
+
+def test_more_tool_volume_sessions_and_joy_raise_heat_at_equal_recency() -> None:
+    when = NOW - dt.timedelta(days=1)
+    quiet = score(ArcActivity(last_active=when, sessions=1, tool_calls=1), NOW).heat
+    busy = score(ArcActivity(last_active=when, sessions=6, tool_calls=200, joy_markers=3), NOW).heat
+    assert busy > quiet
+    assert 0 < quiet < busy <= 10
+
+
+def test_old_arcs_decay_faster_than_the_half_life() -> None:
+    a = ArcActivity(last_active=NOW - dt.timedelta(days=14), sessions=3, tool_calls=50)
+    b = ArcActivity(last_active=NOW - dt.timedelta(days=28), sessions=3, tool_calls=50)
+    ratio = score(b, NOW).heat / score(a, NOW).heat
+    assert ratio < 0.5 ** (14 / 3)  # more than plain half-life decay
+
+
+def test_statuses_active_complete_stalled_graduated() -> None:
+    def status(days: float, joy: int = 0, current: str | None = None) -> str:
+        return score(ArcActivity(last_active=NOW - dt.timedelta(days=days), sessions=1, joy_markers=joy, status=current), NOW).status
+
+    assert status(1) == "active"
+    assert status(5) == "stalled"
+    assert status(5, joy=2) == "complete"
+    assert status(40, joy=2) == "graduated"
+    assert status(5, current="complete") == "complete"
+    assert status(5, current="graduated") == "graduated"
+    assert status(1, current="complete") == "active"  # new work reopens it
+    assert score(ArcActivity(last_active=None), NOW) .heat == 0.0
+
+
+def test_arc_activity_reads_the_cluster_signals() -> None:
+    meta = {"source_sessions": ["a", "b"], "created": "2026-11-20T10:00:00+00:00", "signals": {"tool_calls": 40, "joy_markers": 1, "last_active": "2026-11-28T10:00:00+00:00"}}
+    activity = arc_activity(meta)
+    assert activity.sessions == 2 and activity.tool_calls == 40 and activity.joy_markers == 1
+    assert activity.last_active == dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc)
+
+
+# -- intent ---------------------------------------------------------------------
+
+
+def test_intent_is_capped_at_a_sentence_boundary_never_mid_sentence() -> None:
+    text = "First sentence is here. Second one is a little longer than the first! Third? " + "Fourth sentence goes on and on. " * 20
+    for cap in (30, 60, 100, 200, 400):
+        capped = cap_intent(text, cap)
+        assert capped.endswith((".", "!", "?"))
+        for sentence in sentences(capped):
+            assert sentence in sentences(text), (cap, sentence)
+        assert len(capped) <= cap or len(sentences(capped)) == 1
+
+
+def test_a_single_long_sentence_is_kept_whole() -> None:
+    long = "This one sentence " + "keeps going " * 60 + "until it ends."
+    assert cap_intent(long, 100) == " ".join(long.split())
+
+
+def test_derived_intent_names_the_hottest_arc_first() -> None:
+    arcs = [ArcDigest("a1", "Cold thing", heat=1.0), ArcDigest("a2", "Hot thing", heat=8.0, summary="Ship the parser rewrite", status="active")]
+    intent = derive_intent(arcs, subject="org1/api")
+    assert intent.startswith("Focus in org1/api: Ship the parser rewrite (active).")
+    assert "Cold thing" in intent
+    assert derive_intent([], subject="x") == "No active work in x right now."
+
+
+def test_llm_answers_are_parsed_filtered_and_capped() -> None:
+    answer = '```json\n{"org1/api": "Finish auth. ' + "Then more. " * 80 + '", "other": "ignored", "org2/api": 5}\n```'
+    parsed = parse_intent_map(answer, ["org1/api", "org2/api"], max_chars=60)
+    assert list(parsed) == ["org1/api"]
+    assert parsed["org1/api"].startswith("Finish auth.") and len(parsed["org1/api"]) <= 60
+    assert parse_intent_map("not json", ["a"]) == {}
+
+
+def test_clip_words_cuts_on_a_word_boundary() -> None:
+    clipped = clip_words("alpha beta gamma delta epsilon", 17)
+    assert clipped == "alpha beta gamma…"
+    assert clip_words("short", 17) == "short"
+
+
+# -- hot arcs table and files ---------------------------------------------------------
+
+
+def test_hot_arcs_table_has_the_project_column_and_summary_blurbs() -> None:
+    arcs = [
+        _arc("arc-1", "Title one | with pipe", heat=7.25, summary="A summary that wins over the title"),
+        _arc("arc-2", "A very long title " * 10, heat=3.0, projects=("api", "web")),
+    ]
+    table = hot_arcs_table(arcs)
+    lines = table.splitlines()
+    assert lines[0] == HOT_ARCS_HEADER
+    assert lines[2].startswith("| arc-1 | 7.2 | frontal-lobe | active | org1/api | A summary that wins over the title |")
+    assert "org1/api, web" in lines[3]
+    assert lines[3].rstrip(" |").endswith("…")
+
+
+def test_hot_arcs_file_keeps_the_frontmatter_clients_read() -> None:
+    text = render_hot_arcs_file([_arc("arc-1", "t")], NOW)
+    doc = frontmatter.parse(text)
+    assert doc.meta["id"] == "hot-arcs" and doc.meta["title"] == "Active Hot Arcs"
+    assert doc.meta["priority"] == 10 and doc.meta["ttl"] == 3600 and doc.meta["severity"] == "info"
+    assert HOT_ARCS_HEADER in doc.body
+    entry = feed_file_entry("brain-feed/hot-arcs.md", text)
+    assert (entry.id, entry.title, entry.priority) == ("hot-arcs", "Active Hot Arcs", 10)
+
+
+def test_global_feed_has_the_unchanged_shape() -> None:
+    files = [(path, render_hot_arcs_file([], NOW) if path.endswith("hot-arcs.md") else f"---\nid: {ident}\ntitle: {title}\npriority: {prio}\n---\nbody\n") for path, (ident, title, prio) in FEED_FILES.items()]
+    feed = global_feed(files, [_arc("arc-1", "t")], [], now=NOW, vault_root="/v")
+    assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
+    assert feed["entry_count"] == len(feed["entries"]) == len(FEED_FILES) - 1  # inject digest is served as inject_blocks
+    for entry in feed["entries"]:
+        assert set(entry) == {"id", "title", "content", "priority", "ttl", "severity", "metadata"}
+    priorities = [e["priority"] for e in feed["entries"]]
+    assert priorities == sorted(priorities, reverse=True)
+    again = global_feed(files, [_arc("arc-1", "t")], [], now=NOW + dt.timedelta(minutes=5), vault_root="/v")
+    assert again["hash"] == feed["hash"]
+
+
+# -- project feed -------------------------------------------------------------------
+
+
+def _signal(name: str, project: str | None, repo: str | None, scope: str = "project") -> EntryRecord:
+    path = f"amygdala/{name}.md"
+    return EntryRecord(id=entry_id("signal", path), kind="signal", vault_path=path, title=name, content=f"content {name}", project=project, repo=repo, scope=scope, severity="alert", occurred_at=NOW)
+
+
+def test_project_feed_labels_every_entry_and_puts_own_signals_before_fleet_ones() -> None:
+    ref = ProjectRef("api", "org1/api", True, NOW)
+    lesson = EntryRecord(id="lesson:x#1", kind="lesson", vault_path="left/reference/lessons-2026-11-29.md", title="Use tokens", content="LESSONTOKEN", project="api", repo="org1/api", occurred_at=NOW)
+    memory = ProjectMemory(
+        arcs=[_arc("arc-1", "ARCTOKEN work")],
+        lessons=[lesson],
+        project_signals=[_signal("own", "api", "org1/api")],
+        fleet_signals=[_signal("fleet", None, None, "fleet")],
+    )
+    feed = project_feed(ref, memory, now=NOW, vault_root="/v", lesson_days=14, top_n=10)
+    assert feed["scope"] == "project"
+    assert feed["project"] == {"key": "api", "repo": "org1/api", "known": True, "last_active": "2026-11-29T12:00:00Z"}
+    for entry in feed["entries"]:
+        assert entry["metadata"]["scope"] in ("project", "fleet")
+        assert "project" in entry["metadata"]
+    ids = [e["id"] for e in feed["entries"]]
+    assert ids.index("signal:amygdala/own.md") < ids.index("signal:amygdala/fleet.md")
+    fleet = next(e for e in feed["entries"] if e["id"] == "signal:amygdala/fleet.md")
+    assert fleet["metadata"]["scope"] == "fleet" and fleet["title"].startswith("Fleet signal")
+    intent = next(e for e in feed["entries"] if e["id"] == "project-intent")
+    assert intent["content"].startswith("Focus: ARCTOKEN work (active, last active 2026-11-29)")
+    hot = next(e for e in feed["entries"] if e["title"] == "Active Hot Arcs")
+    assert "ARCTOKEN" in hot["content"] and HOT_ARCS_HEADER in hot["content"]
+
+
+def test_unknown_project_gets_known_false_a_short_entry_and_fleet_signals() -> None:
+    feed = project_feed(ProjectRef("nope", None, False), ProjectMemory(fleet_signals=[_signal("f", None, None)]), now=NOW, vault_root="/v", lesson_days=14, top_n=10, ref="nope")
+    assert feed["project"]["known"] is False
+    assert [e["id"] for e in feed["entries"]] == ["project-memory", "signal:amygdala/f.md"]
+    assert "No project memory yet" in feed["entries"][0]["content"]
+
+
+def test_inject_blocks_reach_all_or_their_target_only() -> None:
+    def block(name: str, target: str | None) -> EntryRecord:
+        meta = f"target: {target}\n" if target else ""
+        return inject_record(f"---\nid: {name}\ntitle: {name}\n{meta}---\nbody {name}\n", f"brain-feed/inject/{name}.md")
+
+    blocks = [block("everyone", None), block("slug", "org1/api"), block("other", "org2/api"), block("bykey", "api")]
+    feed = project_feed(ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=False)
+    assert [b["id"] for b in feed["inject_blocks"]] == ["everyone", "slug"]
+    assert [b["scope"] for b in feed["inject_blocks"]] == ["fleet", "project"]
+    unique = project_feed(ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=True)
+    assert [b["id"] for b in unique["inject_blocks"]] == ["everyone", "slug", "bykey"]
+
+
+def test_membership_matches_by_slug_when_a_key_is_shared() -> None:
+    lesson = lambda project, repo, projects=(): EntryRecord(id="l", kind="lesson", vault_path="x", project=project, repo=repo, projects=projects)  # noqa: E731
+    assert entry_belongs(lesson("api", "org1/api"), "api", "org1/api", key_is_unique=False)
+    assert not entry_belongs(lesson("api", "org2/api"), "api", "org1/api", key_is_unique=False)
+    assert not entry_belongs(lesson("api", None), "api", "org1/api", key_is_unique=False)
+    assert entry_belongs(lesson("api", None), "api", "org1/api", key_is_unique=True)
+    assert entry_belongs(lesson("web", "org2/web", ("api",)), "api", "org1/api", key_is_unique=True)
+    assert not entry_belongs(lesson("web", "org2/web", ("api",)), "api", "org1/api", key_is_unique=False)
+    assert not entry_belongs(lesson(None, None), "api", None, key_is_unique=True)
+
+
+def test_intent_files_round_trip_to_index_records() -> None:
+    ref = ProjectRef("api", "org1/api", True, NOW)
+    text = render_project_intent_file(ref, "Ship it. Then rest.", "Focus: x", NOW, source="derived")
+    record = intent_record(text, "brain-feed/projects/org1/api/intent.md")
+    assert (record.kind, record.project, record.repo, record.scope, record.content) == ("intent", "api", "org1/api", "project", "Ship it. Then rest.")
+    fleet = intent_record("---\nid: operator-intent\n---\nAll hands.\n", "brain-feed/intent.md")
+    assert fleet.scope == "fleet" and fleet.project is None
+
+
+def test_vault_paths_map_to_entry_kinds() -> None:
+    assert kind_of_path("clusters/2026-11-28/arc-1.md") == "arc"
+    assert kind_of_path("clusters/2026-11-28/arc-1.merged.md") == "arc"  # arc_record returns None for it
+    assert kind_of_path("left/reference/lessons-2026-11-28.md") == "lesson"
+    assert kind_of_path("left/decisions/ADR-0001-x.md") == "decision"
+    assert kind_of_path("amygdala/20261128-120000-alert-x.md") == "signal"
+    assert kind_of_path("left/projects/api/BLOCKS.md") == "milestone"
+    assert kind_of_path("daily/2026-11-28.md") == "milestone"
+    assert kind_of_path("brain-feed/projects/org1/api/intent.md") == "intent"
+    assert kind_of_path("brain-feed/inject/x.md") == "inject"
+    assert kind_of_path("brain-feed/hot-arcs.md") is None
+    assert kind_of_path("raw/inbox/x.md") is None
+
+
+def test_project_activity_folds_bare_keys_into_a_unique_repo_only() -> None:
+    def rec(project: str, repo: str | None, hours: int, projects: tuple[str, ...] = ()) -> EntryRecord:
+        return EntryRecord(id=f"{project}{repo}{hours}", kind="lesson", vault_path="x", project=project, repo=repo, projects=projects, occurred_at=NOW - dt.timedelta(hours=hours))
+
+    found = project_activity([rec("web", "org/web", 5), rec("web", None, 1), rec("api", "org1/api", 3), rec("api", "org2/api", 4), rec("api", None, 0), rec("solo", None, 2)])
+    assert [(p.key, p.repo, p.last_active) for p in found] == [
+        ("api", "org1/api", NOW - dt.timedelta(hours=3)),
+        ("api", "org2/api", NOW - dt.timedelta(hours=4)),
+        ("solo", None, NOW - dt.timedelta(hours=2)),
+        ("web", "org/web", NOW - dt.timedelta(hours=1)),
+    ]
