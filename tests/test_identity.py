@@ -322,3 +322,32 @@ def test_whereis_relative_paths_and_text_output(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "brain_kernel", "whereis", ".", "--text"], cwd=repo, env=settings_env(settings), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\t")[:4] == [str(repo), "api", "org1/api", "git\n"]
+
+
+def test_whereis_no_learn_records_nothing(tmp_path: Path, database_url: str, db: Session) -> None:
+    repo = make_repo(tmp_path / "home" / "dev" / "api", "git@github.com:org1/api.git")
+    settings = _settings(tmp_path, database_url)
+    assert _whereis(settings, str(repo), extra=("--no-learn",))[0]["source"] == "git"
+    assert db.query(LearnedRoot).count() == 0
+    _whereis(settings, str(repo))
+    assert db.query(LearnedRoot).count() == 1
+
+
+def test_whereis_on_an_unmigrated_database_is_one_clear_line(tmp_path: Path, pg_admin_url: str) -> None:
+    import uuid
+
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import _admin_exec
+
+    name = f"empty_{uuid.uuid4().hex[:12]}"
+    _admin_exec(pg_admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        url = make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
+        (tmp_path / "home" / "dev").mkdir(parents=True)
+        settings = _settings(tmp_path, url)
+        proc = subprocess.run([sys.executable, "-m", "brain_kernel", "whereis", str(tmp_path / "home" / "dev")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == "error: the database has no index schema yet: run `brain migrate`"
+    finally:
+        _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -24,6 +24,7 @@ import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from brain_core.keys import InvalidKey, key_of_slug, normalise_key, normalise_slug, parse_project_ref
@@ -460,6 +461,7 @@ def from_learned(
 # -- layout patterns ------------------------------------------------------------------
 
 
+@lru_cache(maxsize=256)
 def compile_layout(pattern: str, user_home: str | None) -> re.Pattern[str] | None:
     """A regex for a layout pattern: ``{project}`` and ``*`` match one folder name, ``~`` is home.
 

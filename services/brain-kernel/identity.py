@@ -69,6 +69,7 @@ class IdentityResolver:
         self._by_toplevel: dict[str, GitFacts] = {}
         self._remotes: dict[str, str | None] = {}
         self._learned_written: set[tuple[str, str]] = set()
+        self._learned: dict[str, list[core.LearnedRoot]] = {}
         self._env: dict[str, str] | None = None
 
     # -- public ---------------------------------------------------------------
@@ -176,7 +177,9 @@ class IdentityResolver:
     def _from_learned(self, path: str, shown: str | None, home: str | None) -> ProjectIdentity | None:
         from brain_kernel.identity_repo import learned_roots_containing
 
-        return core.from_learned(path, learned_roots_containing(self.db, path), shown, home)  # type: ignore[arg-type]
+        if path not in self._learned:
+            self._learned[path] = learned_roots_containing(self.db, path)  # type: ignore[arg-type]
+        return core.from_learned(path, self._learned[path], shown, home)
 
     def _from_git(self, views: list[tuple[str, str | None]], shown: str | None) -> ProjectIdentity | None:
         real = views[-1][0]
@@ -194,6 +197,7 @@ class IdentityResolver:
         if marker in self._learned_written:
             return
         self._learned_written.add(marker)
+        self._learned.clear()  # lookups cached before this root was learned may now match it
         record_learned_roots(self.db, identity, core.learned_paths(identity, toplevel))  # type: ignore[arg-type]
 
     def _enrich_layout(self, hit: ProjectIdentity) -> ProjectIdentity:

@@ -35,7 +35,10 @@ def whereis(
     settings = load_settings(database_url=database_url)
     folders = [os.path.abspath(os.path.expanduser(p)) if p.strip() else "" for p in paths]
     if settings.database_url:
-        from brain_kernel.db import make_engine, session_factory, unit_of_work, check_reachable
+        from sqlalchemy.exc import ProgrammingError
+
+        from brain_kernel.db import check_reachable, make_engine, session_factory, unit_of_work
+        from brain_kernel.errors import ConfigError
 
         engine = make_engine(settings.database_url, pooled=False)
         try:
@@ -43,6 +46,8 @@ def whereis(
             with unit_of_work(session_factory(engine)) as db:
                 resolver = IdentityResolver(settings, db, learn=learn)
                 identities = [resolver.resolve(f) for f in folders]
+        except ProgrammingError:
+            raise ConfigError("the database has no index schema yet: run `brain migrate`") from None
         finally:
             engine.dispose()
     else:
