@@ -74,6 +74,7 @@ def test_an_unresolvable_cwd_is_stored_as_unresolved(client: TestClient, setting
         ({"session_id": "s", "repo": "/srv/git/api.git", "cwd": "/x"}, "repo"),
         ({"session_id": "s", "project": "web", "repo": "org1/api", "cwd": "/x"}, "project"),
         ({"session_id": "s", "project": "api", "worktree": "../x", "cwd": "/x"}, "worktree"),
+        ({"session_id": "s", "worktree": "a/b", "cwd": "/x"}, "worktree"),
         ({"session_id": "../s", "cwd": "/x"}, "session_id"),
         ({"session_id": "s", "cwd": "/x", "agent": "Claude Code!"}, "agent"),
         ({"session_id": "s"}, "cwd"),

@@ -64,12 +64,14 @@ class SessionRegistration(BaseModel):
 
 def _culprit(body: SessionRegistration) -> str:
     """The body field an InvalidKey came from: the first that fails alone, else ``project`` (a conflict)."""
-    for name in ("repo", "worktree", "project"):
-        value = getattr(body, name)
-        if value is None:
-            continue
+    checks = (
+        ("worktree", lambda: core.normalise_worktree(body.worktree)),
+        ("repo", lambda: core.from_attrs({"repo": body.repo}, None)),
+        ("project", lambda: core.from_attrs({"project": body.project}, None)),
+    )
+    for name, check in checks:
         try:
-            core.from_attrs({name: value} if name != "worktree" else {"project": "x", "worktree": value}, None)
+            check()
         except InvalidKey:
             return name
     return "project"
@@ -85,6 +87,7 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
     resolver = IdentityResolver(settings, db)
     attrs = {"project": body.project, "repo": body.repo, "worktree": body.worktree}
     try:
+        core.normalise_worktree(body.worktree)  # refused even when no project/repo comes with it
         identity = resolver.resolve(body.cwd, attrs=attrs)
     except InvalidKey as exc:
         raise _reject(_culprit(body), str(exc)) from None
