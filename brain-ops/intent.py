@@ -1,0 +1,113 @@
+"""Per-project intent for the keeper: derived from hot arcs, or one LLM call for all projects.
+
+Without an LLM endpoint (``settings.llm_base_url`` unset, or ``--no-ai``) each
+project's intent is derived from its hottest arcs by
+``brain_core.intent.derive_intent``. With an OpenAI-compatible endpoint the
+keeper makes exactly one chat completion call per tick, asking for a JSON
+object mapping project id -> intent; every answer is capped at a sentence
+boundary by the same core function, and any project the answer leaves out
+(or a failed call) falls back to the derived intent, so a tick always writes
+one intent per active project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from brain_core.intent import INTENT_MAX_CHARS, ArcDigest, derive_intent, intent_prompt, parse_intent_map
+from brain_kernel.errors import BrainError
+from brain_kernel.settings import Settings
+
+SYSTEM_PROMPT = (
+    "You summarise what an operator is working on, per software project, for AI coding agents "
+    "starting a session. Be concrete, one to three complete sentences per project. Answer with JSON only."
+)
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class IntentError(BrainError):
+    """The LLM endpoint failed or answered something unusable."""
+
+
+@dataclass
+class IntentResult:
+    """Intents per project id, and how each was made."""
+
+    intents: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    llm_calls: int = 0
+    error: str | None = None
+
+
+def completions_url(base_url: str) -> str:
+    """The chat completions URL of an OpenAI-compatible base URL (``.../v1``)."""
+    base = base_url.rstrip("/")
+    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+
+def llm_intent_map(
+    settings: Settings,
+    projects: Mapping[str, Sequence[ArcDigest]],
+    *,
+    max_chars: int = INTENT_MAX_CHARS,
+    transport: httpx.BaseTransport | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, str]:
+    """One chat completion call returning {project id: intent}; IntentError on any failure."""
+    if not settings.llm_base_url:
+        raise IntentError("no LLM endpoint configured (BRAIN_LLM_BASE_URL)")
+    headers = {"Content-Type": "application/json"}
+    if settings.llm_api_key:
+        headers["Authorization"] = f"Bearer {settings.llm_api_key}"
+    body = {
+        "model": settings.llm_model or "default",
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": intent_prompt(projects, max_chars)},
+        ],
+        "temperature": 0.2,
+        "response_format": {"type": "json_object"},
+    }
+    try:
+        with httpx.Client(timeout=timeout_s, transport=transport) as client:
+            response = client.post(completions_url(settings.llm_base_url), json=body, headers=headers)
+        response.raise_for_status()
+        answer = response.json()["choices"][0]["message"]["content"]
+    except httpx.HTTPStatusError as exc:
+        raise IntentError(f"LLM endpoint answered {exc.response.status_code}") from None
+    except httpx.HTTPError as exc:
+        raise IntentError(f"LLM endpoint unreachable: {type(exc).__name__}") from None
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise IntentError("LLM answer is not a chat completion") from None
+    if not isinstance(answer, str):
+        raise IntentError("LLM answer has no text content")
+    return parse_intent_map(answer, projects.keys(), max_chars)
+
+
+def project_intents(
+    settings: Settings,
+    projects: Mapping[str, Sequence[ArcDigest]],
+    *,
+    use_ai: bool,
+    max_chars: int = INTENT_MAX_CHARS,
+    transport: httpx.BaseTransport | None = None,
+) -> IntentResult:
+    """One intent per project: from the LLM when configured and allowed, else (or on failure) derived."""
+    result = IntentResult()
+    answered: dict[str, str] = {}
+    if use_ai and settings.llm_base_url and projects:
+        result.llm_calls = 1
+        try:
+            answered = llm_intent_map(settings, projects, max_chars=max_chars, transport=transport)
+        except IntentError as exc:
+            result.error = str(exc)
+    for project, arcs in sorted(projects.items()):
+        if project in answered:
+            result.intents[project], result.sources[project] = answered[project], "llm"
+        else:
+            result.intents[project] = derive_intent(arcs, subject=project, max_chars=max_chars)
+            result.sources[project] = "derived"
+    return result

@@ -1,0 +1,35 @@
+"""``GET /projects``: known projects with repo, aliases, entry counts by kind and last activity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from brain_api.deps import AuthDep, SessionDep
+from brain_core.feed import iso
+from brain_kernel.feed_repo import list_projects
+
+router = APIRouter(tags=["projects"], dependencies=[AuthDep])
+
+
+@router.get("/projects")
+def get_projects(db: SessionDep) -> dict[str, Any]:
+    """Every known project, most recently active first."""
+    projects = list_projects(db)
+    projects.sort(key=lambda p: (p.last_active is None, -(p.last_active.timestamp() if p.last_active else 0), p.id))
+    return {
+        "count": len(projects),
+        "projects": [
+            {
+                "id": p.id,
+                "key": p.key,
+                "repo": p.repo,
+                "aliases": p.aliases,
+                "counts": p.counts,
+                "total": sum(p.counts.values()),
+                "last_active": iso(p.last_active),
+            }
+            for p in projects
+        ],
+    }

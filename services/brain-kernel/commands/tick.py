@@ -1,0 +1,54 @@
+"""``brain tick``: the keeper pass (heat and status, feed files, per-project intent, index refresh)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from brain_kernel.cli import app, database, load_settings, operator_errors
+from brain_kernel.commands.reindex import open_vault
+
+
+@app.command()
+@operator_errors
+def tick(
+    no_ai: bool = typer.Option(False, "--no-ai", help="Derive intents from hot arcs even when an LLM endpoint is configured. Example: brain tick --no-ai"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Compute and report, write nothing (no vault file, no index row). Example: brain tick --dry-run"),
+    vault: Optional[Path] = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault"),
+    database_url: Optional[str] = typer.Option(
+        None, "--database-url", help="Postgres URL (default DATABASE_URL; unset = embedded under BRAIN_HOME). Example: --database-url postgresql://brain@db/brain"
+    ),
+) -> None:
+    """Run one keeper pass: score arcs (heat, status), write brain-feed/ (hot-arcs.md,
+    signals.md, lessons.md, inject-blocks.md, intent.md), write one intent per project
+    active in the last 72 hours (brain-feed/projects/<project>/intent.md) and refresh
+    the index from the vault.
+
+    With BRAIN_LLM_BASE_URL set (and no --no-ai) the intents come from one
+    chat completion call; otherwise they are derived from each project's
+    hottest arcs. Prints a JSON summary; progress goes to stderr.
+
+    Example: brain tick --no-ai
+    """
+    from brain_kernel.db import make_engine, session_factory, unit_of_work
+    from brain_ops.keeper import run_tick
+
+    settings = load_settings(vault=vault, database_url=database_url)
+    store = open_vault(settings.vault)
+
+    def progress(message: str) -> None:
+        sys.stderr.write(f"tick: {message}\n")
+
+    with database(settings) as ready:
+        assert ready.database_url is not None
+        engine = make_engine(ready.database_url, pooled=False)
+        try:
+            with unit_of_work(session_factory(engine)) as session:
+                summary = run_tick(session, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
+        finally:
+            engine.dispose()
+    typer.echo(json.dumps(summary.as_dict()))
