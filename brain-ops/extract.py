@@ -19,6 +19,7 @@ import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,10 +202,26 @@ def run_extract(
     resolver = resolver or IdentityResolver(settings, db)
     stats = ScanStats()
     files = find_transcripts(claude, codex)
+    found: list[tuple[TranscriptFile, SessionSummary]] = []
+    # Path evidence is resolved once per distinct (folder, transcript URL), on one
+    # background thread while the main thread parses, so git latency overlaps
+    # parsing. Only that thread touches the resolver (and ``db``) until the pool
+    # is shut down; the main thread then reads the cached answers.
+    pending: dict[tuple[str | None, str | None], Future[ProjectIdentity]] = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-resolve") as pool:
+        for item, summary in iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress):
+            found.append((item, summary))
+            key = (summary.cwd, summary.repo_url)
+            if key not in pending:
+                pending[key] = pool.submit(resolver.resolve, summary.cwd, transcript_repo_url=summary.repo_url)
     chosen: dict[str, dict[str, Any]] = {}
     recorded = 0
-    for item, summary in iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress):
-        identity = resolver.resolve(summary.cwd, session_id=summary.session_id, transcript_repo_url=summary.repo_url)
+    for item, summary in found:
+        if db is not None:
+            # The session index may know this session: resolve it in full (git answers are cached).
+            identity = resolver.resolve(summary.cwd, session_id=summary.session_id, transcript_repo_url=summary.repo_url)
+        else:
+            identity = pending[(summary.cwd, summary.repo_url)].result()
         if not wanted(identity):
             stats.skipped["other_project"] += 1
             continue

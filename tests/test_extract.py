@@ -109,12 +109,12 @@ def test_every_session_carries_identity_and_activity_fields(world: World) -> Non
 
 
 def test_bad_files_are_counted_as_skipped(world: World) -> None:
-    world.claude_session("good", world.api)
+    good_path = world.claude_session("good", world.api)
     folder = world.claude / "-junk"
     folder.mkdir(parents=True)
     (folder / "empty-session.jsonl").write_bytes(b"")
     (folder / "binary-session.jsonl").write_bytes(b"\xff\xfe\x00\x01garbage\n\xc3\x28\n")
-    good_lines = (world.claude / next(iter(os.listdir(world.claude))) / f"{world.ids['good']}.jsonl").read_bytes()
+    good_lines = good_path.read_bytes()
     (folder / "mixed-session.jsonl").write_bytes(b"{broken json\n\xff\xff\n" + good_lines.replace(world.ids["good"].encode(), b"mixed"))
     bundle = world.extract()
     assert bundle["sessions_scanned"] == 4
