@@ -1,0 +1,175 @@
+"""brain tick: heat and status written back with targeted edits, dry runs, intents with and without an LLM."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from brain_core import frontmatter
+from brain_core.arcs import ArcSession, build_plan, render_arc
+from brain_core.intent import sentences
+from brain_kernel.cli import app
+from brain_kernel.settings import Settings
+from brain_kernel.vault import Vault
+from brain_ops.keeper import run_tick
+
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _arc(vault: Vault, sid: str, key: str, repo: str | None, prompt: str, *, hours_ago: float, tools: int = 10, joy: int = 0) -> str:
+    start = NOW - dt.timedelta(hours=hours_ago)
+    plan = build_plan(
+        [ArcSession(session_id=sid, project=key, repo=repo, project_source="git", cwd=f"/h/{key}", start=start, end=start + dt.timedelta(minutes=30), num_tool_calls=tools, joy_markers=joy, first_user_prompt=prompt)]
+    )
+    vault.write_atomic(plan.vault_path, render_arc(plan))
+    return plan.vault_path
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def vault(settings: Settings) -> Vault:
+    v = Vault(settings.vault)
+    _arc(v, "a1", "api", "org1/api", "Rewrite the request router for speed", hours_ago=2, tools=120)
+    _arc(v, "a2", "api", "org1/api", "Document the public endpoints", hours_ago=30)
+    _arc(v, "w1", "web", "acme/web", "Fix the flaky login test", hours_ago=5)
+    _arc(v, "old", "legacy", "acme/legacy", "Migrate the old cron jobs", hours_ago=24 * 10, joy=2)
+    _arc(v, "older", "legacy", "acme/legacy", "Abandoned spike on queues", hours_ago=24 * 8)
+    return v
+
+
+def test_tick_writes_heat_and_status_with_targeted_edits(vault: Vault, settings: Settings, db: Session) -> None:
+    before = {p: vault.read_text(p) for p in (vault.rel(x) for x in vault.iter_files("clusters"))}
+    summary = run_tick(db, vault, settings, now=NOW, use_ai=False)
+    db.commit()
+    assert summary.arcs_scanned == 5 and summary.arcs_updated == 5
+    assert summary.statuses == {"active": 3, "complete": 1, "stalled": 1}
+    for path, old in before.items():
+        new = vault.read_text(path)
+        old_meta, new_meta = frontmatter.parse(old).meta, frontmatter.parse(new).meta
+        assert {k for k in old_meta if old_meta[k] != new_meta.get(k)} <= {"heat", "status"}
+        changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines()) if a != b]
+        assert all(a.startswith(("heat:", "status:")) for a, _ in changed), changed
+        assert len(old.splitlines()) == len(new.splitlines())
+    heats = {frontmatter.parse(vault.read_text(p)).meta["title"]: frontmatter.parse(vault.read_text(p)).meta["heat"] for p in before}
+    assert heats["Rewrite the request router for speed"] == max(heats.values())
+    again = run_tick(db, vault, settings, now=NOW, use_ai=False)
+    assert again.arcs_updated == 0  # a rerun at the same instant changes nothing
+
+
+def test_tick_writes_intents_for_projects_active_in_72_hours_only(vault: Vault, settings: Settings, db: Session) -> None:
+    summary = run_tick(db, vault, settings, now=NOW, use_ai=False)
+    assert summary.active_projects == ["acme/web", "org1/api"]
+    root = Path(settings.vault) / "brain-feed" / "projects"
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("intent.md")) == ["acme/web/intent.md", "org1/api/intent.md"]
+    doc = frontmatter.parse((root / "org1/api/intent.md").read_text())
+    assert doc.meta["project"] == "api" and doc.meta["repo"] == "org1/api" and doc.meta["source"] == "derived"
+    assert "Rewrite the request router for speed" in doc.body
+    hot = frontmatter.parse((Path(settings.vault) / "brain-feed" / "hot-arcs.md").read_text())
+    assert hot.meta["id"] == "hot-arcs" and hot.meta["title"] == "Active Hot Arcs"
+    assert hot.body.index("Rewrite the request router") < hot.body.index("Migrate the old cron jobs")
+
+
+def test_dry_run_writes_nothing(vault: Vault, settings: Settings) -> None:
+    before = _snapshot(Path(settings.vault))
+    result = CliRunner().invoke(app, ["tick", "--dry-run", "--no-ai", "--vault", str(settings.vault), "--database-url", str(settings.database_url)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["dry_run"] is True and summary["files_written"] == [] and summary["arcs_updated"] == 5
+    assert _snapshot(Path(settings.vault)) == before
+    assert "tick:" in result.stderr
+
+
+class _FakeLLM:
+    """A local OpenAI-compatible chat endpoint that records requests and answers a fixed map."""
+
+    def __init__(self, answer: dict[str, str] | str, status: int = 200) -> None:
+        self.requests: list[dict] = []
+        self.answer, self.status = answer, status
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(self.rfile.read(length))})
+                content = fake.answer if isinstance(fake.answer, str) else json.dumps(fake.answer)
+                data = json.dumps({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
+                self.send_response(fake.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "_FakeLLM":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+LONG = "Make the router twice as fast without breaking clients. " + " ".join(f"Then handle step number {i} carefully." for i in range(60))
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[_FakeLLM]:
+    with _FakeLLM({"org1/api": LONG, "unknown/project": "ignored."}) as fake:
+        yield fake
+
+
+def test_one_llm_call_returns_the_intent_map_capped_at_sentences(vault: Vault, settings: Settings, db: Session, fake_llm: _FakeLLM) -> None:
+    configured = settings.with_overrides(llm_base_url=fake_llm.url, llm_api_key="sk-test", llm_model="fake-model")
+    summary = run_tick(db, vault, configured, now=NOW, use_ai=True)
+    assert summary.llm_calls == 1 and len(fake_llm.requests) == 1
+    request = fake_llm.requests[0]
+    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test"
+    assert request["body"]["model"] == "fake-model"
+    assert "org1/api" in request["body"]["messages"][-1]["content"] and "acme/web" in request["body"]["messages"][-1]["content"]
+    assert summary.intent_sources == {"llm": 1, "derived": 1}  # acme/web was left out of the answer
+    doc = frontmatter.parse((Path(settings.vault) / "brain-feed/projects/org1/api/intent.md").read_text())
+    assert doc.meta["source"] == "llm"
+    intent = doc.body.strip()
+    assert intent.startswith("Make the router twice as fast") and len(intent) <= 400
+    assert sentences(intent) == sentences(LONG)[: len(sentences(intent))]  # whole sentences, never cut
+    web = frontmatter.parse((Path(settings.vault) / "brain-feed/projects/acme/web/intent.md").read_text())
+    assert web.meta["source"] == "derived"
+
+
+def test_no_ai_makes_no_llm_call(vault: Vault, settings: Settings, db: Session, fake_llm: _FakeLLM) -> None:
+    summary = run_tick(db, vault, settings.with_overrides(llm_base_url=fake_llm.url), now=NOW, use_ai=False)
+    assert summary.llm_calls == 0 and fake_llm.requests == []
+    assert summary.intent_sources == {"derived": 2}
+
+
+def test_a_failing_llm_falls_back_to_derived_intents(vault: Vault, settings: Settings, db: Session) -> None:
+    with _FakeLLM("boom", status=500) as fake:
+        summary = run_tick(db, vault, settings.with_overrides(llm_base_url=fake.url), now=NOW, use_ai=True)
+    assert summary.llm_calls == 1 and summary.llm_error == "LLM endpoint answered 500"
+    assert summary.intent_sources == {"derived": 2}
+
+
+def test_project_feed_serves_the_keeper_intent(vault: Vault, settings: Settings, db: Session, client, fake_llm: _FakeLLM) -> None:
+    run_tick(db, vault, settings.with_overrides(llm_base_url=fake_llm.url), now=NOW, use_ai=True)
+    db.commit()
+    feed = client.get("/feed", params={"project": "org1/api"}).json()
+    intent = next(e for e in feed["entries"] if e["id"] == "project-intent")
+    assert "Make the router twice as fast" in intent["content"]
+    assert intent["metadata"]["source"] == "llm"

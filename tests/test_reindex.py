@@ -1,0 +1,124 @@
+"""brain reindex: the vault alone rebuilds the index; incremental refreshes give the same rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from brain_core import frontmatter
+from brain_core.arcs import ArcSession, build_plan, render_arc
+from brain_kernel.cli import app
+from brain_kernel.models import Entry, Project
+from brain_kernel.reindex_repo import entry_rows
+from brain_kernel.settings import Settings
+from brain_kernel.vault import Vault
+from brain_ops.reindex import rebuild, refresh
+
+NOW = dt.datetime.now(dt.timezone.utc)
+
+
+def _arc(vault: Vault, sid: str, key: str | None, repo: str | None, prompt: str) -> str:
+    start = NOW - dt.timedelta(hours=3)
+    plan = build_plan([ArcSession(session_id=sid, project=key, repo=repo, project_source="git" if key else "unresolved", cwd="/h/x", start=start, end=start + dt.timedelta(minutes=20), first_user_prompt=prompt)])
+    vault.write_atomic(plan.vault_path, render_arc(plan))
+    return plan.vault_path
+
+
+def _post(client, type_: str, content: str, **attrs: str) -> str:
+    r = client.post("/marker", json={"type": type_, "content": content, "attrs": attrs})
+    assert r.status_code == 201, r.text
+    return r.json()["vault_path"]
+
+
+def test_incremental_refresh_after_writes_equals_a_full_rebuild(client, settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    for i in range(3):
+        _post(client, "lesson", f"lesson {i} about caching", repo="org1/api")
+    _post(client, "lesson", "an unattributed lesson")
+    _post(client, "decision", "use postgres", title="Use Postgres", repo="org1/api")
+    _post(client, "signal", "disk is filling", title="Disk", severity="alert", repo="org2/api")
+    _post(client, "signal", "fleet-wide freeze", title="Freeze", scope="fleet")
+    _post(client, "milestone", "v1 shipped", repo="org1/api")
+    _post(client, "milestone", "something happened")
+
+    a = _arc(vault, "s-a", "api", "org1/api", "Build the parser for tokens")
+    b = _arc(vault, "s-b", "web", "acme/web", "Polish the landing page copy")
+    refresh(db, vault, [a, b])
+    db.commit()
+
+    # A keeper-style targeted edit, then a merge that tombstones b into a.
+    vault.write_atomic(a, frontmatter.update(vault.read_text(a), {"heat": 7.5, "status": "active", "summary": "Parser work"}))
+    refresh(db, vault, [a])
+    stone = b.replace(".md", ".merged.md")
+    vault.write_atomic(stone, frontmatter.update(vault.read_text(b), {"merged_into": a.rsplit("/", 1)[-1][:-3]}))
+    os.remove(vault.path(b))
+    vault.write_atomic(a, frontmatter.update(vault.read_text(a), {"projects": ["api", "web"]}))
+    refresh(db, vault, [a, b, stone])
+    vault.write_atomic("brain-feed/inject/x.md", "---\nid: x\ntitle: X\ntarget: all\n---\nhello\n")
+    vault.write_atomic("brain-feed/projects/org1/api/intent.md", "---\nid: intent-org1-api\nproject: api\nrepo: org1/api\n---\nShip it.\n")
+    refresh(db, vault, ["brain-feed/inject/x.md", "brain-feed/projects/org1/api/intent.md"])
+    db.commit()
+    incremental = entry_rows(db)
+
+    summary = rebuild(db, vault)
+    db.commit()
+    full = entry_rows(db)
+
+    assert incremental == full
+    assert summary.entries == len(full)
+    kinds = sorted({row["kind"] for row in full})
+    assert kinds == ["arc", "decision", "inject", "intent", "lesson", "milestone", "signal"]
+    assert not [row for row in full if row["vault_path"].endswith(".merged.md") or row["vault_path"] == b]
+    merged = next(row for row in full if row["vault_path"] == a)
+    assert merged["projects"] == ["api", "web"] and merged["heat"] == 7.5
+
+
+def test_tombstoned_arcs_are_not_live_entries(settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    live = _arc(vault, "live", "api", "org1/api", "Keep this arc alive please")
+    gone = _arc(vault, "gone", "api", "org1/api", "This arc was merged away")
+    vault.write_atomic(gone.replace(".md", ".merged.md"), frontmatter.update(vault.read_text(gone), {"merged_into": "x"}))
+    os.remove(vault.path(gone))
+    rebuild(db, vault)
+    db.commit()
+    assert [e.vault_path for e in db.scalars(select(Entry).where(Entry.kind == "arc"))] == [live]
+
+
+def test_reindex_records_projects_from_the_vault(settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    _arc(vault, "p1", "api", "org1/api", "Work on the first api")
+    _arc(vault, "p2", "api", "org2/api", "Work on the second api")
+    _arc(vault, "p3", "solo", None, "Work on a repo-less tool")
+    rebuild(db, vault)
+    db.commit()
+    assert sorted((p.id, p.key, p.repo) for p in db.scalars(select(Project))) == [
+        ("org1/api", "api", "org1/api"),
+        ("org2/api", "api", "org2/api"),
+        ("solo", "solo", None),
+    ]
+
+
+def test_reindex_command_prints_a_json_summary_and_is_safe_to_rerun(settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    _arc(vault, "c1", "api", "org1/api", "Run the reindex command twice")
+    args = ["reindex", "--vault", str(settings.vault), "--database-url", str(settings.database_url)]
+    runner = CliRunner()
+    first = runner.invoke(app, args)
+    second = runner.invoke(app, args)
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    import json
+
+    one, two = json.loads(first.stdout.strip().splitlines()[-1]), json.loads(second.stdout.strip().splitlines()[-1])
+    assert one["entries"] == two["entries"] == 1 and two["removed"] == 1
+    assert one["by_kind"] == {"arc": 1}
+
+
+def test_reindex_of_a_missing_vault_is_one_clear_line(tmp_path: Path, settings: Settings) -> None:
+    result = CliRunner().invoke(app, ["reindex", "--vault", str(tmp_path / "nope"), "--database-url", str(settings.database_url)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("error: vault folder")
