@@ -189,7 +189,7 @@ def latest_signal(session: Session) -> EntryRecord | None:
     stmt = (
         select(*_COLUMNS)
         .where(Entry.kind == "signal", _active_signal())
-        .order_by(Entry.occurred_at.desc().nulls_last(), Entry.id.desc())
+        .order_by(Entry.occurred_at.desc().nulls_last(), Entry.created_at.desc(), Entry.id.desc())
         .limit(1)
     )
     row = session.execute(stmt).first()
