@@ -179,10 +179,12 @@ class ArcPlan:
 
     @property
     def vault_path(self) -> str:
+        """Where a new arc goes: ``clusters/<date>/<cluster_id>.md``."""
         return f"clusters/{self.date}/{self.cluster_id}.md"
 
     @property
     def session_ids(self) -> list[str]:
+        """The arc's session ids, sorted."""
         return sorted(s.session_id for s in self.sessions)
 
 

@@ -162,6 +162,7 @@ class SessionSummary:
 
     @property
     def lines_skipped(self) -> int:
+        """Lines skipped for any reason (malformed, non-UTF-8, unknown type)."""
         return self.lines_malformed + self.lines_non_utf8 + self.lines_unknown
 
     def activity(self) -> dict[str, Any]:
@@ -200,6 +201,7 @@ class _Parser:
         self._seen_prompt = False
 
     def feed_all(self, lines: Iterable[bytes | str]) -> SessionSummary:
+        """Consume every line and return the summary."""
         for line in lines:
             self.feed(line)
         return self.finish()
@@ -236,6 +238,7 @@ class _Parser:
         raise NotImplementedError
 
     def finish(self) -> SessionSummary:
+        """The summary once every line is in."""
         return self.s
 
     def stamp(self, value: Any) -> dt.datetime | None:
@@ -299,6 +302,7 @@ class ClaudeParser(_Parser):
         self._last_message_id: str | None = None
 
     def handle(self, obj: dict[str, Any]) -> None:
+        """Fold one decoded Claude Code line into the summary."""
         kind = obj.get("type")
         if kind == "summary":
             summary = obj.get("summary")
@@ -401,6 +405,7 @@ class CodexParser(_Parser):
         self._item_user_seen = False
 
     def handle(self, obj: dict[str, Any]) -> None:
+        """Fold one decoded Codex line (any rollout format) into the summary."""
         kind = obj.get("type")
         payload = obj.get("payload")
         if kind is None and "record_type" in obj:
@@ -489,6 +494,7 @@ class CodexParser(_Parser):
             self.s.lines_unknown += 1
 
     def finish(self) -> SessionSummary:
+        """The summary; prompts logged only as events count when no item carried them."""
         # Older Codex versions logged user prompts only as events; use them when no item did.
         if not self._item_user_seen:
             for text, when in self._event_prompts:
