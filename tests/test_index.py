@@ -29,3 +29,10 @@ def test_touch_project_keeps_the_latest_activity_and_finds_shared_keys(db: Sessi
     db.commit()
     found = projects_with_key(db, "api")
     assert [(p.id, p.last_active) for p in found] == [("org1/api", late), ("org2/api", early)]
+
+
+def test_touching_a_project_without_aliases_keeps_its_aliases(db: Session) -> None:
+    touch_project(db, "billing", "acme/billing", aliases=["bill"])
+    touch_project(db, "billing", "acme/billing", at=dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc))
+    db.commit()
+    assert [p.aliases for p in projects_with_key(db, "bill")] == [["bill"]]

@@ -9,9 +9,11 @@ job can rerun safely.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import case, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -38,18 +40,22 @@ def _row(record: EntryRecord) -> dict[str, object]:
     }
 
 
+@functools.cache
+def _upsert_entries_stmt() -> Any:
+    """The entry upsert, built once: executed with a list of rows, SQLAlchemy batches the VALUES."""
+    stmt = insert(Entry.__table__)
+    update = {c.name: stmt.excluded[c.name] for c in Entry.__table__.columns if c.name not in ("id", "created_at", "updated_at")}
+    update["updated_at"] = func.now()
+    return stmt.on_conflict_do_update(index_elements=["id"], set_=update)
+
+
 def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
     """Insert or replace entries by id; returns how many were written."""
     rows = [_row(r) for r in records]
     if not rows:
         return 0
-    table = Entry.__table__
     for start in range(0, len(rows), 1000):
-        chunk = rows[start : start + 1000]
-        stmt = insert(table).values(chunk)
-        update = {c: stmt.excluded[c] for c in chunk[0] if c != "id"}
-        update["updated_at"] = func.now()
-        session.execute(stmt.on_conflict_do_update(index_elements=["id"], set_=update))
+        session.execute(_upsert_entries_stmt(), rows[start : start + 1000])
     return len(rows)
 
 
@@ -63,6 +69,24 @@ def delete_entries_at(session: Session, vault_paths: Iterable[str], *, keep_ids:
     if keep:
         stmt = stmt.where(Entry.id.not_in(keep))
     return session.execute(stmt).rowcount or 0
+
+
+@functools.cache
+def _touch_project_stmt() -> Any:
+    """The project upsert, built once (statement building costs more than running it)."""
+    table = Project.__table__
+    stmt = insert(table)
+    excluded = stmt.excluded
+    return stmt.on_conflict_do_update(
+        index_elements=["id"],
+        set_={
+            "last_active": func.greatest(table.c.last_active, excluded.last_active),
+            "root": func.coalesce(excluded.root, table.c.root),
+            # no aliases given keeps the known ones
+            "aliases": case((func.cardinality(excluded.aliases) == 0, table.c.aliases), else_=excluded.aliases),
+            "updated_at": func.now(),
+        },
+    )
 
 
 def touch_project(
@@ -83,20 +107,7 @@ def touch_project(
         "aliases": sorted(set(aliases)),
         "last_active": at,
     }
-    stmt = insert(Project.__table__).values(values)
-    excluded = stmt.excluded
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["id"],
-        set_={
-            "last_active": func.greatest(Project.__table__.c.last_active, excluded.last_active),
-            "root": func.coalesce(excluded.root, Project.__table__.c.root),
-            "aliases": func.coalesce(excluded.aliases, Project.__table__.c.aliases)
-            if not values["aliases"]
-            else excluded.aliases,
-            "updated_at": func.now(),
-        },
-    )
-    session.execute(stmt)
+    session.execute(_touch_project_stmt(), values)
 
 
 def projects_with_key(session: Session, key: str) -> list[Project]:
