@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from brain_kernel.vault import Vault
 
 IDEMPOTENCY_SCOPE = "marker"
 _MAX_NAME_ATTEMPTS = 1000
+PURGE_ONE_IN = 64  # about one write in 64 also deletes a batch of expired keys
 
 
 class IdempotencyConflict(BrainError):
@@ -83,7 +85,8 @@ def post_marker(
 ) -> MarkerOutcome:
     """Write one marker (or replay an earlier write of the same key); never commits."""
     if idempotency_key is not None:
-        idempotency_repo.purge_expired(db)
+        if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
+            idempotency_repo.purge_expired(db)  # garbage collection only: claim() handles expired keys itself
         claim = idempotency_repo.claim(
             db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds
         )

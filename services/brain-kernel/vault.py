@@ -175,9 +175,9 @@ class Vault:
                 written = 0
                 while written < len(payload):
                     written += os.write(fd, payload[written:])
-                os.fsync(fd)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+            os.fsync(fd)  # outside the lock: the bytes are in place, other writers need not wait for the disk
         finally:
             os.close(fd)
         return len(payload)
