@@ -330,3 +330,15 @@ def test_content_limit_comes_from_settings(tmp_path: Path, database_url: str) ->
         assert post(c, "lesson", "x" * 10).status_code == 201
         r = post(c, "lesson", "x" * 11)
         assert r.status_code == 400 and "10 characters" in r.json()["detail"]
+
+
+def test_purge_removes_only_expired_keys(db: Session) -> None:
+    from brain_kernel import idempotency_repo
+
+    for key in ("old-1", "old-2", "live"):
+        assert idempotency_repo.claim(db, key, scope="marker", body_hash="h", ttl_seconds=60).state == "new"
+    db.execute(text("update idempotency_keys set expires_at = now() - interval '1 minute' where key like 'old-%'"))
+    assert idempotency_repo.purge_expired(db) == 2
+    assert db.scalars(select(IdempotencyKey.key)).all() == ["live"]
+    assert idempotency_repo.claim(db, "live", scope="marker", body_hash="other", ttl_seconds=60).state == "conflict"
+    assert idempotency_repo.claim(db, "live", scope="marker", body_hash="h", ttl_seconds=60).state == "replay"
