@@ -342,3 +342,25 @@ def test_purge_removes_only_expired_keys(db: Session) -> None:
     assert db.scalars(select(IdempotencyKey.key)).all() == ["live"]
     assert idempotency_repo.claim(db, "live", scope="marker", body_hash="other", ttl_seconds=60).state == "conflict"
     assert idempotency_repo.claim(db, "live", scope="marker", body_hash="h", ttl_seconds=60).state == "replay"
+
+
+def test_a_full_reindex_gives_the_rows_the_requests_wrote(client, settings: Settings, db: Session) -> None:
+    from brain_kernel.vault import Vault
+    from brain_ops.reindex import rebuild
+
+    post(client, "lesson", "lesson body", project="org1/api", session_id="s1", source="codex")
+    post(client, "lesson", "unattributed lesson")
+    post(client, "milestone", "block done", project="api")
+    post(client, "milestone", "daily block")
+    post(client, "signal", "fleet alarm", scope="fleet", severity="critical", title="Fleet: alarm\n---")
+    post(client, "decision", "we decided", project="org1/api", title="Decide/this", status="proposed")
+    columns = ("id", "kind", "title", "content", "project", "projects", "repo", "scope", "status", "severity", "vault_path", "occurred_at", "meta")
+
+    def rows() -> list[tuple]:
+        return [tuple(getattr(e, c) for c in columns) for e in entries(db)]
+
+    written = rows()
+    assert len(written) == 6
+    rebuild(db, Vault(settings.vault))
+    db.commit()
+    assert rows() == written
