@@ -122,3 +122,10 @@ def test_reindex_of_a_missing_vault_is_one_clear_line(tmp_path: Path, settings: 
     result = CliRunner().invoke(app, ["reindex", "--vault", str(tmp_path / "nope"), "--database-url", str(settings.database_url)])
     assert result.exit_code == 2
     assert result.stderr.strip().startswith("error: vault folder")
+
+
+def test_the_projects_gin_index_has_no_pending_list(db: Session) -> None:
+    from sqlalchemy import text
+
+    definition = db.execute(text("select indexdef from pg_indexes where indexname = 'ix_entries_projects_gin'")).scalar()
+    assert definition is not None and "USING gin (projects)" in definition and "fastupdate=off" in definition

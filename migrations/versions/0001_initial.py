@@ -57,7 +57,7 @@ def upgrade() -> None:
         sa.Column("metadata", postgresql.JSONB(), server_default="{}", nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_entries"),
     )
-    op.create_index("ix_entries_projects_gin", "entries", ["projects"], postgresql_using="gin")
+    op.create_index("ix_entries_projects_gin", "entries", ["projects"], postgresql_using="gin", postgresql_with={"fastupdate": "off"})
     op.create_index("ix_entries_project_kind_heat", "entries", ["project", "kind", "heat"])
     op.create_index("ix_entries_kind_occurred", "entries", ["kind", "occurred_at"])
     op.create_index("ix_entries_vault_path", "entries", ["vault_path"])

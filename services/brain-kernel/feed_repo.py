@@ -19,11 +19,13 @@ repo reaches neither ``org1/api`` nor ``org2/api``.
 from __future__ import annotations
 
 import datetime as dt
+from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, any_, func, or_, select
+from sqlalchemy import ColumnElement, DateTime, Integer, Text, and_, any_, bindparam, func, literal, or_, select, union_all
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
@@ -71,22 +73,39 @@ def _record(row: Any) -> EntryRecord:
     )
 
 
+def _key_unique_sql(key: Any) -> ColumnElement[bool]:
+    """SQL twin of ``key_is_unique`` (``key`` a value or a bind parameter), one InitPlan per statement."""
+    return (
+        select(func.count(func.distinct(Project.repo)) <= 1)
+        .where(((Project.key == key) | (any_(Project.aliases) == key)) & Project.repo.is_not(None))
+        .scalar_subquery()
+    )
+
+
 def key_is_unique(session: Session, key: str) -> bool:
     """True unless two or more distinct repositories share ``key`` (as key or alias)."""
-    stmt = select(func.count(func.distinct(Project.repo))).where(
-        ((Project.key == key) | (any_(Project.aliases) == key)) & Project.repo.is_not(None)
-    )
-    return (session.scalar(stmt) or 0) <= 1
+    return bool(session.scalar(select(_key_unique_sql(key))))
 
 
-def member(key: str, repo: str | None, unique: bool) -> ColumnElement[bool]:
-    """The SQL condition "this entry belongs to project (key, repo)" (see the module docstring)."""
-    has_key = Entry.projects.contains([key])
+def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None) -> ColumnElement[bool]:
+    """The SQL condition "this entry belongs to project (key, repo)" (see the module docstring).
+
+    ``key``/``repo`` are values or bind parameters (``repo`` None: P has no
+    repo); ``unique`` is a Python bool or a SQL boolean the statement
+    computes itself; ``keys`` is the ``[key]`` array when ``key`` is a bind
+    parameter.
+    """
+    has_key = Entry.projects.contains(keys if keys is not None else [key])
     no_repo_for_key = or_(Entry.repo.is_(None), Entry.project.is_(None), Entry.project != key)
-    if repo:
-        cond = or_(Entry.repo == repo, no_repo_for_key) if unique else Entry.repo == repo
+    if isinstance(unique, bool):
+        if repo is not None:
+            cond = or_(Entry.repo == repo, no_repo_for_key) if unique else Entry.repo == repo
+        else:
+            cond = no_repo_for_key if unique else Entry.repo.is_(None)
+    elif repo is not None:
+        cond = or_(Entry.repo == repo, and_(unique, no_repo_for_key))
     else:
-        cond = no_repo_for_key if unique else Entry.repo.is_(None)
+        cond = or_(and_(unique, no_repo_for_key), Entry.repo.is_(None))
     return and_(has_key, cond)
 
 
@@ -94,16 +113,75 @@ def _fleet_signal() -> ColumnElement[bool]:
     return and_(Entry.kind == "signal", or_(Entry.scope == "fleet", func.cardinality(Entry.projects) == 0))
 
 
-def _active_signal() -> ColumnElement[bool]:
-    return or_(Entry.status.is_(None), func.lower(Entry.status).not_in(sorted(INACTIVE_SIGNAL_STATUSES)))
+def _active_signal(table: Any = None) -> ColumnElement[bool]:
+    status = table.c.status if table is not None else Entry.status
+    return or_(status.is_(None), func.lower(status).not_in(sorted(INACTIVE_SIGNAL_STATUSES)))
 
 
 @dataclass(frozen=True)
 class ProjectRows:
-    """What the project feed reads for P, plus P's last activity from its entries."""
+    """What the project feed reads for P, P's last activity, and whether P's key is unique."""
 
     memory: ProjectMemory
     last_active: dt.datetime | None
+    key_is_unique: bool = True
+
+
+def _part(name: str, source: Any, where: list[Any], order: list[Any], limit: Any) -> Any:
+    """One ranked, limited branch of the feed statement: (id, part, ord)."""
+    rank = func.row_number().over(order_by=order).label("ord")
+    return select(source.c.id, literal(name).label("part"), rank).where(*where).order_by(*order).limit(limit)
+
+
+_P_KEY = bindparam("key", type_=Text)
+_P_KEYS = bindparam("keys", type_=ARRAY(Text))
+_P_REPO = bindparam("repo", type_=Text)
+_P_SINCE = bindparam("since", type_=DateTime(timezone=True))
+_P_TOP_N = bindparam("top_n", type_=Integer)
+
+
+@lru_cache(maxsize=2)
+def _project_statement(with_repo: bool) -> Any:
+    """The project feed statement, built once per shape (with or without a repo).
+
+    Only the SQL text is kept between requests; every value is a bind
+    parameter, so nothing of one project's data can reach another's answer.
+    """
+    unique = _key_unique_sql(_P_KEY)
+    mine = (
+        select(Entry.id, Entry.kind, Entry.heat, Entry.occurred_at, Entry.scope, Entry.status)
+        .where(member(_P_KEY, _P_REPO if with_repo else None, unique, keys=_P_KEYS))
+        .cte("mine")
+        .prefix_with("MATERIALIZED")
+    )
+    allt = Entry.__table__
+    recent_kinds = ("lesson", "decision", "milestone")
+    parts = union_all(
+        _part("arc", mine, [mine.c.kind == "arc"], [mine.c.heat.desc(), mine.c.occurred_at.desc().nulls_last(), mine.c.id], _P_TOP_N),
+        _part("recent", mine, [mine.c.kind.in_(recent_kinds), mine.c.occurred_at >= _P_SINCE], [mine.c.occurred_at.desc(), mine.c.id], MAX_RECENT * 3),
+        _part("intent", mine, [mine.c.kind == "intent", mine.c.scope == "project"], [mine.c.occurred_at.desc().nulls_last(), mine.c.id], 1),
+        _part(
+            "own_signal",
+            mine,
+            [mine.c.kind == "signal", mine.c.scope == "project", _active_signal(mine), mine.c.occurred_at >= _P_SINCE],
+            [mine.c.occurred_at.desc(), mine.c.id],
+            MAX_SIGNALS,
+        ),
+        _part("last", mine, [mine.c.kind.in_(ACTIVITY_KINDS), mine.c.occurred_at.is_not(None)], [mine.c.occurred_at.desc(), mine.c.id], 1),
+        _part(
+            "fleet_signal",
+            allt,
+            [_fleet_signal(), _active_signal(), Entry.occurred_at >= _P_SINCE],
+            [allt.c.occurred_at.desc(), allt.c.id],
+            MAX_SIGNALS,
+        ),
+        _part("inject", allt, [allt.c.kind == "inject"], [allt.c.id], 200),
+    ).subquery("picked")
+    return (
+        select(parts.c.part, parts.c.ord, unique.label("key_unique"), *_COLUMNS)
+        .join_from(parts, Entry, Entry.id == parts.c.id)
+        .order_by(parts.c.part, parts.c.ord)
+    )
 
 
 def project_memory(
@@ -111,53 +189,38 @@ def project_memory(
     key: str,
     repo: str | None,
     *,
-    unique: bool,
     top_n: int,
     since: dt.datetime,
 ) -> ProjectRows:
-    """P's hot arcs, recent lessons/decisions/milestones, intent, signals; fleet signals; inject blocks."""
-    mine = member(key, repo, unique)
-    arcs = select(*_COLUMNS).where(Entry.kind == "arc", mine).order_by(
-        Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id
-    ).limit(top_n)
-    recent = (
-        select(*_COLUMNS)
-        .where(Entry.kind.in_(("lesson", "decision", "milestone")), mine, Entry.occurred_at >= since)
-        .order_by(Entry.occurred_at.desc(), Entry.id)
-        .limit(MAX_RECENT * 3)
-    )
-    intent = select(*_COLUMNS).where(Entry.kind == "intent", Entry.scope == "project", mine).order_by(
-        Entry.occurred_at.desc().nulls_last(), Entry.id
-    ).limit(1)
-    own_signals = (
-        select(*_COLUMNS)
-        .where(Entry.kind == "signal", Entry.scope == "project", mine, _active_signal(), Entry.occurred_at >= since)
-        .order_by(Entry.occurred_at.desc(), Entry.id)
-        .limit(MAX_SIGNALS)
-    )
-    fleet_signals = (
-        select(*_COLUMNS)
-        .where(_fleet_signal(), _active_signal(), Entry.occurred_at >= since)
-        .order_by(Entry.occurred_at.desc(), Entry.id)
-        .limit(MAX_SIGNALS)
-    )
-    inject = select(*_COLUMNS).where(Entry.kind == "inject").order_by(Entry.id).limit(200)
-    last = select(func.max(Entry.occurred_at)).where(Entry.kind.in_(ACTIVITY_KINDS), mine)
+    """P's hot arcs, recent lessons/decisions/milestones, intent, signals; fleet signals; inject blocks.
 
-    arc_rows = [_record(r) for r in session.execute(arcs)]
-    recent_rows = [_record(r) for r in session.execute(recent)]
-    intent_row = session.execute(intent).first()
+    One statement, one round trip: P's rows are selected once (GIN ``@>`` on
+    ``projects``, then the membership rule) into a materialized CTE of narrow
+    columns; each feed section is a ranked, limited branch over it; only the
+    picked rows are joined back for their text. Whether P's key is unique is
+    an InitPlan of the same statement.
+    """
+    params: dict[str, Any] = {"key": key, "keys": [key], "since": since, "top_n": top_n}
+    if repo is not None:
+        params["repo"] = repo
+    found: dict[str, list[EntryRecord]] = {}
+    key_unique = True
+    for row in session.execute(_project_statement(repo is not None), params):
+        found.setdefault(row.part, []).append(_record(row))
+        key_unique = bool(row.key_unique)
+    recent = found.get("recent", [])
+    last = found.get("last", [])
     memory = ProjectMemory(
-        arcs=arc_rows,
-        lessons=[r for r in recent_rows if r.kind == "lesson"][:MAX_RECENT],
-        decisions=[r for r in recent_rows if r.kind == "decision"][:MAX_RECENT],
-        milestones=[r for r in recent_rows if r.kind == "milestone"][:MAX_RECENT],
-        intent=_record(intent_row) if intent_row is not None else None,
-        project_signals=[_record(r) for r in session.execute(own_signals)],
-        fleet_signals=[_record(r) for r in session.execute(fleet_signals)],
-        inject=[_record(r) for r in session.execute(inject)],
+        arcs=found.get("arc", []),
+        lessons=[r for r in recent if r.kind == "lesson"][:MAX_RECENT],
+        decisions=[r for r in recent if r.kind == "decision"][:MAX_RECENT],
+        milestones=[r for r in recent if r.kind == "milestone"][:MAX_RECENT],
+        intent=(found.get("intent") or [None])[0],
+        project_signals=found.get("own_signal", []),
+        fleet_signals=found.get("fleet_signal", []),
+        inject=found.get("inject", []),
     )
-    return ProjectRows(memory=memory, last_active=session.scalar(last))
+    return ProjectRows(memory=memory, last_active=last[0].occurred_at if last else None, key_is_unique=key_unique)
 
 
 def fleet_signals(session: Session, *, since: dt.datetime) -> list[EntryRecord]:

@@ -68,7 +68,8 @@ class Entry(Base):
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, nullable=False, server_default="{}")
 
     __table_args__ = (
-        Index("ix_entries_projects_gin", "projects", postgresql_using="gin"),
+        # fastupdate off: feed lookups never scan a GIN pending list left by a bulk reindex.
+        Index("ix_entries_projects_gin", "projects", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_entries_project_kind_heat", "project", "kind", "heat"),
         Index("ix_entries_kind_occurred", "kind", "occurred_at"),
         Index("ix_entries_vault_path", "vault_path"),

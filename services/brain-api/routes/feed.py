@@ -79,10 +79,10 @@ def get_feed(
     if found.status != EXACT:
         ref = ProjectRef(key=found.key, repo=found.repo, known=False)
         memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
-        return project_feed(ref, memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, ref=project.strip())
-    unique = feed_repo.key_is_unique(db, found.key)
-    rows = feed_repo.project_memory(db, found.key, found.repo, unique=unique, top_n=top_n, since=since)
+        return JSONResponse(project_feed(ref, memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, ref=project.strip()))
+    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
     ref = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
-    return project_feed(
-        ref, rows.memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, key_is_unique=unique, ref=project.strip()
+    payload = project_feed(
+        ref, rows.memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, key_is_unique=rows.key_is_unique, ref=project.strip()
     )
+    return JSONResponse(payload)  # plain JSON types already: skip the generic encoder

@@ -1,0 +1,274 @@
+"""Benchmark: GET /feed?project= against the client-side reconstruction it replaces.
+
+Builds a vault with 200 projects, 20,000 arcs and 60,000 lessons, written
+directly in the vault formats (arc files rendered by ``brain_core.arcs``,
+lesson logs by ``brain_core.markers``; 1,000 lessons a day over 60 days).
+Some short keys are shared by two repositories, as in real fleets, so every
+query uses the ``owner/name`` slug. Then ``brain reindex`` and one keeper
+tick (``--no-ai``) build the index and the feed files, and ``brain serve``
+starts on a fresh database (``BRAIN_TEST_DATABASE_URL`` when set, else an
+embedded Postgres under ``.brain/bench-feed-*``).
+
+Measured in the same run against the same server, for the same sample of
+projects, on a warm server with one keep-alive client:
+
+- ``GET /feed?project=P``: p50 and p95;
+- the reconstruction a client does today: ``GET /feed``, then
+  ``GET /vault/read`` of P's top 20 arcs, then ``GET /vault/read`` of the
+  last 14 daily lesson logs (HTTP time only; the client's own parsing and
+  filtering is not counted, which favours the reconstruction).
+
+Targets: p50 <= 15 ms and >= 20x faster than the reconstruction. Exits
+non-zero when a target is missed.
+
+Run: .venv/bin/python bench/bench_feed.py [--projects 200 --arcs 20000 --lessons 60000 --samples 40 --rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from brain_core.arcs import ArcSession, build_plan, render_arc
+from brain_core.markers import Attribution, log_file_header, parse_request, render_log_entry
+from brain_kernel.db import normalise_url
+from brain_kernel.embedded import EmbeddedPostgres
+from brain_kernel.migrate import upgrade_to_head
+from brain_kernel.models import Entry
+from brain_kernel.settings import Settings, environ_snapshot
+from brain_kernel.vault import Vault
+from brain_ops.keeper import run_tick
+from brain_ops.reindex import rebuild
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+WORDS = "parser router cache index schema worker queue auth login billing report export import sync retry deploy chart metric alert trace".split()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def admin(url: str, statement: str) -> None:
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def projects(n: int) -> list[tuple[str, str]]:
+    """(key, slug) pairs; one key in ten is shared by a second owner."""
+    out = []
+    for i in range(n):
+        key = f"svc{i // 2}" if i % 10 < 2 else f"proj{i}"
+        out.append((key, f"org{i % 10}/{key}"))
+    return out
+
+
+def build_vault(vault: Vault, args: argparse.Namespace, rng: random.Random) -> None:
+    """Write arcs and lesson logs directly in the vault formats."""
+    fleet = projects(args.projects)
+    for n in range(args.arcs):
+        key, slug = fleet[n % len(fleet)]
+        start = NOW - dt.timedelta(hours=rng.uniform(1, 24 * 90))
+        session = ArcSession(
+            session_id=f"s{n:06d}",
+            project=key,
+            repo=slug,
+            project_source="git",
+            cwd=f"/home/op/dev/{key}",
+            start=start,
+            end=start + dt.timedelta(minutes=rng.randint(5, 240)),
+            num_tool_calls=rng.randint(0, 400),
+            num_user_turns=rng.randint(1, 40),
+            joy_markers=rng.choice((0, 0, 0, 1, 2)),
+            first_user_prompt=f"Improve the {rng.choice(WORDS)} {rng.choice(WORDS)} of {key} step {n}",
+        )
+        plan = build_plan([session])
+        target = vault.path(plan.vault_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_arc(plan), encoding="utf-8")
+    per_day = args.lessons // args.days
+    for day in range(args.days):
+        when = NOW - dt.timedelta(days=day)
+        rel = f"left/reference/lessons-{when.date().isoformat()}.md"
+        parts = [log_file_header("lesson", rel)]
+        for i in range(per_day):
+            key, slug = fleet[rng.randrange(len(fleet))]
+            at = when.replace(hour=0, minute=0, second=0) + dt.timedelta(seconds=rng.randint(0, 86399))
+            at = min(at, NOW)
+            req = parse_request("lesson", f"When the {rng.choice(WORDS)} fails, check the {rng.choice(WORDS)} first ({day}-{i}).", {"repo": slug}, max_chars=4096)
+            parts.append(render_log_entry("lesson", req, Attribution(key, slug, None, "attrs"), marker_id=uuid.uuid4().hex, at=at))
+        vault.path(rel).write_text("".join(parts), encoding="utf-8")
+
+
+def start_server(settings: Settings) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in environ_snapshot().items() if not k.startswith(("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT"))}
+    env.update(settings.to_environ())
+    proc = subprocess.Popen([sys.executable, "-m", "brain_kernel", "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("brain serve exited during start-up")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit("brain serve did not become healthy in 90 s")
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
+    rng = random.Random(args.seed)
+    settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=database_url)
+    vault = Vault(settings.vault)
+    vault.scaffold()
+    t0 = time.perf_counter()
+    build_vault(vault, args, rng)
+    build_s = time.perf_counter() - t0
+    upgrade_to_head(database_url)
+    engine = create_engine(normalise_url(database_url))
+    with Session(engine) as session:
+        t0 = time.perf_counter()
+        summary = rebuild(session, vault)
+        session.commit()
+        reindex_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tick = run_tick(session, vault, settings, use_ai=False)
+        session.commit()
+        tick_s = time.perf_counter() - t0
+        session.execute(text("ANALYZE"))  # fresh statistics, as autovacuum would have after a bulk load
+        session.commit()
+        sample = rng.sample(projects(args.projects), args.samples)
+        top_arcs = {
+            slug: list(
+                session.scalars(
+                    select(Entry.vault_path).where(Entry.kind == "arc", Entry.repo == slug).order_by(Entry.heat.desc(), Entry.id).limit(20)
+                )
+            )
+            for _, slug in sample
+        }
+    engine.dispose()
+    logs = [f"left/reference/lessons-{(NOW - dt.timedelta(days=d)).date().isoformat()}.md" for d in range(14)]
+
+    proc, base = start_server(settings)
+    try:
+        with httpx.Client(base_url=base, timeout=60) as client:
+            for _, slug in sample[:5]:  # warm-up: connections, plans, page cache
+                client.get("/feed", params={"project": slug}).raise_for_status()
+                client.get("/feed").raise_for_status()
+            feed_times: list[float] = []
+            recon_times: list[float] = []
+            sizes: list[int] = []
+            for _ in range(args.rounds):
+                for _, slug in sample:
+                    t = time.perf_counter()
+                    r = client.get("/feed", params={"project": slug})
+                    feed_times.append(time.perf_counter() - t)
+                    r.raise_for_status()
+                    sizes.append(len(r.content))
+                    body = r.json()
+                    assert body["project"]["known"] and body["project"]["repo"] == slug, body["project"]
+                    t = time.perf_counter()
+                    client.get("/feed").raise_for_status()
+                    for path in top_arcs[slug]:
+                        client.get("/vault/read", params={"path": path}).raise_for_status()
+                    for path in logs:
+                        client.get("/vault/read", params={"path": path}).raise_for_status()
+                    recon_times.append(time.perf_counter() - t)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    p50, p95 = pct(feed_times, 50), pct(feed_times, 95)
+    r50 = pct(recon_times, 50)
+    return {
+        "projects": args.projects,
+        "arcs": args.arcs,
+        "lessons": args.lessons,
+        "indexed_entries": summary.entries,
+        "build_vault_s": round(build_s, 1),
+        "reindex_s": round(reindex_s, 1),
+        "tick_s": round(tick_s, 1),
+        "requests": len(feed_times),
+        "feed_p50_ms": round(p50, 2),
+        "feed_p95_ms": round(p95, 2),
+        "feed_bytes_p50": sorted(sizes)[len(sizes) // 2],
+        "reconstruction_p50_ms": round(r50, 1),
+        "reconstruction_p95_ms": round(pct(recon_times, 95), 1),
+        "speedup_p50": round(r50 / p50, 1),
+        "tick_arcs_updated": tick.arcs_updated,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--projects", type=int, default=200)
+    parser.add_argument("--arcs", type=int, default=20_000)
+    parser.add_argument("--lessons", type=int, default=60_000)
+    parser.add_argument("--days", type=int, default=60, help="lessons are spread over this many daily logs")
+    parser.add_argument("--samples", type=int, default=40, help="projects queried")
+    parser.add_argument("--rounds", type=int, default=5, help="passes over the sampled projects")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    external = environ_snapshot().get("BRAIN_TEST_DATABASE_URL")
+    embedded: EmbeddedPostgres | None = None
+    (REPO_ROOT / ".brain").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-feed-", dir=REPO_ROOT / ".brain") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "home").mkdir()
+        if external:
+            admin_url = normalise_url(external)
+        else:
+            embedded = EmbeddedPostgres(REPO_ROOT / ".brain" / f"bench-feed-pg-{uuid.uuid4().hex[:8]}", cleanup="delete")
+            admin_url = normalise_url(embedded.start())
+        name = f"bench_feed_{uuid.uuid4().hex[:8]}"
+        admin(admin_url, f'CREATE DATABASE "{name}"')
+        try:
+            result = run(args, make_url(admin_url).set(database=name).render_as_string(hide_password=False), tmp)
+        finally:
+            admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if embedded is not None:
+                embedded.stop()
+                shutil.rmtree(embedded.data_dir, ignore_errors=True)
+    print(json.dumps(result))
+    ok = result["feed_p50_ms"] <= 15 and result["speedup_p50"] >= 20
+    print(
+        f"GET /feed?project= p50 {result['feed_p50_ms']} ms, p95 {result['feed_p95_ms']} ms; "
+        f"reconstruction p50 {result['reconstruction_p50_ms']} ms; {result['speedup_p50']}x faster "
+        f"({'targets met' if ok else 'TARGET MISSED'})",
+        file=sys.stderr,
+    )
+    if not ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
