@@ -14,9 +14,11 @@ One pass, safe to rerun:
    ``ACTIVE_HOURS`` hours, written to ``brain-feed/projects/<id>/intent.md``
    (id = repo slug, else key): derived from the project's hottest arcs, or
    from one LLM call for all of them (``brain_ops.intent``).
-4. **Index refresh**: the entries table is replaced by the rows of the vault
-   as it now is (the same parser as ``brain reindex``), so new arcs written by
-   ``brain cluster`` are served from the next tick on.
+4. **Index refresh**: every row of the vault as it now is gets upserted (the
+   same parser as ``brain reindex``), so new arcs written by ``brain cluster``
+   are served from the next tick on; rows the scan did not see are deleted
+   only when they predate the scan (``brain_ops.reindex.replace_all``), so a
+   marker posted during the tick keeps its row.
 
 ``--dry-run`` computes everything and writes nothing (neither files nor
 index). The function never commits; the command does.
@@ -162,6 +164,7 @@ def run_tick(
     summary = TickSummary(now=iso(now) or "", dry_run=dry_run)
     say = progress or (lambda _msg: None)
 
+    scan_started = dt.datetime.now(dt.timezone.utc)
     say("scoring arcs")
     arc_texts = score_arcs(vault, now, summary, dry_run=dry_run, progress=progress)
 
@@ -228,7 +231,7 @@ def run_tick(
     for rel in vault_files(vault):
         if kind_of_path(rel) == "intent":
             records.extend(read_records(vault, rel, scratch))
-    index = replace_all(session, records)
+    index = replace_all(session, records, scan_started=scan_started)
     summary.index = index.as_dict() | {"refreshed": True, "skipped": scratch.skipped + index.skipped}
     return summary
 

@@ -14,6 +14,7 @@ old index in place. Rerunning either is safe.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +24,12 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.vaultindex import INDEXED_PREFIXES, kind_of_path, project_activity, records_for
 from brain_kernel.index import delete_entries_at, touch_project, upsert_entries
-from brain_kernel.reindex_repo import clear_entries
+from brain_kernel.reindex_repo import clear_entries, delete_entries_updated_before
 from brain_kernel.vault import Vault
 
 Progress = Callable[[int, str], None]
+# Rows written this long before a keeper scan began and not rewritten by it are stale.
+STALE_MARGIN = dt.timedelta(minutes=5)
 
 
 @dataclass
@@ -95,12 +98,23 @@ def record_projects(session: Session, records: Iterable[EntryRecord]) -> int:
     return count
 
 
-def replace_all(session: Session, records: Iterable[EntryRecord]) -> ReindexSummary:
-    """Replace the entries table with ``records`` and record their projects (no commit)."""
+def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_started: dt.datetime | None = None) -> ReindexSummary:
+    """Make the entries table hold ``records`` and record their projects (no commit).
+
+    Without ``scan_started`` the table is cleared first: an exact rebuild.
+    With it (the keeper), the records are upserted first and then only rows
+    last written more than ``STALE_MARGIN`` before the vault scan began are
+    deleted, so a marker indexed while the scan ran is never dropped; a row of
+    a file deleted in that margin goes at the next pass.
+    """
     summary = ReindexSummary()
     rows = _dedupe(records)
-    summary.removed = clear_entries(session)
-    summary.entries = upsert_entries(session, rows)
+    if scan_started is None:
+        summary.removed = clear_entries(session)
+        summary.entries = upsert_entries(session, rows)
+    else:
+        summary.entries = upsert_entries(session, rows)
+        summary.removed = delete_entries_updated_before(session, scan_started - STALE_MARGIN)
     for record in rows:
         summary.by_kind[record.kind] = summary.by_kind.get(record.kind, 0) + 1
     summary.projects = record_projects(session, rows)

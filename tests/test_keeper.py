@@ -173,3 +173,24 @@ def test_project_feed_serves_the_keeper_intent(vault: Vault, settings: Settings,
     intent = next(e for e in feed["entries"] if e["id"] == "project-intent")
     assert "Make the router twice as fast" in intent["content"]
     assert intent["metadata"]["source"] == "llm"
+
+
+def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Vault, settings: Settings, db: Session) -> None:
+    import uuid
+
+    from sqlalchemy import select, text
+
+    from brain_core.entries import EntryRecord
+    from brain_kernel.index import upsert_entries
+    from brain_kernel.models import Entry
+
+    fresh = EntryRecord(id=f"lesson:{uuid.uuid4().hex}", kind="lesson", vault_path="left/reference/lessons-x.md", project="api", repo="org1/api")
+    stale = EntryRecord(id=f"lesson:{uuid.uuid4().hex}", kind="lesson", vault_path="left/reference/lessons-y.md", project="api", repo="org1/api")
+    upsert_entries(db, [fresh, stale])
+    db.execute(text("UPDATE entries SET updated_at = now() - interval '1 hour' WHERE id = :id"), {"id": stale.id})
+    db.commit()
+    run_tick(db, vault, settings, now=NOW, use_ai=False)
+    db.commit()
+    ids = set(db.scalars(select(Entry.id)))
+    assert fresh.id in ids  # as if a marker was indexed while the tick scanned the vault
+    assert stale.id not in ids

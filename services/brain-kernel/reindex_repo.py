@@ -9,6 +9,7 @@ incremental refresh must agree on.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -37,6 +38,11 @@ COMPARED_COLUMNS = (
 def clear_entries(session: Session) -> int:
     """Delete every entry (the vault-derived part of the index); returns how many."""
     return session.execute(delete(Entry)).rowcount or 0
+
+
+def delete_entries_updated_before(session: Session, cutoff: dt.datetime) -> int:
+    """Delete entries last written before ``cutoff`` (rows a refresh did not rewrite); returns how many."""
+    return session.execute(delete(Entry).where(Entry.updated_at < cutoff)).rowcount or 0
 
 
 def entry_rows(session: Session) -> list[dict[str, Any]]:
