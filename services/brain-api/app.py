@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -14,22 +14,11 @@ from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault, VaultPathError
 
 
-def _routers() -> list:
+def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import health
+    from brain_api.routes import feed, health, markers, projects, sessions, vault
 
-    routers = [health.router]
-    import importlib
-
-    for name in ("sessions", "markers", "feed", "vault", "projects", "search", "metrics"):
-        try:
-            module = importlib.import_module(f"brain_api.routes.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"brain_api.routes.{name}":
-                raise
-            continue
-        routers.append(module.router)
-    return routers
+    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router]
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -46,6 +35,11 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.vault = Vault(settings.vault)
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None
+    app.state.read_session_factory = (
+        session_factory(app.state.engine.execution_options(isolation_level="AUTOCOMMIT"))
+        if app.state.engine is not None
+        else None
+    )
 
     @app.exception_handler(VaultPathError)
     async def _vault_path(request: Request, exc: VaultPathError) -> JSONResponse:

@@ -38,6 +38,22 @@ def get_db(request: Request) -> Iterator[Session]:
         session.close()
 
 
+def get_read_db(request: Request) -> Iterator[Session]:
+    """A read-only session in autocommit mode: no BEGIN/COMMIT round trips on the read path.
+
+    Each statement sees its own snapshot; read routes that need one snapshot for
+    several statements must use ``SessionDep`` instead.
+    """
+    factory = request.app.state.read_session_factory
+    if factory is None:
+        raise HTTPException(status_code=503, detail="database is not configured")
+    session = factory()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 _bearer = HTTPBearer(auto_error=False)
 
 
@@ -61,4 +77,5 @@ VaultDep = Annotated[Vault, Depends(get_vault)]
 # scope="function": the session commits when the handler returns, before the response is
 # sent, so a client that got its answer can read its write (and a failed commit is not a 2xx).
 SessionDep = Annotated[Session, Depends(get_db, scope="function")]
+ReadSessionDep = Annotated[Session, Depends(get_read_db, scope="function")]
 AuthDep = Depends(require_auth)

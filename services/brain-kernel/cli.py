@@ -119,14 +119,8 @@ def main() -> None:
 
 
 def _register_commands() -> None:
-    """Import the command modules under ``brain_kernel.commands``; each adds its commands to ``app``."""
-    import importlib
-    import pkgutil
-
-    import brain_kernel.commands as commands
-
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        importlib.import_module(f"brain_kernel.commands.{info.name}")
+    """Import the command modules; each adds its commands to ``app``."""
+    from brain_kernel.commands import cluster, extract, reindex, tick, whereis  # noqa: F401
 
 
 _register_commands()

@@ -41,7 +41,7 @@ def make_engine(url: str, *, pool_size: int = 10, pooled: bool = True) -> Engine
     """
     if not pooled:
         return create_engine(normalise_url(url), poolclass=NullPool)
-    return create_engine(normalise_url(url), pool_size=pool_size, max_overflow=10, pool_pre_ping=True)
+    return create_engine(normalise_url(url), pool_size=pool_size, max_overflow=10, pool_pre_ping=False, pool_recycle=1800)
 
 
 def check_reachable(engine: Engine, *, timeout_s: int = 5) -> None:

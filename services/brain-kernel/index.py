@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import case, delete, func, select
+from sqlalchemy import any_, case, delete, func, literal, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -112,5 +112,5 @@ def touch_project(
 
 def projects_with_key(session: Session, key: str) -> list[Project]:
     """Projects whose short key or an alias equals ``key`` (more than one = ambiguous)."""
-    stmt = select(Project).where((Project.key == key) | Project.aliases.any(key)).order_by(Project.id)
+    stmt = select(Project).where((Project.key == key) | (literal(key) == any_(Project.aliases))).order_by(Project.id)
     return list(session.scalars(stmt))

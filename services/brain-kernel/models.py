@@ -73,6 +73,14 @@ class Entry(Base):
         Index("ix_entries_project_kind_heat", "project", "kind", "heat"),
         Index("ix_entries_kind_occurred", "kind", "occurred_at"),
         Index("ix_entries_vault_path", "vault_path"),
+        # The global feed's hottest arcs: an ordered partial index instead of sorting every arc.
+        Index(
+            "ix_entries_hot_arcs",
+            heat.desc(),
+            occurred_at.desc().nulls_last(),
+            "id",
+            postgresql_where=text("kind = 'arc'"),
+        ),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from brain_api.deps import AuthDep, SessionDep, VaultDep
+from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
 from brain_core.feed import ProjectMemory, ProjectRef, global_feed, project_feed
 from brain_core.keys import InvalidKey
 from brain_kernel import feed_repo
@@ -46,7 +46,7 @@ def _feed_files(vault: Vault) -> list[tuple[str, str]]:
 
 @router.get("/feed")
 def get_feed(
-    db: SessionDep,
+    db: ReadSessionDep,
     vault: VaultDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = 10,

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from brain_api.deps import AuthDep, SessionDep
+from brain_api.deps import AuthDep, ReadSessionDep
 from brain_core.feed import iso
 from brain_kernel.feed_repo import list_projects
 
@@ -14,7 +14,7 @@ router = APIRouter(tags=["projects"], dependencies=[AuthDep])
 
 
 @router.get("/projects")
-def get_projects(db: SessionDep) -> dict[str, Any]:
+def get_projects(db: ReadSessionDep) -> dict[str, Any]:
     """Every known project, most recently active first."""
     projects = list_projects(db)
     projects.sort(key=lambda p: (p.last_active is None, -(p.last_active.timestamp() if p.last_active else 0), p.id))

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from brain_api.deps import AuthDep, SessionDep, VaultDep
+from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
 from brain_core import frontmatter
 from brain_core.feed import iso
 from brain_core.keys import InvalidKey
@@ -81,7 +81,7 @@ def vault_list(
 @router.get("/vault/search")
 def vault_search(
     vault: VaultDep,
-    db: SessionDep,
+    db: ReadSessionDep,
     q: Annotated[str, Query(min_length=1, max_length=500, description="Tokens that must all occur (case-insensitive).")],
     prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder to search under.")] = "",
     limit: Annotated[int, Query(ge=1, le=500, description="Most files returned.")] = 20,
@@ -118,7 +118,7 @@ def vault_search(
     }
 
 
-def _project_hits(vault: Vault, db: SessionDep, key: str, repo: str | None, prefix: str, wanted: list[str]) -> list[Hit]:
+def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, prefix: str, wanted: list[str]) -> list[Hit]:
     """Search only P's entries: whole files P owns alone, P's entry lines inside shared logs."""
     entries = feed_repo.project_entries(db, key, repo, unique=feed_repo.key_is_unique(db, key), prefix=prefix)
     by_path: dict[str, list] = {}
@@ -144,7 +144,7 @@ def _project_hits(vault: Vault, db: SessionDep, key: str, repo: str | None, pref
 
 
 @router.get("/signal")
-def get_signal(vault: VaultDep, db: SessionDep) -> dict[str, Any]:
+def get_signal(vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
     """The active amygdala signal (the newest one not resolved)."""
     record = feed_repo.latest_signal(db)
     if record is None:
@@ -191,7 +191,7 @@ def _unindexed_arc(vault: Vault, cluster_id: str) -> str | None:
 
 
 @router.get("/arcs/{cluster_id}")
-def get_arc(cluster_id: str, vault: VaultDep, db: SessionDep) -> dict[str, Any]:
+def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
     """An arc's frontmatter and body; a merged arc resolves to the arc that absorbed it."""
     if not _CLUSTER_ID.match(cluster_id):
         raise HTTPException(status_code=422, detail="cluster_id must be letters, digits, '.', '_' or '-'")
