@@ -108,9 +108,14 @@ class Vault:
         target = self.path(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode("utf-8")
+        try:
+            mode = target.stat().st_mode & 0o7777  # a rewrite keeps the file's permissions
+        except FileNotFoundError:
+            mode = 0o644  # mkstemp's 0600 would hide vault files from other readers
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -133,9 +138,14 @@ class Vault:
         target = self.path(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode("utf-8")
+        try:
+            mode = target.stat().st_mode & 0o7777  # a rewrite keeps the file's permissions
+        except FileNotFoundError:
+            mode = 0o644  # mkstemp's 0600 would hide vault files from other readers
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
