@@ -10,37 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-GIT_ENV_ARGS = ("-c", "user.email=test@example.com", "-c", "user.name=Test", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false")
+from tests.gitrepo import add_worktree, git, make_repo
 
-
-def git(cwd: Path, *args: str) -> str:
-    """Run git in ``cwd`` and return its stdout (raises on failure)."""
-    proc = subprocess.run(["git", *GIT_ENV_ARGS, *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return proc.stdout
-
-
-def make_repo(path: Path, remote: str | None = None) -> Path:
-    """A git repository with one commit at ``path`` (and an origin remote when given)."""
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q")
-    (path / "README.md").write_text("repo\n")
-    git(path, "add", "README.md")
-    git(path, "commit", "-q", "-m", "init")
-    if remote:
-        git(path, "remote", "add", "origin", remote)
-    return path
-
-
-def add_worktree(repo: Path, path: Path, branch: str) -> Path:
-    """A linked worktree of ``repo`` at ``path`` on a new branch."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "-q", "-b", branch, str(path))
-    return path
+__all__ = ["add_worktree", "git", "make_repo", "claude_lines", "codex_lines", "write_claude", "write_codex"]
 
 
 def _iso(when: dt.datetime) -> str:

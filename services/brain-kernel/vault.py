@@ -103,28 +103,34 @@ class Vault:
 
     # -- writes -------------------------------------------------------------
 
+    def _temp_copy(self, target: Path, data: bytes, mode: int) -> str:
+        """Write ``data`` to a new temp file beside ``target`` (fsynced, ``mode``); return its path."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)  # mkstemp's 0600 would hide vault files from other readers
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return tmp
+
     def write_atomic(self, rel: str | Path, text: str) -> int:
         """Write a whole file atomically (temp file + rename); return bytes written."""
         target = self.path(rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode("utf-8")
         try:
             mode = target.stat().st_mode & 0o7777  # a rewrite keeps the file's permissions
         except FileNotFoundError:
-            mode = 0o644  # mkstemp's 0600 would hide vault files from other readers
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            mode = 0o644
+        tmp = self._temp_copy(target, data, mode)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), mode)
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
             os.replace(tmp, target)
         except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            os.unlink(tmp)
             raise
         return len(data)
 
@@ -136,20 +142,9 @@ class Vault:
         file before it is complete.
         """
         target = self.path(rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode("utf-8")
+        tmp = self._temp_copy(target, data, 0o644)
         try:
-            mode = target.stat().st_mode & 0o7777  # a rewrite keeps the file's permissions
-        except FileNotFoundError:
-            mode = 0o644  # mkstemp's 0600 would hide vault files from other readers
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), mode)
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)
             try:
                 os.link(tmp, target)
             except OSError as exc:
