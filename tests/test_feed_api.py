@@ -339,3 +339,18 @@ def test_the_feed_reads_no_vault_file(client, planted: Planted, settings: Settin
         _feed(client, pid)
     _feed(client, "nobody-here")
     assert opened == []
+
+
+def test_the_feed_statement_is_one_fixed_text_with_only_request_values_bound() -> None:
+    """Rendered once, the same for every request, and short enough for psycopg's query cache (4096)."""
+    import re
+
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    from brain_kernel.feed_repo import _project_sql
+
+    for with_repo in (True, False):
+        sql = _project_sql(psycopg.dialect(), with_repo)
+        assert set(re.findall(r"%\((\w+)\)s", sql)) == {"key", "keys", "since", "top_n"} | ({"repo"} if with_repo else set())
+        assert "POSTCOMPILE" not in sql
+        assert len(sql) < 4096

@@ -22,7 +22,7 @@ from brain_core.feed import (
     render_project_intent_file,
 )
 from brain_core.heat import ArcActivity, arc_activity, score
-from brain_core.intent import ArcDigest, cap_intent, clip_words, derive_intent, parse_intent_map, sentences
+from brain_core.intent import ArcDigest, cap_intent, clip_words, derive_intent, one_line, parse_intent_map, sentences
 from brain_core.vaultindex import kind_of_path, project_activity
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -114,6 +114,14 @@ def test_llm_answers_are_parsed_filtered_and_capped() -> None:
     assert list(parsed) == ["org1/api"]
     assert parsed["org1/api"].startswith("Finish auth.") and len(parsed["org1/api"]) <= 60
     assert parse_intent_map("not json", ["a"]) == {}
+
+
+def test_one_line_collapses_whitespace_like_the_regex_it_replaced() -> None:
+    import re
+
+    for text in ["", "  a  b ", "a\n\n b\t\tc", "x\u00a0\u2028y\x1c z\u3000", "\r\n", "plain"]:
+        assert one_line(text) == re.sub(r"\s+", " ", text).strip()
+    assert one_line(None) == ""
 
 
 def test_clip_words_cuts_on_a_word_boundary() -> None:

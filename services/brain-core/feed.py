@@ -24,7 +24,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from brain_core import frontmatter
@@ -79,8 +79,16 @@ class FeedEntry:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return asdict(self)
+        """The JSON form (metadata copied one level deep; ``asdict``'s deep copy cost more than the rest of an entry)."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "content": self.content,
+            "priority": self.priority,
+            "ttl": self.ttl,
+            "severity": self.severity,
+            "metadata": dict(self.metadata),
+        }
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ def iso(value: dt.datetime | None) -> str | None:
 
 
 def _day(value: dt.datetime | None) -> str:
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d") if value else "----------"
+    return value.astimezone(dt.timezone.utc).date().isoformat() if value else "----------"
 
 
 def _cell(text: Any) -> str:

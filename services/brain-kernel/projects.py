@@ -13,11 +13,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import Text, any_, bindparam, select
 from sqlalchemy.orm import Session
 
 from brain_core.keys import parse_project_ref
-from brain_kernel.index import projects_with_key
 from brain_kernel.models import Project
 
 EXACT, UNKNOWN, AMBIGUOUS = "exact", "unknown", "ambiguous"
@@ -39,15 +38,22 @@ class ProjectLookup:
         return self.status == EXACT
 
 
+# Built once with bind parameters and run on the session's Core connection: plain
+# columns, no ORM objects (this runs on every project feed request).
+_LOOKUP = select(Project.id, Project.key, Project.repo, Project.root, Project.last_active)
+_BY_SLUG = _LOOKUP.where((Project.id == bindparam("slug", type_=Text)) | (Project.repo == bindparam("slug", type_=Text))).order_by(Project.id).limit(1)
+_BY_KEY = _LOOKUP.where((Project.key == bindparam("key", type_=Text)) | (bindparam("key", type_=Text) == any_(Project.aliases))).order_by(Project.id)
+
+
 def lookup_project(db: Session, ref: str) -> ProjectLookup:
     """Resolve a short key or slug against known projects; InvalidKey for malformed refs."""
     key, slug = parse_project_ref(ref)
     if slug is not None:
-        row = db.scalars(select(Project).where((Project.id == slug) | (Project.repo == slug)).order_by(Project.id)).first()
+        row = db.connection().execute(_BY_SLUG, {"slug": slug}).first()
         if row is None:
             return ProjectLookup(UNKNOWN, key, slug)
         return ProjectLookup(EXACT, row.key, row.repo or slug, [row.id], row.last_active)
-    rows = projects_with_key(db, key)
+    rows = db.connection().execute(_BY_KEY, {"key": key}).all()
     if not rows:
         return ProjectLookup(UNKNOWN, key)
     distinct = [r for r in rows if r.repo or r.root]

@@ -2,7 +2,7 @@
 
 The global feed serves the keeper's files in ``brain-feed/`` plus the hottest
 arcs and fleet inject blocks from the index. The project feed is served from
-the index alone: a project lookup, a handful of indexed queries, then pure
+the index alone: a project lookup, one indexed statement, then pure
 assembly in ``brain_core.feed``; no vault file is read on this path and no
 answer is cached in the process, so every replica answers every project
 from the same rows.
