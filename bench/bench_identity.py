@@ -9,7 +9,7 @@ git costs more than 2 calls per distinct folder or any folder resolves to the
 wrong repository. An uncached baseline (a fresh resolver per folder) runs on a
 sample for comparison.
 
-Run: .venv/bin/python bench/bench_identity.py [--repos 50] [--folders 1000]
+Run: .venv/bin/python -m bench.bench_identity [--repos 50] [--folders 1000]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from many concurrent clients for the whole run, each with its own
 latency percentiles, then verifies that every lesson is in the day's log
 exactly once and in the index; exits non-zero if any is lost or duplicated.
 
-Run: .venv/bin/python bench/bench_markers.py [--lessons 3000] [--concurrency 32] [--workers 4]
+Run: .venv/bin/python -m bench.bench_markers [--lessons 3000] [--concurrency 32] [--workers 4]
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,51 +26,12 @@ from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from brain_core.markers import lesson_records
 from brain_kernel.db import normalise_url
-from brain_kernel.embedded import EmbeddedPostgres
-from brain_kernel.settings import Settings, environ_snapshot
+from bench.common import fresh_database, pct, start_server
+from brain_kernel.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def admin(url: str, statement: str) -> None:
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            conn.execute(text(statement))
-    finally:
-        engine.dispose()
-
-
-def start_server(settings: Settings, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    """``brain serve`` in a subprocess; returns it and its base URL once healthy."""
-    port = free_port()
-    env = {k: v for k, v in environ_snapshot().items() if not k.startswith(("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT"))}
-    env.update(settings.to_environ())
-    cmd = [sys.executable, "-m", "brain_kernel", "serve", "--port", str(port), "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("brain serve exited during start-up")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit("brain serve did not become healthy in 90 s")
 
 
 @dataclass
@@ -133,11 +91,6 @@ async def post_all(base: str, bodies: list[dict], concurrency: int) -> tuple[flo
     return time.perf_counter() - t0, latencies, replies
 
 
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
-
-
 def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
     settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=database_url)
     proc, base = start_server(settings, args.workers)
@@ -189,26 +142,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--projects", type=int, default=8, help="lessons are spread over this many projects")
     args = parser.parse_args()
-    external = environ_snapshot().get("BRAIN_TEST_DATABASE_URL")
-    embedded: EmbeddedPostgres | None = None
-    with tempfile.TemporaryDirectory(prefix="bench-markers-") as tmp_name:
+    with tempfile.TemporaryDirectory(prefix="bench-markers-") as tmp_name, fresh_database("bench-markers") as url:
         tmp = Path(tmp_name)
         (tmp / "home").mkdir()
-        if external:
-            admin_url = normalise_url(external)
-        else:
-            (REPO_ROOT / ".brain").mkdir(exist_ok=True)
-            embedded = EmbeddedPostgres(REPO_ROOT / ".brain" / f"bench-markers-{uuid.uuid4().hex[:8]}", cleanup="delete")
-            admin_url = normalise_url(embedded.start())
-        name = f"bench_markers_{uuid.uuid4().hex[:8]}"
-        admin(admin_url, f'CREATE DATABASE "{name}"')
-        try:
-            result = run(args, make_url(admin_url).set(database=name).render_as_string(hide_password=False), tmp)
-        finally:
-            admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            if embedded is not None:
-                embedded.stop()
-                shutil.rmtree(embedded.data_dir, ignore_errors=True)
+        result = run(args, url, tmp)
     print(json.dumps(result))
     print(
         f"{result['lessons_per_s']} lessons/s with {args.workers} workers, {args.concurrency} clients "

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from brain_kernel.db import normalise_url
 from brain_kernel.migrate import upgrade_to_head
-from brain_kernel.settings import Settings
+from brain_kernel.settings import Settings, child_environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "brain_test_template"
@@ -156,9 +156,7 @@ def client(settings: Settings) -> Iterator[object]:
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """A child-process environment carrying ``settings`` (and nothing brain-related from ours)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT", "CODEX_HOME"))}
-    env.update(settings.to_environ())
-    return env
+    return child_environment(settings)
 
 
 def free_port() -> int:

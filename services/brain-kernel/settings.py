@@ -166,6 +166,16 @@ def environ_snapshot() -> dict[str, str]:
     return dict(os.environ)
 
 
+_BRAIN_VARIABLES = ("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT", "CODEX_HOME")
+
+
+def child_environment(settings: Settings) -> dict[str, str]:
+    """This process's environment minus every kernel variable, plus ``settings``: for a child ``brain``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_BRAIN_VARIABLES)}
+    env.update(settings.to_environ())
+    return env
+
+
 def export_to_environ(settings: Settings) -> None:
     """Publish settings to this process's environment so worker processes rebuild them."""
     os.environ.update(settings.to_environ())
