@@ -592,36 +592,22 @@ def project_feed(
                 metadata=_meta("project", pid, top_n=top_n, count=len(memory.arcs)),
             )
         )
-        if memory.lessons:
-            entries.append(
-                FeedEntry(
-                    id="lessons",
-                    title="Recent Lessons",
-                    content=lessons_markdown(memory.lessons),
-                    priority=PRIORITY["lessons"],
-                    metadata=_meta("project", pid, days=lesson_days, count=len(memory.lessons)),
+        recent_sections = (
+            (memory.lessons, "lessons", "Recent Lessons", lessons_markdown),
+            (memory.decisions, "decisions", "Recent Decisions", _decisions_markdown),
+            (memory.milestones, "milestones", "Recent Milestones", _milestones_markdown),
+        )
+        for records, section, title, render_section in recent_sections:
+            if records:
+                entries.append(
+                    FeedEntry(
+                        id=section,
+                        title=title,
+                        content=render_section(records),
+                        priority=PRIORITY[section],
+                        metadata=_meta("project", pid, days=lesson_days, count=len(records)),
+                    )
                 )
-            )
-        if memory.decisions:
-            entries.append(
-                FeedEntry(
-                    id="decisions",
-                    title="Recent Decisions",
-                    content=_decisions_markdown(memory.decisions),
-                    priority=PRIORITY["decisions"],
-                    metadata=_meta("project", pid, days=lesson_days, count=len(memory.decisions)),
-                )
-            )
-        if memory.milestones:
-            entries.append(
-                FeedEntry(
-                    id="milestones",
-                    title="Recent Milestones",
-                    content=_milestones_markdown(memory.milestones),
-                    priority=PRIORITY["milestones"],
-                    metadata=_meta("project", pid, days=lesson_days, count=len(memory.milestones)),
-                )
-            )
         for signal in memory.project_signals:
             entries.append(_signal_entry(signal, fleet=False, project=project))
     for signal in memory.fleet_signals:
