@@ -51,14 +51,11 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield normalise_url(external)
         return
     if _docker_answers():
-        try:
-            from testcontainers.postgres import PostgresContainer  # type: ignore[import-not-found]
-        except ImportError:
-            pass
-        else:
-            with PostgresContainer("pgvector/pgvector:pg16", driver="psycopg") as container:
-                yield normalise_url(container.get_connection_url())
-            return
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg16", driver="psycopg") as container:
+            yield normalise_url(container.get_connection_url())
+        return
     from brain_kernel.embedded import EmbeddedPostgres
 
     base = REPO_ROOT / ".brain"
