@@ -29,7 +29,7 @@ from typing import Any
 
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.heat import parse_time
+from brain_core.times import parse_time
 from brain_core.intent import ArcDigest, blurb, clip_words, derive_intent, focus_line, one_line
 
 HOT_ARCS_TITLE = "Active Hot Arcs"

@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from brain_core.times import parse_time
+
 STATUSES = ("active", "complete", "stalled", "graduated")
 HALF_LIFE_DAYS = 3.0
 DECAY_AFTER_DAYS = 14.0
@@ -54,33 +56,6 @@ class HeatResult:
     status: str
 
 
-def parse_time(value: Any) -> dt.datetime | None:
-    """An aware UTC datetime from an ISO string, a date or a datetime; None when unreadable."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        stamp = value
-    elif isinstance(value, dt.date):
-        stamp = dt.datetime(value.year, value.month, value.day)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-    else:
-        text = str(value).strip()
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        try:
-            stamp = dt.datetime.fromisoformat(text)
-        except ValueError:
-            try:
-                stamp = dt.datetime.combine(dt.date.fromisoformat(text[:10]), dt.time())
-            except ValueError:
-                return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=dt.timezone.utc)
-    return stamp.astimezone(dt.timezone.utc)
 
 
 def _count(value: Any) -> int:

@@ -46,6 +46,7 @@ from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.identity import ProjectIdentity, from_attrs, normalise_worktree
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
+from brain_core.times import parse_time
 
 MARKER_TYPES = ("lesson", "milestone", "signal", "decision")
 SIGNAL_SCOPES = ("project", "fleet")
@@ -413,14 +414,7 @@ def _occurred(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
         if not day:
             return None
         text = f"{day.group(1)}T{text}"
-    text = text.removesuffix("Z")
-    try:
-        value = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc)
+    return parse_time(text)
 
 
 def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain_core.times import parse_time
+
 PROMPT_CHARS = 300
 TOP_TOOLS = 5
 # Two compaction evidences closer than this are one event (a /compact command,
@@ -92,16 +94,8 @@ def is_continuation(text: str) -> bool:
 
 
 def parse_timestamp(value: Any) -> dt.datetime | None:
-    """Parse an ISO-8601 timestamp (``Z`` accepted) into an aware UTC datetime, else None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        stamp = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        return stamp.replace(tzinfo=dt.timezone.utc)
-    return stamp.astimezone(dt.timezone.utc)
+    """Parse a transcript's ISO-8601 timestamp (``Z`` accepted) into an aware UTC datetime, else None."""
+    return parse_time(value) if isinstance(value, str) else None
 
 
 def clip(text: str, limit: int = PROMPT_CHARS) -> str:
