@@ -28,6 +28,7 @@ from typing import Any
 
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
+from brain_core.intent import clip_words
 from brain_core.transcripts import is_boilerplate, parse_timestamp
 
 DEFAULT_GAP_MINUTES = 240
@@ -321,27 +322,16 @@ def _title_line(text: str) -> str | None:
     return None
 
 
-def clip_title(text: str, limit: int = TITLE_CHARS) -> str:
-    """Collapse whitespace and cut on a word boundary to at most ``limit`` characters."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat[: limit - 1]
-    if " " in cut:
-        cut = cut[: cut.rfind(" ")]
-    return cut.rstrip(" ,;:-") + "…"
-
-
 def arc_title(sessions: Sequence[ArcSession]) -> str:
     """A title that means something: the first real prompt, else a summary hint, else the project."""
     for session in sessions:
         for text in (session.first_user_prompt, session.last_user_prompt):
             line = _title_line(text)
             if line:
-                return clip_title(line)
+                return clip_words(line, TITLE_CHARS)
     for session in sessions:
         if session.title_hint and _title_line(session.title_hint):
-            return clip_title(session.title_hint)
+            return clip_words(session.title_hint, TITLE_CHARS)
     first = sessions[0] if sessions else None
     project = next((s.project for s in sessions if s.project), None)
     day = first.start.date().isoformat() if first and first.start else "undated"
