@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.vaultindex import INDEXED_PREFIXES, kind_of_path, project_activity, records_for
+from brain_kernel.feed_snapshots import collect
 from brain_kernel.index import delete_entries_at, touch_project, upsert_entries
 from brain_kernel.reindex_repo import clear_entries, delete_entries_updated_before
 from brain_kernel.vault import Vault
@@ -118,6 +119,7 @@ def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_starte
     for record in rows:
         summary.by_kind[record.kind] = summary.by_kind.get(record.kind, 0) + 1
     summary.projects = record_projects(session, rows)
+    collect(session)  # every stored feed answer predates this refresh: drop them and the change log
     return summary
 
 

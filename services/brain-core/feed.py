@@ -120,6 +120,18 @@ class ProjectMemory:
     inject: Sequence[EntryRecord] = ()
 
 
+    def valid_until(self, lesson_days: int) -> dt.datetime | None:
+        """When this memory stops being P's memory by the clock alone, or None if never.
+
+        Only the windowed sections (lessons, decisions, milestones, signals of
+        the last ``lesson_days`` days) change as time passes, and only by their
+        oldest row leaving the window: a row can only enter through a write.
+        """
+        windowed = (*self.lessons, *self.decisions, *self.milestones, *self.project_signals, *self.fleet_signals)
+        times = [r.occurred_at for r in windowed if r.occurred_at is not None]
+        return min(times) + dt.timedelta(days=lesson_days) if times else None
+
+
 # -- small helpers ----------------------------------------------------------
 
 
@@ -231,6 +243,20 @@ def _envelope(
     payload["hash"] = feed_hash(payload)
     payload["generated_at"] = iso(now)
     return payload
+
+
+def answer_body(payload: Mapping[str, Any]) -> str:
+    """A feed payload as compact JSON without ``generated_at`` (what a stored answer keeps)."""
+    data = {k: v for k, v in payload.items() if k != "generated_at"}
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def stamp_answer(body: str, now: dt.datetime) -> bytes:
+    """``answer_body`` output with ``generated_at`` appended: the bytes a client receives."""
+    if not body.endswith("}"):
+        raise ValueError("an answer body is a JSON object")
+    sep = "" if body == "{}" else ","
+    return f'{body[:-1]}{sep}"generated_at":{json.dumps(iso(now))}}}'.encode("utf-8")
 
 
 # -- hot arcs ---------------------------------------------------------------

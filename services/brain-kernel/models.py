@@ -153,6 +153,41 @@ class IdempotencyKey(Base):
     __table_args__ = (Index("ix_idempotency_keys_expires_at", "expires_at"),)
 
 
+class FeedSnapshot(Base):
+    """One stored project feed answer and the database snapshot it was read in (ADR 0010)."""
+
+    __tablename__ = "feed_snapshots"
+
+    ref: Mapped[str] = mapped_column(Text, primary_key=True)  # the reference as the client sent it
+    top_n: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lesson_days: Mapped[int] = mapped_column(Integer, primary_key=True)
+    vault_root: Mapped[str] = mapped_column(Text, primary_key=True)
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False)  # change scopes the answer depends on
+    built: Mapped[str] = mapped_column(Text, nullable=False)  # pg_snapshot text of the first read
+    built_xmin: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    valid_until: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    body: Mapped[str] = mapped_column(Text, nullable=False)  # the JSON answer without generated_at
+    created_at: Mapped[dt.datetime] = _now()
+
+
+class FeedChange(Base):
+    """A scope (project key, alias, slug, or ``*``) written by a transaction; filled by triggers."""
+
+    __tablename__ = "feed_changes"
+
+    scope: Mapped[str] = mapped_column(Text, primary_key=True)
+    xid: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+
+class FeedHorizon(Base):
+    """The single row below which change records and older snapshots have been collected."""
+
+    __tablename__ = "feed_horizon"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    horizon: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+
+
 class ContentEmbedding(Base):
     """One embedded chunk; ``metadata`` carries the project for the GIN-backed filter."""
 
@@ -182,4 +217,7 @@ class ContentEmbedding(Base):
     )
 
 
-__all__ = ["Base", "Entry", "SessionRow", "Project", "LearnedRoot", "IdempotencyKey", "ContentEmbedding", "text"]
+__all__ = [
+    "Base", "Entry", "SessionRow", "Project", "LearnedRoot", "IdempotencyKey",
+    "FeedSnapshot", "FeedChange", "FeedHorizon", "ContentEmbedding", "text",
+]

@@ -2,27 +2,32 @@
 
 The global feed serves the keeper's files in ``brain-feed/`` plus the hottest
 arcs and fleet inject blocks from the index. The project feed is served from
-the index alone: a project lookup, one indexed statement, then pure
-assembly in ``brain_core.feed``; no vault file is read on this path and no
-answer is cached in the process, so every replica answers every project
-from the same rows.
+the index alone: a stored answer when one is still exact (one indexed
+statement, ``brain_kernel.feed_snapshots``), else a project lookup, one
+indexed statement and pure assembly in ``brain_core.feed``, then the answer
+is stored. No vault file is read on this path and no answer is kept in the
+process, so every replica answers every project from the same rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import DBAPIError
 
 from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
-from brain_core.feed import ProjectMemory, ProjectRef, global_feed, project_feed
-from brain_core.keys import InvalidKey
-from brain_kernel import feed_repo
+from brain_core.feed import ProjectMemory, ProjectRef, answer_body, global_feed, project_feed, stamp_answer
+from brain_core.keys import InvalidKey, parse_project_ref
+from brain_kernel import feed_repo, feed_snapshots
+from brain_kernel.feed_snapshots import SnapshotKey
 from brain_kernel.projects import AMBIGUOUS, EXACT, lookup_project
 from brain_kernel.vault import Vault
 
+log = logging.getLogger("brain.api.feed")
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
 
 FEED_DIR = "brain-feed"
@@ -44,15 +49,28 @@ def _feed_files(vault: Vault) -> list[tuple[str, str]]:
     return out
 
 
+ANSWER_HEADER = "X-Brain-Feed"  # "stored": a stored answer still exact; "live": computed for this request
+
+
+def _answer(body: str, now: dt.datetime, source: str) -> Response:
+    return Response(stamp_answer(body, now), media_type="application/json", headers={ANSWER_HEADER: source})
+
+
 @router.get("/feed")
 def get_feed(
+    request: Request,
     db: ReadSessionDep,
     vault: VaultDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = 10,
     lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = 14,
 ) -> Any:
-    """The global feed, or with ``project`` that project's memory plus labelled fleet-wide signals."""
+    """The global feed, or with ``project`` that project's memory plus labelled fleet-wide signals.
+
+    A known project's answer is stored in the index with the snapshot it was
+    read in and served again while no write has touched what it depends on
+    (``X-Brain-Feed: stored``); ``Cache-Control: no-cache`` computes it afresh.
+    """
     now = dt.datetime.now(dt.timezone.utc)
     root = str(vault.root)
     if project is None:
@@ -63,8 +81,15 @@ def get_feed(
             now=now,
             vault_root=root,
         )
+    ref = project.strip()
+    key = SnapshotKey(ref, top_n, lesson_days, root)
+    if "no-cache" not in request.headers.get("cache-control", "").lower():
+        stored = feed_snapshots.fetch(db, key)
+        if stored is not None:
+            return _answer(stored, now, "stored")
+    point = feed_snapshots.read_point(db)  # before the first read: the answer is at least this fresh
     try:
-        found = lookup_project(db, project)
+        found = lookup_project(db, ref)
     except InvalidKey as exc:
         return JSONResponse({"detail": str(exc)}, status_code=422)
     if found.status == AMBIGUOUS:
@@ -77,12 +102,20 @@ def get_feed(
         )
     since = now - dt.timedelta(days=lesson_days)
     if found.status != EXACT:
-        ref = ProjectRef(key=found.key, repo=found.repo, known=False)
+        ref_ = ProjectRef(key=found.key, repo=found.repo, known=False)
         memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
-        return JSONResponse(project_feed(ref, memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, ref=project.strip()))
+        payload = project_feed(ref_, memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, ref=ref)
+        return _answer(answer_body(payload), now, "live")  # unknown references are not stored: any string is one
     rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
-    ref = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
+    ref_ = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
     payload = project_feed(
-        ref, rows.memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, key_is_unique=rows.key_is_unique, ref=project.strip()
+        ref_, rows.memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, key_is_unique=rows.key_is_unique, ref=ref
     )
-    return JSONResponse(payload)  # plain JSON types already: skip the generic encoder
+    body = answer_body(payload)
+    asked_key, asked_slug = parse_project_ref(ref)
+    scopes = {s for s in (asked_key, asked_slug, found.key, found.repo) if s}
+    try:
+        feed_snapshots.store(db, key, point=point, scopes=scopes, valid_until=rows.memory.valid_until(lesson_days), body=body)
+    except DBAPIError as exc:  # a read-only database still answers, just without storing
+        log.warning("project feed answer not stored: %s", str(exc.orig or exc).splitlines()[0])
+    return _answer(body, now, "live")

@@ -1,0 +1,127 @@
+"""SQL repository of the project feed snapshots: stored answers, exact invalidation, collection.
+
+A project feed answer is stored with the Postgres snapshot its first read ran
+in (``read_point``). Triggers on ``entries`` and ``projects`` (revision 0003)
+log every writing transaction's id under the scopes it touched: the project
+keys of the rows, their aliases and slugs, and ``*`` for rows that reach every
+project (fleet-wide signals, inject blocks). A stored answer is served while
+
+- it is still inside its time window (``valid_until``: when its oldest
+  windowed lesson, decision, milestone or signal leaves ``lesson_days``),
+- it was read after the last collection (``built_xmin >= horizon``), and
+- no logged change of its scopes comes from a transaction its snapshot did
+  not see (``pg_visible_in_snapshot``).
+
+Writers never wait on readers or on each other (the log is insert-only, one
+row per transaction and scope), and a write committed while an answer was
+being computed always invalidates it, because the snapshot recorded is the
+earliest one the answer read. ``collect`` (run by every index refresh)
+advances the horizon and drops what it makes unreachable. Nothing is kept in
+process memory (ADR 0010).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+FLEET_SCOPE = "*"
+
+_FETCH = """
+SELECT s.body FROM feed_snapshots s
+ WHERE s.ref = %(ref)s AND s.top_n = %(top_n)s AND s.lesson_days = %(lesson_days)s AND s.vault_root = %(vault_root)s
+   AND s.valid_until > now()
+   AND s.built_xmin >= (SELECT horizon FROM feed_horizon WHERE id = 1)
+   AND NOT EXISTS (
+       SELECT 1 FROM feed_changes c
+        WHERE c.scope = ANY (s.scopes) AND c.xid >= s.built_xmin
+          AND NOT pg_visible_in_snapshot(c.xid::text::xid8, s.built::pg_snapshot))
+"""
+
+_READ_POINT = "SELECT pg_current_snapshot()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+_STORE = """
+INSERT INTO feed_snapshots (ref, top_n, lesson_days, vault_root, scopes, built, built_xmin, valid_until, body)
+VALUES (%(ref)s, %(top_n)s, %(lesson_days)s, %(vault_root)s, %(scopes)s, %(built)s, %(built_xmin)s,
+        COALESCE(%(valid_until)s, 'infinity'::timestamptz), %(body)s)
+ON CONFLICT (ref, top_n, lesson_days, vault_root) DO UPDATE
+   SET scopes = excluded.scopes, built = excluded.built, built_xmin = excluded.built_xmin,
+       valid_until = excluded.valid_until, body = excluded.body, created_at = now()
+"""
+
+_COLLECT = (
+    "UPDATE feed_horizon SET horizon = GREATEST(horizon, pg_snapshot_xmin(pg_current_snapshot())::text::bigint) WHERE id = 1",
+    "DELETE FROM feed_snapshots WHERE valid_until <= now() OR built_xmin < (SELECT horizon FROM feed_horizon WHERE id = 1)",
+    "DELETE FROM feed_changes WHERE xid < (SELECT horizon FROM feed_horizon WHERE id = 1)",
+)
+
+
+@dataclass(frozen=True)
+class ReadPoint:
+    """The database snapshot an answer is read in: its text form and its xmin."""
+
+    snapshot: str
+    xmin: int
+
+
+@dataclass(frozen=True)
+class SnapshotKey:
+    """What identifies a stored answer: the reference as sent, the parameters, the vault root."""
+
+    ref: str
+    top_n: int
+    lesson_days: int
+    vault_root: str
+
+    def params(self) -> dict[str, object]:
+        return {"ref": self.ref, "top_n": self.top_n, "lesson_days": self.lesson_days, "vault_root": self.vault_root}
+
+
+def fetch(session: Session, key: SnapshotKey) -> str | None:
+    """The stored answer for ``key`` if it is still exact, else None (one indexed statement)."""
+    row = session.connection().exec_driver_sql(_FETCH, key.params()).first()
+    return row[0] if row is not None else None
+
+
+def read_point(session: Session) -> ReadPoint:
+    """The snapshot of this statement: take it before the first read of an answer to store."""
+    snapshot, xmin = session.connection().exec_driver_sql(_READ_POINT).one()
+    return ReadPoint(str(snapshot), int(xmin))
+
+
+def store(
+    session: Session,
+    key: SnapshotKey,
+    *,
+    point: ReadPoint,
+    scopes: Iterable[str],
+    valid_until: dt.datetime | None,
+    body: str,
+) -> None:
+    """Store (or replace) the answer for ``key``, read at ``point``, depending on ``scopes`` and ``*``."""
+    params = key.params() | {
+        "scopes": sorted({*scopes, FLEET_SCOPE}),
+        "built": point.snapshot,
+        "built_xmin": point.xmin,
+        "valid_until": valid_until,
+        "body": body,
+    }
+    session.connection().exec_driver_sql(_STORE, params)
+
+
+def collect(session: Session) -> int:
+    """Advance the horizon, drop snapshots it makes unreachable and the change log below it.
+
+    Returns how many stored answers were dropped. Safe next to concurrent
+    readers and writers: an answer read before the new horizon is never
+    served again, and every change dropped was visible to every answer that
+    can still be served.
+    """
+    conn = session.connection()
+    conn.exec_driver_sql(_COLLECT[0])
+    dropped = conn.exec_driver_sql(_COLLECT[1]).rowcount or 0
+    conn.exec_driver_sql(_COLLECT[2])
+    return dropped

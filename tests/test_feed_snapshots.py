@@ -1,0 +1,295 @@
+"""Stored project feed answers: served while exact, never after a write they did not see.
+
+Two layers. Through the app: a second read is the stored answer, a write to
+one project drops that project's answer only, a fleet-wide write drops them
+all, and a long random sequence of real writes never lets a stored answer
+differ from a fresh computation (``Cache-Control: no-cache``). Against the
+repository with two real connections: the visibility rules themselves (a
+write committed while an answer was being read, a writer still open at the
+read point, the clock window, collection, TRUNCATE).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+
+from brain_core import frontmatter
+from brain_kernel import feed_snapshots
+from brain_kernel.db import normalise_url
+from brain_kernel.feed_snapshots import SnapshotKey
+from brain_kernel.index import touch_project
+from brain_kernel.settings import Settings
+from brain_kernel.vault import Vault
+from brain_ops.reindex import refresh
+from tests.test_feed_api import PROJECTS, _post, _stable, planted, token  # noqa: F401  (planted is a fixture)
+
+HEADER = "X-Brain-Feed"
+
+
+def _read(client, ref: str, *, fresh: bool = False, **params: object) -> tuple[dict, str]:
+    headers = {"Cache-Control": "no-cache"} if fresh else {}
+    r = client.get("/feed", params={"project": ref, **params}, headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json(), r.headers[HEADER]
+
+
+def test_a_second_read_is_the_stored_answer(client, planted) -> None:
+    first, source = _read(client, "acme/web")
+    assert source == "live"
+    second, source = _read(client, "acme/web")
+    assert source == "stored"
+    assert _stable(second) == _stable(first)
+    assert second["generated_at"] >= first["generated_at"]
+    fresh, source = _read(client, "acme/web", fresh=True)
+    assert source == "live" and _stable(fresh) == _stable(first)
+    # Each reference and parameter set is its own answer.
+    assert _read(client, "web")[1] == "live"
+    assert _read(client, "acme/web", top_n=1)[1] == "live"
+    assert _read(client, "acme/web", top_n=1)[1] == "stored"
+
+
+def test_unknown_and_ambiguous_references_are_never_stored(client, planted, db: Session) -> None:
+    for _ in range(2):
+        assert _read(client, "nobody-here")[1] == "live"
+        assert client.get("/feed", params={"project": "api"}).status_code == 409
+    assert db.execute(text("select count(*) from feed_snapshots")).scalar() == 0
+
+
+def test_a_write_to_one_project_drops_only_that_projects_answers(client, planted) -> None:
+    for ref in ("acme/web", "web", "acme/billing", "org1/api"):
+        _read(client, ref)
+    t = token()
+    _post(client, "lesson", f"Fresh lesson {t}.", repo="acme/web")
+    for ref in ("acme/web", "web"):
+        feed, source = _read(client, ref)
+        assert source == "live" and t in json.dumps(feed), ref
+    for ref in ("acme/billing", "org1/api"):
+        feed, source = _read(client, ref)
+        assert source == "stored" and t not in json.dumps(feed), ref
+
+
+def test_a_fleet_signal_drops_every_answer(client, planted) -> None:
+    for ref in PROJECTS:
+        _read(client, ref)
+    t = token()
+    _post(client, "signal", f"Fleet-wide {t}.", title=f"Fleet {t}", severity="critical", scope="fleet")
+    for ref in PROJECTS:
+        feed, source = _read(client, ref)
+        assert source == "live", ref
+        entry = next(e for e in feed["entries"] if t in e["title"])
+        assert entry["metadata"]["scope"] == "fleet"
+
+
+def test_a_second_repository_with_the_same_key_drops_the_short_reference(client, planted, db: Session) -> None:
+    assert _read(client, "web")[0]["project"]["repo"] == "acme/web"
+    assert _read(client, "web")[1] == "stored"
+    touch_project(db, "web", "other/web", root="/home/op/dev/other-web")
+    db.commit()
+    r = client.get("/feed", params={"project": "web"})
+    assert r.status_code == 409, r.text
+    assert set(r.json()["candidates"]) == {"acme/web", "other/web"}
+
+
+def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> list:
+    vault = Vault(settings.vault)
+    attrs = {pid: a for pid, (a, _) in PROJECTS.items()}
+
+    def marker() -> str:
+        pid = rng.choice(list(PROJECTS))
+        kind = rng.choice(("lesson", "decision", "milestone", "signal"))
+        extra = {"title": f"T {token()}"} if kind in ("decision", "signal") else {}
+        _post(client, kind, f"Random {kind} {token()}.", **attrs[pid], **extra)
+        return f"{kind} for {pid}"
+
+    def fleet_signal() -> str:
+        _post(client, "signal", f"Fleet {token()}.", title=f"Fleet {token()}", scope="fleet")
+        return "fleet signal"
+
+    def unattributed() -> str:
+        _post(client, "lesson", f"Nobody's {token()}.")
+        return "unattributed lesson"
+
+    def reheat() -> str:
+        arc = db.execute(text("select id from entries where kind = 'arc' order by random() limit 1")).scalar()
+        db.execute(text("update entries set heat = :h where id = :id"), {"h": rng.uniform(0, 5), "id": arc})
+        db.commit()
+        return f"reheat {arc}"
+
+    def resolve_signal() -> str:
+        sig = db.execute(text("select id from entries where kind = 'signal' order by random() limit 1")).scalar()
+        db.execute(text("update entries set status = 'resolved' where id = :id"), {"id": sig})
+        db.commit()
+        return f"resolve {sig}"
+
+    def forget() -> str:
+        row = db.execute(text("select id from entries where kind in ('lesson', 'decision', 'milestone') order by random() limit 1")).scalar()
+        db.execute(text("delete from entries where id = :id"), {"id": row})
+        db.commit()
+        return f"delete {row}"
+
+    def inject() -> str:
+        target = rng.choice(("all", "acme/web", "infra", "tools/cli"))
+        rel = f"brain-feed/inject/r{uuid.uuid4().hex[:8]}.md"
+        vault.write_atomic(rel, frontmatter.render({"id": rel, "title": f"Inject {token()}", "target": target}, "Body.\n"))
+        refresh(db, vault, [rel])
+        db.commit()
+        return f"inject for {target}"
+
+    def new_alias() -> str:
+        pid = rng.choice([p for p in PROJECTS if "/" in p])
+        key, repo = PROJECTS[pid][1]
+        touch_project(db, key, repo, aliases=[f"alias{rng.randrange(1000)}"])
+        db.commit()
+        return f"alias for {pid}"
+
+    return [marker, marker, marker, fleet_signal, unattributed, reheat, resolve_signal, forget, inject, new_alias]
+
+
+def test_stored_answers_always_equal_a_fresh_computation(client, planted, settings: Settings, db: Session) -> None:
+    """60 random real writes; after each, every reference's served answer equals a fresh one."""
+    rng = random.Random(20261129)
+    refs = [*PROJECTS, "web", "cli", "billing"]
+    mutations = _mutations(client, settings, db, rng)
+    stored = 0
+    for step in range(60):
+        done = rng.choice(mutations)()
+        for ref in refs:
+            served, source = _read(client, ref)
+            stored += source == "stored"
+            fresh, _ = _read(client, ref, fresh=True)
+            assert _stable(served) == _stable(fresh), f"step {step} ({done}): {ref} served a stale answer"
+    assert stored > 0, "no answer was ever served from storage: the test would prove nothing"
+
+
+# -- the visibility rules, against the repository ---------------------------------
+
+
+@pytest.fixture
+def sessions(database_url: str) -> Iterator[tuple[Session, Session]]:
+    """Two sessions on separate connections: a reader and a writer."""
+    engine = create_engine(normalise_url(database_url))
+    reader, writer = Session(engine), Session(engine)
+    try:
+        yield reader, writer
+    finally:
+        reader.close()
+        writer.close()
+        engine.dispose()
+
+
+KEY = SnapshotKey("acme/web", 10, 14, "/vault")
+LATER = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
+
+
+def _write(session: Session, *projects: str, kind: str = "lesson", scope: str = "project") -> None:
+    session.execute(
+        text("insert into entries (id, kind, vault_path, projects, scope) values (:id, :kind, 'x.md', :p, :scope)"),
+        {"id": uuid.uuid4().hex, "kind": kind, "p": list(projects), "scope": scope},
+    )
+
+
+def _store(session: Session, point: feed_snapshots.ReadPoint, *, valid_until: dt.datetime | None = LATER, body: str = '{"a":1}') -> None:
+    feed_snapshots.store(session, KEY, point=point, scopes={"web", "acme/web"}, valid_until=valid_until, body=body)
+    session.commit()
+
+
+def _fetch(session: Session) -> str | None:
+    body = feed_snapshots.fetch(session, KEY)
+    session.commit()
+    return body
+
+
+def test_an_answer_is_served_until_a_write_it_did_not_see(sessions) -> None:
+    reader, writer = sessions
+    _store(reader, feed_snapshots.read_point(reader))
+    assert _fetch(reader) == '{"a":1}'
+    _write(writer, "billing")  # another project: still exact
+    writer.commit()
+    assert _fetch(reader) == '{"a":1}'
+    _write(writer, "web")
+    writer.commit()
+    assert _fetch(reader) is None
+
+
+def test_a_write_committed_while_the_answer_was_read_drops_it(sessions) -> None:
+    reader, writer = sessions
+    point = feed_snapshots.read_point(reader)
+    reader.commit()
+    _write(writer, "web")
+    writer.commit()  # committed after the read point, before the answer is stored
+    _store(reader, point)
+    assert _fetch(reader) is None
+    _store(reader, feed_snapshots.read_point(reader))  # read after the write: exact
+    assert _fetch(reader) == '{"a":1}'
+
+
+def test_a_writer_open_at_the_read_point_drops_the_answer_when_it_commits(sessions) -> None:
+    reader, writer = sessions
+    _write(writer, "web")  # open, not committed
+    _store(reader, feed_snapshots.read_point(reader))
+    assert _fetch(reader) == '{"a":1}'  # the write is not visible to anyone yet
+    writer.commit()
+    assert _fetch(reader) is None
+
+
+def test_a_rolled_back_write_changes_nothing(sessions) -> None:
+    reader, writer = sessions
+    _store(reader, feed_snapshots.read_point(reader))
+    _write(writer, "web")
+    writer.rollback()
+    assert _fetch(reader) == '{"a":1}'
+
+
+def test_fleet_rows_and_truncate_drop_every_answer(sessions) -> None:
+    reader, writer = sessions
+    _store(reader, feed_snapshots.read_point(reader))
+    _write(writer, "x", kind="signal", scope="fleet")
+    writer.commit()
+    assert _fetch(reader) is None
+    _store(reader, feed_snapshots.read_point(reader))
+    _write(writer, kind="inject", scope="fleet")
+    writer.commit()
+    assert _fetch(reader) is None
+    _store(reader, feed_snapshots.read_point(reader))
+    writer.execute(text("truncate entries"))
+    writer.commit()
+    assert _fetch(reader) is None
+
+
+def test_an_answer_past_its_window_is_not_served(sessions) -> None:
+    reader, _ = sessions
+    _store(reader, feed_snapshots.read_point(reader), valid_until=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))
+    assert _fetch(reader) is None
+    _store(reader, feed_snapshots.read_point(reader), valid_until=None)  # no windowed row: valid until a write
+    assert _fetch(reader) == '{"a":1}'
+
+
+def test_collection_drops_older_answers_and_the_change_log(sessions) -> None:
+    reader, writer = sessions
+    old_point = feed_snapshots.read_point(reader)
+    reader.commit()
+    _write(writer, "web")
+    writer.commit()
+    assert reader.execute(text("select count(*) from feed_changes")).scalar() > 0
+    reader.commit()
+    _store(reader, feed_snapshots.read_point(reader))
+    assert _fetch(reader) == '{"a":1}'
+    assert feed_snapshots.collect(writer) == 1
+    writer.commit()
+    assert writer.execute(text("select count(*) from feed_changes")).scalar() == 0
+    assert writer.execute(text("select count(*) from feed_snapshots")).scalar() == 0
+    writer.commit()
+    # An answer read before the collection (and stored after it) is never served:
+    # the change that made it stale is no longer in the log.
+    _store(reader, old_point)
+    assert _fetch(reader) is None
+    _store(reader, feed_snapshots.read_point(reader))
+    assert _fetch(reader) == '{"a":1}'
