@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import json
+
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.feed import (
@@ -11,6 +13,7 @@ from brain_core.feed import (
     HOT_ARCS_HEADER,
     ProjectMemory,
     ProjectRef,
+    answer_body,
     entry_belongs,
     feed_file_entry,
     global_feed,
@@ -20,6 +23,7 @@ from brain_core.feed import (
     project_feed,
     render_hot_arcs_file,
     render_project_intent_file,
+    stamp_answer,
 )
 from brain_core.heat import ArcActivity, arc_activity, score
 from brain_core.intent import ArcDigest, cap_intent, clip_words, derive_intent, one_line, parse_intent_map, sentences
@@ -267,3 +271,32 @@ def test_project_activity_folds_bare_keys_into_a_unique_repo_only() -> None:
         ("solo", None, NOW - dt.timedelta(hours=2)),
         ("web", "org/web", NOW - dt.timedelta(hours=1)),
     ]
+
+
+# -- stored answers -------------------------------------------------------------
+
+
+def _lesson(days_ago: float, project: str = "api") -> EntryRecord:
+    path = "left/reference/lessons-x.md"
+    return EntryRecord(id=entry_id("lesson", path, str(days_ago)), kind="lesson", vault_path=path, projects=(project,), occurred_at=NOW - dt.timedelta(days=days_ago))
+
+
+def test_an_answer_stays_valid_until_its_oldest_windowed_row_leaves_the_window() -> None:
+    memory = ProjectMemory(arcs=[_arc("a1", "Old arc")], lessons=[_lesson(1), _lesson(9)], fleet_signals=[_signal("s", None, None, "fleet")])
+    signal_time = memory.fleet_signals[0].occurred_at
+    oldest = min(NOW - dt.timedelta(days=9), signal_time)
+    assert memory.valid_until(14) == oldest + dt.timedelta(days=14)
+    # Hot arcs and intents do not move with the clock: with no windowed row, only a write changes the answer.
+    assert ProjectMemory(arcs=[_arc("a1", "Old arc")]).valid_until(14) is None
+
+
+def test_a_stored_answer_is_the_payload_with_generated_at_restamped() -> None:
+    memory = ProjectMemory(arcs=[_arc("a1", "Ship the parser")], lessons=[_lesson(1)])
+    payload = project_feed(ProjectRef("api", "org1/api", True, NOW), memory, now=NOW, vault_root="/v", lesson_days=14, top_n=10)
+    body = answer_body(payload)
+    assert "generated_at" not in json.loads(body)
+    later = NOW + dt.timedelta(hours=3)
+    served = json.loads(stamp_answer(body, later))
+    assert served == payload | {"generated_at": "2026-11-29T15:00:00Z"}
+    assert list(served) == list(payload)  # same key order: generated_at stays last
+    assert json.loads(stamp_answer("{}", later)) == {"generated_at": "2026-11-29T15:00:00Z"}

@@ -202,7 +202,7 @@ def _store(session: Session, point: feed_snapshots.ReadPoint, *, valid_until: dt
 
 
 def _fetch(session: Session) -> str | None:
-    body = feed_snapshots.fetch(session, KEY)
+    body, _ = feed_snapshots.fetch(session, KEY)
     session.commit()
     return body
 

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 FLEET_SCOPE = "*"
 
 _FETCH = """
+SELECT pg_current_snapshot()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint, (
 SELECT s.body FROM feed_snapshots s
  WHERE s.ref = %(ref)s AND s.top_n = %(top_n)s AND s.lesson_days = %(lesson_days)s AND s.vault_root = %(vault_root)s
    AND s.valid_until > now()
@@ -38,7 +39,7 @@ SELECT s.body FROM feed_snapshots s
    AND NOT EXISTS (
        SELECT 1 FROM feed_changes c
         WHERE c.scope = ANY (s.scopes) AND c.xid >= s.built_xmin
-          AND NOT pg_visible_in_snapshot(c.xid::text::xid8, s.built::pg_snapshot))
+          AND NOT pg_visible_in_snapshot(c.xid::text::xid8, s.built::pg_snapshot)))
 """
 
 _READ_POINT = "SELECT pg_current_snapshot()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
@@ -80,10 +81,14 @@ class SnapshotKey:
         return {"ref": self.ref, "top_n": self.top_n, "lesson_days": self.lesson_days, "vault_root": self.vault_root}
 
 
-def fetch(session: Session, key: SnapshotKey) -> str | None:
-    """The stored answer for ``key`` if it is still exact, else None (one indexed statement)."""
-    row = session.connection().exec_driver_sql(_FETCH, key.params()).first()
-    return row[0] if row is not None else None
+def fetch(session: Session, key: SnapshotKey) -> tuple[str | None, ReadPoint]:
+    """The stored answer for ``key`` if it is still exact (else None), and this statement's read point.
+
+    One indexed statement. On a miss the read point is the one to store the
+    recomputed answer with: it was taken before any of its reads.
+    """
+    snapshot, xmin, body = session.connection().exec_driver_sql(_FETCH, key.params()).one()
+    return body, ReadPoint(str(snapshot), int(xmin))
 
 
 def read_point(session: Session) -> ReadPoint:

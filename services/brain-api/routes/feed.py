@@ -83,11 +83,13 @@ def get_feed(
         )
     ref = project.strip()
     key = SnapshotKey(ref, top_n, lesson_days, root)
-    if "no-cache" not in request.headers.get("cache-control", "").lower():
-        stored = feed_snapshots.fetch(db, key)
+    if "no-cache" in request.headers.get("cache-control", "").lower():
+        point = feed_snapshots.read_point(db)
+    else:
+        stored, point = feed_snapshots.fetch(db, key)
         if stored is not None:
             return _answer(stored, now, "stored")
-    point = feed_snapshots.read_point(db)  # before the first read: the answer is at least this fresh
+    # ``point`` precedes every read below, so the answer stored is at least that fresh.
     try:
         found = lookup_project(db, ref)
     except InvalidKey as exc:
