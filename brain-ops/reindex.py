@@ -119,7 +119,7 @@ def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_starte
     for record in rows:
         summary.by_kind[record.kind] = summary.by_kind.get(record.kind, 0) + 1
     summary.projects = record_projects(session, rows)
-    collect(session)  # every stored feed answer predates this refresh: drop them and the change log
+    collect(session)  # bound the feed change log; answers read since the previous refresh stay servable
     return summary
 
 

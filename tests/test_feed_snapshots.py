@@ -29,7 +29,7 @@ from brain_kernel.index import touch_project
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.reindex import refresh
-from tests.test_feed_api import PROJECTS, _post, _stable, planted, token  # noqa: F401  (planted is a fixture)
+from tests.test_feed_api import PROJECTS, _post, _stable, planted, run_cli, token  # noqa: F401  (planted is a fixture)
 
 HEADER = "X-Brain-Feed"
 
@@ -98,6 +98,33 @@ def test_a_second_repository_with_the_same_key_drops_the_short_reference(client,
     assert set(r.json()["candidates"]) == {"acme/web", "other/web"}
 
 
+def test_a_mentioned_key_that_gains_a_root_drops_the_short_reference(client, planted, db: Session) -> None:
+    touch_project(db, "web", None)  # a marker named "web" without a repo: only a mention
+    db.commit()
+    assert _read(client, "web")[0]["project"]["repo"] == "acme/web"
+    assert _read(client, "web")[1] == "stored"
+    touch_project(db, "web", None, root="/srv/web")  # now a second, repo-less project called web
+    db.commit()
+    assert client.get("/feed", params={"project": "web"}).status_code == 409
+
+
+def test_an_index_refresh_drops_only_the_answers_whose_rows_changed(client, planted, settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    web_arc = db.execute(text("select vault_path from entries where kind = 'arc' and repo = 'acme/web' order by vault_path limit 1")).scalar()
+    for ref in ("acme/web", "acme/billing"):
+        _read(client, ref)
+    refresh(db, vault, [web_arc])  # the file is unchanged: its rows are rewritten as they were
+    db.commit()
+    assert [_read(client, ref)[1] for ref in ("acme/web", "acme/billing")] == ["stored", "stored"]
+    t = token()
+    vault.write_atomic(web_arc, frontmatter.update(vault.read_text(web_arc), {"summary": f"Now about {t}"}))
+    refresh(db, vault, [web_arc])
+    db.commit()
+    feed, source = _read(client, "acme/web")
+    assert source == "live" and t in json.dumps(feed)
+    assert _read(client, "acme/billing")[1] == "stored"
+
+
 def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> list:
     vault = Vault(settings.vault)
     attrs = {pid: a for pid, (a, _) in PROJECTS.items()}
@@ -150,7 +177,17 @@ def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> l
         db.commit()
         return f"alias for {pid}"
 
-    return [marker, marker, marker, fleet_signal, unattributed, reheat, resolve_signal, forget, inject, new_alias]
+    def tick() -> str:
+        run_cli(settings, "tick", "--no-ai")
+        return "keeper tick"
+
+    def rewrite_unchanged() -> str:
+        path = db.execute(text("select vault_path from entries order by random() limit 1")).scalar()
+        refresh(db, vault, [path])
+        db.commit()
+        return f"refresh {path}"
+
+    return [marker, marker, marker, fleet_signal, unattributed, reheat, resolve_signal, forget, inject, new_alias, tick, rewrite_unchanged]
 
 
 def test_stored_answers_always_equal_a_fresh_computation(client, planted, settings: Settings, db: Session) -> None:
@@ -272,24 +309,40 @@ def test_an_answer_past_its_window_is_not_served(sessions) -> None:
     assert _fetch(reader) == '{"a":1}'
 
 
-def test_collection_drops_older_answers_and_the_change_log(sessions) -> None:
+def test_collection_keeps_recent_answers_and_drops_what_the_horizon_passed(sessions) -> None:
     reader, writer = sessions
     old_point = feed_snapshots.read_point(reader)
     reader.commit()
     _write(writer, "web")
     writer.commit()
-    assert reader.execute(text("select count(*) from feed_changes")).scalar() > 0
-    reader.commit()
     _store(reader, feed_snapshots.read_point(reader))
     assert _fetch(reader) == '{"a":1}'
-    assert feed_snapshots.collect(writer) == 1
+    assert feed_snapshots.collect(writer) == 0  # the horizon moves to the previous collection's point
+    writer.commit()
+    assert _fetch(reader) == '{"a":1}'
+    assert writer.execute(text("select count(*) from feed_changes")).scalar() > 0
+    assert feed_snapshots.collect(writer) == 1  # now past the answer's read point and the write
     writer.commit()
     assert writer.execute(text("select count(*) from feed_changes")).scalar() == 0
     assert writer.execute(text("select count(*) from feed_snapshots")).scalar() == 0
     writer.commit()
-    # An answer read before the collection (and stored after it) is never served:
+    assert _fetch(reader) is None
+    # An answer read before the horizon (and stored after it) is never served:
     # the change that made it stale is no longer in the log.
     _store(reader, old_point)
     assert _fetch(reader) is None
     _store(reader, feed_snapshots.read_point(reader))
     assert _fetch(reader) == '{"a":1}'
+
+
+def test_rewriting_a_row_unchanged_invalidates_nothing(sessions) -> None:
+    reader, writer = sessions
+    _write(writer, "web")
+    writer.commit()
+    _store(reader, feed_snapshots.read_point(reader))
+    writer.execute(text("update entries set updated_at = now() + interval '1 second'"))  # what a refresh does to unchanged rows
+    writer.commit()
+    assert _fetch(reader) == '{"a":1}'
+    writer.execute(text("update entries set heat = heat + 1"))
+    writer.commit()
+    assert _fetch(reader) is None

@@ -42,7 +42,13 @@ _PROJECT_SCOPES = """
 """
 
 
-def _log_function(name: str, scopes: str) -> str:
+# The columns whose change can change an answer (bookkeeping timestamps are left out, so
+# an index refresh that rewrites a row unchanged invalidates nothing).
+_ENTRY_COLUMNS = ("kind", "title", "content", "project", "projects", "repo", "scope", "status", "severity", "heat", "vault_path", "occurred_at", "metadata")
+_PROJECT_COLUMNS = ("key", "repo", "root", "aliases", "last_active")
+
+
+def _log_function(name: str, scopes: str, columns: tuple[str, ...]) -> str:
     def insert(rows: str) -> str:
         return (
             "INSERT INTO feed_changes (scope, xid) "
@@ -50,18 +56,23 @@ def _log_function(name: str, scopes: str) -> str:
             "WHERE s IS NOT NULL ON CONFLICT DO NOTHING;"
         )
 
+    def changed(side: str, other: str) -> str:
+        """The rows of one side of an UPDATE that the other side does not hold unchanged."""
+        same = " AND ".join(f"a.{c} IS NOT DISTINCT FROM b.{c}" for c in columns)
+        return f"(SELECT a.* FROM {side} a WHERE NOT EXISTS (SELECT 1 FROM {other} b WHERE b.id = a.id AND {same})) AS r"
+
     return f"""
 CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
         INSERT INTO feed_changes (scope, xid) VALUES ('*', pg_current_xact_id()::text::bigint) ON CONFLICT DO NOTHING;
-        RETURN NULL;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    ELSIF TG_OP = 'INSERT' THEN
         {insert("new_rows")}
-    END IF;
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+    ELSIF TG_OP = 'DELETE' THEN
         {insert("old_rows")}
+    ELSE
+        {insert(changed("new_rows", "old_rows"))}
+        {insert(changed("old_rows", "new_rows"))}
     END IF;
     RETURN NULL;
 END;
@@ -105,11 +116,12 @@ def upgrade() -> None:
         "feed_horizon",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("horizon", sa.BigInteger(), server_default="0", nullable=False),
+        sa.Column("pending", sa.BigInteger(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_feed_horizon"),
     )
-    op.execute("INSERT INTO feed_horizon (id, horizon) VALUES (1, 0)")
-    op.execute(_log_function("brain_feed_log_entries", _ENTRY_SCOPES))
-    op.execute(_log_function("brain_feed_log_projects", _PROJECT_SCOPES))
+    op.execute("INSERT INTO feed_horizon (id, horizon, pending) VALUES (1, 0, 0)")
+    op.execute(_log_function("brain_feed_log_entries", _ENTRY_SCOPES, _ENTRY_COLUMNS))
+    op.execute(_log_function("brain_feed_log_projects", _PROJECT_SCOPES, _PROJECT_COLUMNS))
     for statement in _triggers("entries", "brain_feed_log_entries") + _triggers("projects", "brain_feed_log_projects"):
         op.execute(statement)
 

@@ -8,7 +8,7 @@ project (fleet-wide signals, inject blocks). A stored answer is served while
 
 - it is still inside its time window (``valid_until``: when its oldest
   windowed lesson, decision, milestone or signal leaves ``lesson_days``),
-- it was read after the last collection (``built_xmin >= horizon``), and
+- it was read after the collection horizon (``built_xmin >= horizon``), and
 - no logged change of its scopes comes from a transaction its snapshot did
   not see (``pg_visible_in_snapshot``).
 
@@ -54,7 +54,8 @@ ON CONFLICT (ref, top_n, lesson_days, vault_root) DO UPDATE
 """
 
 _COLLECT = (
-    "UPDATE feed_horizon SET horizon = GREATEST(horizon, pg_snapshot_xmin(pg_current_snapshot())::text::bigint) WHERE id = 1",
+    "UPDATE feed_horizon SET horizon = GREATEST(horizon, pending), "
+    "pending = GREATEST(pending, pg_snapshot_xmin(pg_current_snapshot())::text::bigint) WHERE id = 1",
     "DELETE FROM feed_snapshots WHERE valid_until <= now() OR built_xmin < (SELECT horizon FROM feed_horizon WHERE id = 1)",
     "DELETE FROM feed_changes WHERE xid < (SELECT horizon FROM feed_horizon WHERE id = 1)",
 )
@@ -120,10 +121,15 @@ def store(
 def collect(session: Session) -> int:
     """Advance the horizon, drop snapshots it makes unreachable and the change log below it.
 
+    The horizon moves to the read point of the previous collection (every
+    transaction below it had finished then), and this collection's read
+    point becomes the next one: answers read since the previous collection
+    stay servable, and the log keeps about two collection intervals.
+
     Returns how many stored answers were dropped. Safe next to concurrent
-    readers and writers: an answer read before the new horizon is never
-    served again, and every change dropped was visible to every answer that
-    can still be served.
+    readers and writers: an answer read before the horizon is never served
+    again, and every change dropped was visible to every answer that can
+    still be served.
     """
     conn = session.connection()
     conn.exec_driver_sql(_COLLECT[0])

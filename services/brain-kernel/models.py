@@ -180,12 +180,17 @@ class FeedChange(Base):
 
 
 class FeedHorizon(Base):
-    """The single row below which change records and older snapshots have been collected."""
+    """The single row below which change records and older snapshots have been collected.
+
+    ``pending`` is the read point of the previous collection: the next one
+    moves the horizon there, so answers read since then survive a collection.
+    """
 
     __tablename__ = "feed_horizon"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     horizon: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    pending: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
 
 class ContentEmbedding(Base):
