@@ -301,6 +301,12 @@ def test_fleet_rows_and_truncate_drop_every_answer(sessions) -> None:
     assert _fetch(reader) is None
 
 
+def test_storing_relaxes_durability_for_its_own_transaction_only(sessions) -> None:
+    reader, _ = sessions
+    _store(reader, feed_snapshots.read_point(reader))
+    assert reader.execute(text("show synchronous_commit")).scalar() == "on"
+
+
 def test_an_answer_past_its_window_is_not_served(sessions) -> None:
     reader, _ = sessions
     _store(reader, feed_snapshots.read_point(reader), valid_until=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))
