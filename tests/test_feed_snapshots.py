@@ -63,6 +63,17 @@ def test_unknown_and_ambiguous_references_are_never_stored(client, planted, db: 
     assert db.execute(text("select count(*) from feed_snapshots")).scalar() == 0
 
 
+def test_a_database_that_refuses_the_store_still_answers(client, planted, db: Session, caplog: pytest.LogCaptureFixture) -> None:
+    db.execute(text("create function refuse() returns trigger language plpgsql as $$ begin raise exception 'read-only here'; end $$"))
+    db.execute(text("create trigger refuse before insert on feed_snapshots for each row execute function refuse()"))
+    db.commit()
+    expected = _stable(_read(client, "acme/web", fresh=True)[0])
+    for _ in range(2):
+        feed, source = _read(client, "acme/web")
+        assert source == "live" and _stable(feed) == expected
+    assert "project feed answer not stored: read-only here" in caplog.text
+
+
 def test_a_write_to_one_project_drops_only_that_projects_answers(client, planted) -> None:
     for ref in ("acme/web", "web", "acme/billing", "org1/api"):
         _read(client, ref)

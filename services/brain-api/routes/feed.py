@@ -82,6 +82,10 @@ def get_feed(
             vault_root=root,
         )
     ref = project.strip()
+    try:
+        asked_key, asked_slug = parse_project_ref(ref)
+    except InvalidKey as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
     key = SnapshotKey(ref, top_n, lesson_days, root)
     if "no-cache" in request.headers.get("cache-control", "").lower():
         point = feed_snapshots.read_point(db)
@@ -90,10 +94,7 @@ def get_feed(
         if stored is not None:
             return _answer(stored, now, "stored")
     # ``point`` precedes every read below, so the answer stored is at least that fresh.
-    try:
-        found = lookup_project(db, ref)
-    except InvalidKey as exc:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+    found = lookup_project(db, ref)
     if found.status == AMBIGUOUS:
         return JSONResponse(
             {
@@ -103,18 +104,17 @@ def get_feed(
             status_code=409,
         )
     since = now - dt.timedelta(days=lesson_days)
-    if found.status != EXACT:
-        ref_ = ProjectRef(key=found.key, repo=found.repo, known=False)
+    if found.status != EXACT:  # unknown: never stored, since any well-formed string is one
+        subject = ProjectRef(key=found.key, repo=found.repo, known=False)
         memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
-        payload = project_feed(ref_, memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, ref=ref)
-        return _answer(answer_body(payload), now, "live")  # unknown references are not stored: any string is one
+        payload = project_feed(subject, memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, ref=ref)
+        return _answer(answer_body(payload), now, "live")
     rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
-    ref_ = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
+    subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
     payload = project_feed(
-        ref_, rows.memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, key_is_unique=rows.key_is_unique, ref=ref
+        subject, rows.memory, now=now, vault_root=root, lesson_days=lesson_days, top_n=top_n, key_is_unique=rows.key_is_unique, ref=ref
     )
     body = answer_body(payload)
-    asked_key, asked_slug = parse_project_ref(ref)
     scopes = {s for s in (asked_key, asked_slug, found.key, found.repo) if s}
     try:
         feed_snapshots.store(db, key, point=point, scopes=scopes, valid_until=rows.memory.valid_until(lesson_days), body=body)
