@@ -249,8 +249,8 @@ def _store(session: Session, point: feed_snapshots.ReadPoint, *, valid_until: dt
     session.commit()
 
 
-def _fetch(session: Session) -> str | None:
-    body, _ = feed_snapshots.fetch(session, KEY)
+def _fetch(session: Session, now: dt.datetime | None = None) -> str | None:
+    body, _ = feed_snapshots.fetch(session, KEY, now=now or dt.datetime.now(dt.timezone.utc))
     session.commit()
     return body
 
@@ -324,6 +324,9 @@ def test_an_answer_past_its_window_is_not_served(sessions) -> None:
     assert _fetch(reader) is None
     _store(reader, feed_snapshots.read_point(reader), valid_until=None)  # no windowed row: valid until a write
     assert _fetch(reader) == '{"a":1}'
+    _store(reader, feed_snapshots.read_point(reader), valid_until=LATER)
+    assert _fetch(reader, now=LATER - dt.timedelta(seconds=1)) == '{"a":1}'
+    assert _fetch(reader, now=LATER) is None  # the caller's clock decides, not the database's
 
 
 def test_collection_keeps_recent_answers_and_drops_what_the_horizon_passed(sessions) -> None:

@@ -16,6 +16,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from brain_kernel.db import unit_of_work
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 
@@ -33,15 +34,8 @@ def get_db(request: Request) -> Iterator[Session]:
     factory = request.app.state.session_factory
     if factory is None:
         raise HTTPException(status_code=503, detail="database is not configured")
-    session = factory()
-    try:
+    with unit_of_work(factory) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 async def get_read_db(request: Request) -> AsyncIterator[Session]:

@@ -34,7 +34,7 @@ _FETCH = """
 SELECT pg_current_snapshot()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint, (
 SELECT s.body FROM feed_snapshots s
  WHERE s.ref = %(ref)s AND s.top_n = %(top_n)s AND s.lesson_days = %(lesson_days)s AND s.vault_root = %(vault_root)s
-   AND s.valid_until > now()
+   AND s.valid_until > %(now)s
    AND s.built_xmin >= (SELECT horizon FROM feed_horizon WHERE id = 1)
    AND NOT EXISTS (
        SELECT 1 FROM feed_changes c
@@ -83,13 +83,15 @@ class SnapshotKey:
         return {"ref": self.ref, "top_n": self.top_n, "lesson_days": self.lesson_days, "vault_root": self.vault_root}
 
 
-def fetch(session: Session, key: SnapshotKey) -> tuple[str | None, ReadPoint]:
-    """The stored answer for ``key`` if it is still exact (else None), and this statement's read point.
+def fetch(session: Session, key: SnapshotKey, *, now: dt.datetime) -> tuple[str | None, ReadPoint]:
+    """The stored answer for ``key`` if it is still exact at ``now`` (else None), and this statement's read point.
 
-    One indexed statement. On a miss the read point is the one to store the
-    recomputed answer with: it was taken before any of its reads.
+    ``now`` is the clock the caller computes answers with, so a stored answer
+    expires exactly when a fresh one would differ. One indexed statement. On
+    a miss the read point is the one to store the recomputed answer with: it
+    was taken before any of its reads.
     """
-    snapshot, xmin, body = session.connection().exec_driver_sql(_FETCH, key.params()).one()
+    snapshot, xmin, body = session.connection().exec_driver_sql(_FETCH, key.params() | {"now": now}).one()
     return body, ReadPoint(str(snapshot), int(xmin))
 
 

@@ -90,7 +90,7 @@ def get_feed(
     if "no-cache" in request.headers.get("cache-control", "").lower():
         point = feed_snapshots.read_point(db)
     else:
-        stored, point = feed_snapshots.fetch(db, key)
+        stored, point = feed_snapshots.fetch(db, key, now=now)
         if stored is not None:
             return _answer(stored, now, "stored")
     # ``point`` precedes every read below, so the answer stored is at least that fresh.
