@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -22,6 +23,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from brain_core import frontmatter
+from brain_core.markers import Attribution, log_file_header, parse_request, render_log_entry
 from brain_kernel import feed_snapshots
 from brain_kernel.db import normalise_url
 from brain_kernel.feed_snapshots import SnapshotKey
@@ -134,6 +136,23 @@ def test_an_index_refresh_drops_only_the_answers_whose_rows_changed(client, plan
     feed, source = _read(client, "acme/web")
     assert source == "live" and t in json.dumps(feed)
     assert _read(client, "acme/billing")[1] == "stored"
+
+
+def test_a_stored_answer_expires_when_its_oldest_lesson_leaves_the_window(client, planted, settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    t = token()
+    at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1) + dt.timedelta(seconds=3)
+    rel = f"left/reference/lessons-{at.date().isoformat()}.md"
+    req = parse_request("lesson", f"Soon out of the window {t}.", {"repo": "acme/web"}, max_chars=4096)
+    vault.append(rel, render_log_entry("lesson", req, Attribution("web", "acme/web"), marker_id=uuid.uuid4().hex, at=at), header=log_file_header("lesson", rel))
+    refresh(db, vault, [rel])
+    db.commit()
+    feed, source = _read(client, "acme/web", lesson_days=1)
+    assert source == "live" and t in json.dumps(feed)
+    assert _read(client, "acme/web", lesson_days=1)[1] == "stored"
+    time.sleep(4)
+    feed, source = _read(client, "acme/web", lesson_days=1)
+    assert source == "live" and t not in json.dumps(feed)
 
 
 def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> list:
