@@ -1,0 +1,99 @@
+"""Project feed service: the answer to ``GET /feed?project=P``, stored or computed.
+
+The steps, on a read session in autocommit mode:
+
+1. parse the reference (a malformed one fails before any database read);
+2. unless asked to compute afresh, look for a stored answer that is still
+   exact (``feed_snapshots.fetch``); that statement also returns the read
+   point, taken before every read below;
+3. look the project up (unknown: fleet signals only, never stored;
+   ambiguous: the candidates, never stored);
+4. read P's memory in one statement (``feed_repo.project_memory``), assemble
+   it with the pure ``brain_core.feed``, and store the answer with the read
+   point, the scopes it depends on and the moment its window moves (ADR 0010).
+
+The HTTP route only maps the outcome to a response.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from brain_core.feed import ProjectMemory, ProjectRef, answer_body, project_feed
+from brain_core.keys import parse_project_ref
+from brain_kernel import feed_repo, feed_snapshots
+from brain_kernel.errors import BrainError
+from brain_kernel.feed_snapshots import SnapshotKey
+from brain_kernel.projects import AMBIGUOUS, EXACT, lookup_project
+
+log = logging.getLogger("brain.feed")
+
+STORED, LIVE = "stored", "live"
+
+
+class AmbiguousProject(BrainError):
+    """The short key names several repositories; ``candidates`` are their ids."""
+
+    def __init__(self, ref: str, candidates: list[str]) -> None:
+        super().__init__(f"project {ref!r} is ambiguous; use one of: {', '.join(candidates)}")
+        self.candidates = candidates
+
+
+@dataclass(frozen=True)
+class FeedAnswer:
+    """A project feed answer: its JSON body without ``generated_at``, and where it came from."""
+
+    body: str
+    source: str
+
+
+def project_answer(
+    db: Session,
+    project: str,
+    *,
+    top_n: int,
+    lesson_days: int,
+    vault_root: str,
+    now: dt.datetime,
+    fresh: bool = False,
+) -> FeedAnswer:
+    """The feed of ``project`` (key or slug); InvalidKey when malformed, AmbiguousProject when shared.
+
+    ``fresh`` skips the stored answer (the result is still stored).
+    """
+    ref = project.strip()
+    asked_key, asked_slug = parse_project_ref(ref)
+    key = SnapshotKey(ref, top_n, lesson_days, vault_root)
+    if fresh:
+        point = feed_snapshots.read_point(db)
+    else:
+        stored, point = feed_snapshots.fetch(db, key, now=now)
+        if stored is not None:
+            return FeedAnswer(stored, STORED)
+    found = lookup_project(db, ref)
+    if found.status == AMBIGUOUS:
+        raise AmbiguousProject(ref, list(found.candidates))
+    since = now - dt.timedelta(days=lesson_days)
+    if found.status != EXACT:  # unknown: never stored, since any well-formed string is one
+        subject = ProjectRef(key=found.key, repo=found.repo, known=False)
+        memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
+        payload = project_feed(subject, memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n, ref=ref)
+        return FeedAnswer(answer_body(payload), LIVE)
+    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
+    subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
+    payload = project_feed(
+        subject, rows.memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n,
+        key_is_unique=rows.key_is_unique, ref=ref,
+    )
+    body = answer_body(payload)
+    scopes = {s for s in (asked_key, asked_slug, found.key, found.repo) if s}
+    try:
+        feed_snapshots.store(db, key, point=point, scopes=scopes, valid_until=rows.memory.valid_until(lesson_days), body=body)
+    except DBAPIError as exc:  # a read-only database still answers, just without storing
+        log.warning("project feed answer not stored: %s", str(exc.orig or exc).splitlines()[0])
+    return FeedAnswer(body, LIVE)
