@@ -91,6 +91,7 @@ class TickSummary:
     llm_error: str | None = None
     files_written: list[str] = field(default_factory=list)
     index: dict[str, Any] = field(default_factory=dict)
+    feed_answers: dict[str, int] = field(default_factory=dict)  # ``brain tick`` fills it after the commit (project_feeds.warm)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON summary."""

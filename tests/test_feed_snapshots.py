@@ -44,21 +44,36 @@ def _read(client, ref: str, *, fresh: bool = False, **params: object) -> tuple[d
 
 
 def test_a_second_read_is_the_stored_answer(client, planted) -> None:
-    first, source = _read(client, "acme/web")
+    first, source = _read(client, "acme/web", top_n=3)
     assert source == "live"
-    second, source = _read(client, "acme/web")
+    second, source = _read(client, "acme/web", top_n=3)
     assert source == "stored"
     assert _stable(second) == _stable(first)
     assert second["generated_at"] >= first["generated_at"]
-    fresh, source = _read(client, "acme/web", fresh=True)
+    fresh, source = _read(client, "acme/web", fresh=True, top_n=3)
     assert source == "live" and _stable(fresh) == _stable(first)
     # Each reference and parameter set is its own answer.
-    assert _read(client, "web")[1] == "live"
+    assert _read(client, "web", top_n=3)[1] == "live"
     assert _read(client, "acme/web", top_n=1)[1] == "live"
     assert _read(client, "acme/web", top_n=1)[1] == "stored"
 
 
+def test_the_keeper_tick_stores_every_active_projects_answer(client, planted, settings: Settings) -> None:
+    _post(client, "lesson", f"Fresh {token()}.", repo="acme/web")  # acme/web's stored answer is now stale
+    summary = run_cli(settings, "tick", "--no-ai")
+    answers = summary["feed_answers"]
+    assert answers["computed"] >= 1 and answers["computed"] + answers["stored"] == len(PROJECTS) and answers["skipped"] == 0, answers
+    for pid in PROJECTS:
+        served, source = _read(client, pid)
+        assert source == "stored", pid
+        assert _stable(served) == _stable(_read(client, pid, fresh=True)[0]), pid
+    dry = run_cli(settings, "tick", "--no-ai", "--dry-run")
+    assert dry["feed_answers"] == {}
+
+
 def test_unknown_and_ambiguous_references_are_never_stored(client, planted, db: Session) -> None:
+    db.execute(text("delete from feed_snapshots"))  # the ones the keeper tick stored
+    db.commit()
     for _ in range(2):
         assert _read(client, "nobody-here")[1] == "live"
         assert client.get("/feed", params={"project": "api"}).status_code == 409
@@ -69,9 +84,9 @@ def test_a_database_that_refuses_the_store_still_answers(client, planted, db: Se
     db.execute(text("create function refuse() returns trigger language plpgsql as $$ begin raise exception 'read-only here'; end $$"))
     db.execute(text("create trigger refuse before insert on feed_snapshots for each row execute function refuse()"))
     db.commit()
-    expected = _stable(_read(client, "acme/web", fresh=True)[0])
+    expected = _stable(_read(client, "acme/web", fresh=True, top_n=3)[0])
     for _ in range(2):
-        feed, source = _read(client, "acme/web")
+        feed, source = _read(client, "acme/web", top_n=3)
         assert source == "live" and _stable(feed) == expected
     assert "project feed answer not stored: read-only here" in caplog.text
 

@@ -12,6 +12,9 @@ The steps, on a read session in autocommit mode:
    it with the pure ``brain_core.feed``, and store the answer with the read
    point, the scopes it depends on and the moment its window moves (ADR 0010).
 
+``warm`` computes and stores the default answers of the projects a keeper
+tick just refreshed, so session starts after a tick still get stored answers.
+
 The HTTP route only maps the outcome to a response.
 """
 
@@ -19,13 +22,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.feed import ProjectMemory, ProjectRef, answer_body, project_feed
-from brain_core.keys import parse_project_ref
+from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel import feed_repo, feed_snapshots
 from brain_kernel.errors import BrainError
 from brain_kernel.feed_snapshots import SnapshotKey
@@ -34,6 +38,8 @@ from brain_kernel.projects import AMBIGUOUS, EXACT, lookup_project
 log = logging.getLogger("brain.feed")
 
 STORED, LIVE = "stored", "live"
+DEFAULT_TOP_N = 10
+DEFAULT_LESSON_DAYS = 14
 
 
 class AmbiguousProject(BrainError):
@@ -97,3 +103,23 @@ def project_answer(
     except DBAPIError as exc:  # a read-only database still answers, just without storing
         log.warning("project feed answer not stored: %s", str(exc.orig or exc).splitlines()[0])
     return FeedAnswer(body, LIVE)
+
+
+def warm(db: Session, projects: Iterable[str], *, vault_root: str, now: dt.datetime) -> dict[str, int]:
+    """Store the default answer of each project unless an exact one is stored already.
+
+    The keeper runs this after its refresh has committed (an answer read
+    inside the refresh's own transaction would be stale the moment it
+    commits), so the first session start after a tick is served a stored
+    answer. Returns counts: ``computed`` (and stored), ``stored`` (already
+    exact), ``skipped`` (ambiguous or malformed references).
+    """
+    counts = {"computed": 0, "stored": 0, "skipped": 0}
+    for ref in projects:
+        try:
+            answer = project_answer(db, ref, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=vault_root, now=now)
+        except (InvalidKey, AmbiguousProject):
+            counts["skipped"] += 1
+            continue
+        counts["computed" if answer.source == LIVE else "stored"] += 1
+    return counts

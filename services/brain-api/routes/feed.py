@@ -21,7 +21,7 @@ from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
 from brain_core.feed import global_feed, stamp_answer
 from brain_core.keys import InvalidKey
 from brain_kernel import feed_repo
-from brain_kernel.project_feeds import AmbiguousProject, project_answer
+from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, AmbiguousProject, project_answer
 from brain_kernel.vault import Vault
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
@@ -54,8 +54,8 @@ def get_feed(
     db: ReadSessionDep,
     vault: VaultDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
-    top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = 10,
-    lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = 14,
+    top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = DEFAULT_TOP_N,
+    lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = DEFAULT_LESSON_DAYS,
 ) -> Any:
     """The global feed, or with ``project`` that project's memory plus labelled fleet-wide signals.
 

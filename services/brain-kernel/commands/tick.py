@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -25,8 +26,9 @@ def tick(
 ) -> None:
     """Run one keeper pass: score arcs (heat, status), write brain-feed/ (hot-arcs.md,
     signals.md, lessons.md, inject-blocks.md, intent.md), write one intent per project
-    active in the last 72 hours (brain-feed/projects/<project>/intent.md) and refresh
-    the index from the vault.
+    active in the last 72 hours (brain-feed/projects/<project>/intent.md), refresh
+    the index from the vault, then store the default project feed answer of each
+    active project so the next session start is served without recomputing it.
 
     With BRAIN_LLM_BASE_URL set (and no --no-ai) the intents come from one
     chat completion call; otherwise they are derived from each project's
@@ -35,6 +37,7 @@ def tick(
     Example: brain tick --no-ai
     """
     from brain_kernel.db import make_engine, session_factory, unit_of_work
+    from brain_kernel.project_feeds import warm
     from brain_ops.keeper import run_tick
 
     settings = load_settings(vault=vault, database_url=database_url)
@@ -49,6 +52,11 @@ def tick(
         try:
             with unit_of_work(session_factory(engine)) as session:
                 summary = run_tick(session, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
+            if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
+                progress("storing the project feed answers")
+                with session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))() as session:
+                    now = dt.datetime.now(dt.timezone.utc)
+                    summary.feed_answers = warm(session, summary.active_projects, vault_root=str(store.root), now=now)
         finally:
             engine.dispose()
     typer.echo(json.dumps(summary.as_dict()))
