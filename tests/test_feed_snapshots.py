@@ -17,7 +17,9 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
@@ -400,3 +402,44 @@ def test_rewriting_a_row_unchanged_invalidates_nothing(sessions) -> None:
     writer.execute(text("update entries set heat = heat + 1"))
     writer.commit()
     assert _fetch(reader) is None
+
+
+# -- read-your-writes across worker processes ------------------------------------
+
+
+@pytest.mark.slow
+def test_every_write_is_in_the_next_read_across_workers(live_server, settings: Settings) -> None:
+    """8 clients on 2 workers each post a lesson and read the feed at once, 15 times over.
+
+    Reads and writes of the same projects interleave freely, so stored answers
+    are read, invalidated and recomputed concurrently; every read that starts
+    after a client's post returned must hold that post, and every answer
+    served must be one a fresh computation gives.
+    """
+    base = live_server(workers=2)
+    refs = ["acme/web", "acme/billing"]
+    with httpx.Client(base_url=base, timeout=60) as warmup:
+        for ref in refs:
+            warmup.post("/marker", json={"type": "lesson", "content": f"First {token()}.", "attrs": {"repo": ref}}).raise_for_status()
+
+    def client_loop(n: int) -> list[str]:
+        problems: list[str] = []
+        ref = refs[n % 2]
+        with httpx.Client(base_url=base, timeout=60) as c:
+            for i in range(15):
+                t = token()
+                c.post("/marker", json={"type": "lesson", "content": f"Lesson {t}.", "attrs": {"repo": ref}}).raise_for_status()
+                r = c.get("/feed", params={"project": ref})
+                r.raise_for_status()
+                if t not in r.text:
+                    problems.append(f"client {n} round {i}: {r.headers['X-Brain-Feed']} answer lacks {t}")
+        return problems
+
+    with ThreadPoolExecutor(8) as pool:
+        problems = [p for result in pool.map(client_loop, range(8)) for p in result]
+    assert not problems, problems[:5]
+    with httpx.Client(base_url=base, timeout=60) as c:
+        for ref in refs:
+            served = c.get("/feed", params={"project": ref})
+            fresh = c.get("/feed", params={"project": ref}, headers={"Cache-Control": "no-cache"})
+            assert _stable(served.json()) == _stable(fresh.json())
