@@ -43,7 +43,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, lesson_records, log_file_header, parse_request, render_log_entry
-from brain_kernel.db import normalise_url
+from brain_kernel.db import normalise_url, read_session_factory
 from brain_kernel.migrate import upgrade_to_head
 from brain_kernel.models import Entry
 from brain_kernel.project_feeds import warm
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
         session.commit()
         tick_s = time.perf_counter() - t0
         t0 = time.perf_counter()  # what `brain tick` does after its commit
-        with Session(engine.execution_options(isolation_level="AUTOCOMMIT")) as autocommit:
+        with read_session_factory(engine)() as autocommit:
             warmed = warm(autocommit, tick.active_projects, vault_root=str(vault.root), now=dt.datetime.now(dt.timezone.utc))
         warm_s = time.perf_counter() - t0
         session.execute(text("ANALYZE"))  # fresh statistics, as autovacuum would have after a bulk load

@@ -9,7 +9,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from brain_kernel.db import make_engine, session_factory
+from brain_kernel.db import make_engine, read_session_factory, session_factory
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault, VaultPathError
 
@@ -35,11 +35,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.vault = Vault(settings.vault)
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None
-    app.state.read_session_factory = (
-        session_factory(app.state.engine.execution_options(isolation_level="AUTOCOMMIT"))
-        if app.state.engine is not None
-        else None
-    )
+    app.state.read_session_factory = read_session_factory(app.state.engine) if app.state.engine is not None else None
 
     @app.exception_handler(VaultPathError)
     async def _vault_path(request: Request, exc: VaultPathError) -> JSONResponse:

@@ -119,7 +119,6 @@ class ProjectMemory:
     fleet_signals: Sequence[EntryRecord] = ()
     inject: Sequence[EntryRecord] = ()
 
-
     def valid_until(self, lesson_days: int) -> dt.datetime | None:
         """When this memory stops being P's memory by the clock alone, or None if never.
 

@@ -59,6 +59,16 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def read_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions in autocommit mode on the same pool: each statement is its own transaction.
+
+    For read paths (no BEGIN/COMMIT round trips) and for work that must not
+    run inside a caller's transaction, such as storing feed answers after a
+    keeper tick has committed.
+    """
+    return session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+
 @contextmanager
 def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     """A session that commits when the block succeeds and rolls back otherwise."""

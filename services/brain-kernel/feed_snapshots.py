@@ -30,8 +30,12 @@ from sqlalchemy.orm import Session
 
 FLEET_SCOPE = "*"
 
-_FETCH = """
-SELECT pg_current_snapshot()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint, (
+# This statement's snapshot (text) and its xmin, as bigint like the logged xids.
+_XMIN = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+_READ_POINT = f"SELECT pg_current_snapshot()::text, {_XMIN}"
+
+_FETCH = f"""
+{_READ_POINT}, (
 SELECT s.body FROM feed_snapshots s
  WHERE s.ref = %(ref)s AND s.top_n = %(top_n)s AND s.lesson_days = %(lesson_days)s AND s.vault_root = %(vault_root)s
    AND s.valid_until > %(now)s
@@ -41,8 +45,6 @@ SELECT s.body FROM feed_snapshots s
         WHERE c.scope = ANY (s.scopes) AND c.xid >= s.built_xmin
           AND NOT pg_visible_in_snapshot(c.xid::text::xid8, s.built::pg_snapshot)))
 """
-
-_READ_POINT = "SELECT pg_current_snapshot()::text, pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 _STORE = """
 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
@@ -56,7 +58,7 @@ ON CONFLICT (ref, top_n, lesson_days, vault_root) DO UPDATE
 
 _COLLECT = (
     "UPDATE feed_horizon SET horizon = GREATEST(horizon, pending), "
-    "pending = GREATEST(pending, pg_snapshot_xmin(pg_current_snapshot())::text::bigint) WHERE id = 1",
+    f"pending = GREATEST(pending, {_XMIN}) WHERE id = 1",
     "DELETE FROM feed_snapshots WHERE valid_until <= now() OR built_xmin < (SELECT horizon FROM feed_horizon WHERE id = 1)",
     "DELETE FROM feed_changes WHERE xid < (SELECT horizon FROM feed_horizon WHERE id = 1)",
 )

@@ -36,7 +36,7 @@ def tick(
 
     Example: brain tick --no-ai
     """
-    from brain_kernel.db import make_engine, session_factory, unit_of_work
+    from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
     from brain_kernel.project_feeds import warm
     from brain_ops.keeper import run_tick
 
@@ -54,7 +54,7 @@ def tick(
                 summary = run_tick(session, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
             if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
                 progress("storing the project feed answers")
-                with session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))() as session:
+                with read_session_factory(engine)() as session:
                     now = dt.datetime.now(dt.timezone.utc)
                     summary.feed_answers = warm(session, summary.active_projects, vault_root=str(store.root), now=now)
         finally:
