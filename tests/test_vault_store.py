@@ -45,3 +45,13 @@ def test_claimed_numbers_are_unique(tmp_path: Path) -> None:
     with ThreadPoolExecutor(8) as pool:
         numbers = list(pool.map(lambda _: vault.claim_number("left/decisions"), range(50)))
     assert sorted(numbers) == list(range(1, 51))
+
+
+def test_symlinks_are_not_walked(tmp_path: Path) -> None:
+    vault = Vault(tmp_path / "v")
+    vault.write_atomic("left/real.md", "real\n")
+    (tmp_path / "outside.md").write_text("secret\n")
+    os.symlink(tmp_path / "outside.md", tmp_path / "v/left/out.md")
+    os.symlink(tmp_path / "v/left/real.md", tmp_path / "v/left/twin.md")
+    os.symlink(tmp_path, tmp_path / "v/left/up")
+    assert [vault.rel(p) for p in vault.iter_files()] == ["left/real.md"]

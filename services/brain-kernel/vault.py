@@ -87,7 +87,11 @@ class Vault:
         return self.path(rel).exists()
 
     def iter_files(self, prefix: str = "", suffixes: tuple[str, ...] = (".md",)) -> Iterator[Path]:
-        """Files under ``prefix`` with one of ``suffixes``, in sorted order, skipping dot files."""
+        """Files under ``prefix`` with one of ``suffixes``, in sorted order, skipping dot files and symlinks.
+
+        A symlink may point outside the vault (which no read may reach) or at a
+        file the walk yields anyway; symlinked folders are not descended either.
+        """
         base = self.path(prefix) if prefix else self.root
         if base.is_file():
             yield base
@@ -99,7 +103,9 @@ class Vault:
             for name in sorted(filenames):
                 if name.startswith(".") or not name.endswith(suffixes):
                     continue
-                yield Path(dirpath) / name
+                path = Path(dirpath) / name
+                if not path.is_symlink():
+                    yield path
 
     # -- writes -------------------------------------------------------------
 
