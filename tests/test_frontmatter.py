@@ -70,3 +70,12 @@ def test_dates_read_back_as_iso_strings() -> None:
 def test_old_flat_value_with_a_colon_stays_one_string() -> None:
     doc = frontmatter.parse("---\ntitle: Disk: full again\nseverity: critical\n---\nbody\n")
     assert doc.meta == {"title": "Disk: full again", "severity": "critical"}
+
+
+def test_update_replaces_a_value_holding_blank_lines_whole() -> None:
+    text = frontmatter.render({"title": "x", "summary": "para one\n\npara two", "heat": 1}, "body\n")
+    updated = frontmatter.update(text, {"summary": "new"})
+    assert frontmatter.parse(updated).meta == {"title": "x", "summary": "new", "heat": 1}
+    block = "---\ntitle: x\nnotes: |\n  a\n\n  b\n\n# kept\nheat: 2\n---\nbody\n"
+    assert frontmatter.update(block, {"notes": "z"}) == "---\ntitle: x\nnotes: z\n\n# kept\nheat: 2\n---\nbody\n"
+    assert frontmatter.update(block, {"heat": 3}) == block.replace("heat: 2", "heat: 3")

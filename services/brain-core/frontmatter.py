@@ -120,18 +120,36 @@ def render(meta: dict[str, Any], body: str = "") -> str:
 
 
 def _segments(block: str) -> list[tuple[str | None, str]]:
-    """Split a frontmatter block into (top-level key or None, text) segments."""
+    """Split a frontmatter block into (top-level key or None, text) segments.
+
+    A key owns its indented continuation lines, and the blank lines between
+    them (a multi-line value may hold empty lines); blank lines and comments
+    not followed by such a continuation are owned by no key.
+    """
     segments: list[tuple[str | None, str]] = []
+    blanks = ""  # blank lines not yet known to belong to the value above them
     for line in block.splitlines(keepends=True):
+        if line.strip() == "":
+            blanks += line
+            continue
         match = _KEY_LINE.match(line.rstrip("\r\n"))
-        continuation = line[:1].isspace() and line.strip() != "" or line.startswith("-")
-        if match and not line[:1].isspace():
-            segments.append((match.group(1), line))
-        elif continuation and segments:
+        continuation = line[:1].isspace() or line.startswith("-")
+        if continuation and segments and segments[-1][0] is not None:
             key, text = segments[-1]
-            segments[-1] = (key, text + line)
-        else:  # comments, blank lines: kept as they are, owned by no key
-            segments.append((None, line))
+            segments[-1] = (key, text + blanks + line)
+        else:
+            if blanks:
+                segments.append((None, blanks))
+            if match and not line[:1].isspace():
+                segments.append((match.group(1), line))
+            elif continuation and segments:
+                key, text = segments[-1]
+                segments[-1] = (key, text + line)
+            else:  # comments: kept as they are, owned by no key
+                segments.append((None, line))
+        blanks = ""
+    if blanks:
+        segments.append((None, blanks))
     return segments
 
 
