@@ -111,3 +111,13 @@ def test_serve_on_the_embedded_default_is_healthy_and_stops_cleanly(tmp_path: Pa
     import shutil
 
     shutil.rmtree(home, ignore_errors=True)
+
+
+def test_an_unusable_path_given_to_a_command_is_one_clear_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    bundle = '{"sessions": [{"session_id": "s1", "project": "api", "start": "2026-11-29T10:00:00Z", "end": "2026-11-29T11:00:00Z"}]}'
+    result = runner.invoke(app, ["cluster", "--out-dir", str(blocker / "clusters")], input=bundle, env={"HOME": str(tmp_path)})
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("cluster: ")]  # progress lines
+    assert result.exit_code == 2 and len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: ") and "a-file" in errors[0] and "Not a directory" in errors[0]

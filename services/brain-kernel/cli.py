@@ -51,6 +51,9 @@ def operator_errors(func: F) -> F:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
             fail(f"invalid setting {where}: {first.get('msg')}")
+        except OSError as exc:  # an unreadable or unwritable path given by the operator
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}")
 
     return wrapper  # type: ignore[return-value]
 
