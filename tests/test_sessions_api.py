@@ -127,3 +127,16 @@ def test_lookup_refuses_malformed_refs(db: Session) -> None:
         with pytest.raises(InvalidKey):
             lookup_project(db, ref)
 
+
+
+def test_an_unreadable_catalog_is_a_503_for_the_operator(settings: Settings, tmp_path) -> None:
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("projects: [unclosed\n")
+    with TestClient(create_app(settings.with_overrides(catalog_path=catalog))) as c:
+        for path, body in (
+            ("/sessions", {"session_id": "s-cat", "cwd": str(tmp_path)}),
+            ("/marker", {"type": "lesson", "content": "x", "attrs": {"cwd": str(tmp_path)}}),
+        ):
+            r = c.post(path, json=body)
+            assert r.status_code == 503, (path, r.text)
+            assert r.json()["detail"].startswith(f"catalog file {catalog} is not valid YAML"), r.text

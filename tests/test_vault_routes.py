@@ -84,7 +84,8 @@ def test_search_with_a_project_sees_only_that_projects_entries(client, settings:
     text = str(one)
     assert "api one" in text and "crossing" in text and "api two" not in text
     assert one["count"] == 2
-    assert client.get("/vault/search", params={"q": "zebra", "project": "api"}).status_code == 409
+    ambiguous = client.get("/vault/search", params={"q": "zebra", "project": "api"})
+    assert ambiguous.status_code == 409 and ambiguous.json()["candidates"] == ["org1/api", "org2/api"]  # as GET /feed says it
     assert client.get("/vault/search", params={"q": "zebra", "project": "../x"}).status_code == 422
     assert client.get("/vault/search", params={"q": "zebra", "project": "nobody"}).json()["count"] == 0
 

@@ -9,7 +9,10 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from brain_core.keys import InvalidKey
 from brain_kernel.db import make_engine, read_session_factory, session_factory
+from brain_kernel.errors import ConfigError
+from brain_kernel.projects import AmbiguousProject
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault, VaultPathError
 
@@ -40,6 +43,19 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(VaultPathError)
     async def _vault_path(request: Request, exc: VaultPathError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.exception_handler(InvalidKey)
+    async def _invalid_key(request: Request, exc: InvalidKey) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(AmbiguousProject)
+    async def _ambiguous(request: Request, exc: AmbiguousProject) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "candidates": exc.candidates}, status_code=409)
+
+    @app.exception_handler(ConfigError)
+    async def _config(request: Request, exc: ConfigError) -> JSONResponse:
+        # e.g. an unreadable project catalog: the operator's problem, not the client's
+        return JSONResponse({"detail": str(exc)}, status_code=503)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

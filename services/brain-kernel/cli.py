@@ -8,6 +8,7 @@ stderr. Operator errors (bad configuration, unreachable database) end with one
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -110,7 +111,7 @@ def migrate(
 
     settings = load_settings(database_url=database_url)
     with database(settings, migrate=True):
-        typer.echo(f'{{"migrated": true, "revision": "{head_revision()}"}}')
+        typer.echo(json.dumps({"migrated": True, "revision": head_revision()}))
 
 
 def main() -> None:

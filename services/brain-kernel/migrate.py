@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -28,7 +29,9 @@ def upgrade_to_head(database_url: str, *, embed_dim: int = 256) -> None:
     command.upgrade(alembic_config(database_url, embed_dim=embed_dim), "head")
 
 
+@functools.cache
 def head_revision() -> str | None:
+    """The newest revision shipped with this code (read once: ``/health/deep`` asks on every probe)."""
     cfg = alembic_config("postgresql://localhost/unused")
     return ScriptDirectory.from_config(cfg).get_current_head()
 

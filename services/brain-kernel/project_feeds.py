@@ -31,23 +31,14 @@ from sqlalchemy.orm import Session
 from brain_core.feed import ProjectMemory, ProjectRef, answer_body, project_feed
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel import feed_repo, feed_snapshots
-from brain_kernel.errors import BrainError
 from brain_kernel.feed_snapshots import SnapshotKey
-from brain_kernel.projects import AMBIGUOUS, EXACT, lookup_project
+from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
 
 log = logging.getLogger("brain.feed")
 
 STORED, LIVE = "stored", "live"
 DEFAULT_TOP_N = 10
 DEFAULT_LESSON_DAYS = 14
-
-
-class AmbiguousProject(BrainError):
-    """The short key names several repositories; ``candidates`` are their ids."""
-
-    def __init__(self, ref: str, candidates: list[str]) -> None:
-        super().__init__(f"project {ref!r} is ambiguous; use one of: {', '.join(candidates)}")
-        self.candidates = candidates
 
 
 @dataclass(frozen=True)
@@ -81,9 +72,7 @@ def project_answer(
         stored, point = feed_snapshots.fetch(db, key, now=now)
         if stored is not None:
             return FeedAnswer(stored, STORED)
-    found = lookup_project(db, ref)
-    if found.status == AMBIGUOUS:
-        raise AmbiguousProject(ref, list(found.candidates))
+    found = resolve_project(db, ref)
     since = now - dt.timedelta(days=lesson_days)
     if found.status != EXACT:  # unknown: never stored, since any well-formed string is one
         subject = ProjectRef(key=found.key, repo=found.repo, known=False)

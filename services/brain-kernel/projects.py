@@ -17,9 +17,18 @@ from sqlalchemy import Text, any_, bindparam, select
 from sqlalchemy.orm import Session
 
 from brain_core.keys import parse_project_ref
+from brain_kernel.errors import BrainError
 from brain_kernel.models import Project
 
 EXACT, UNKNOWN, AMBIGUOUS = "exact", "unknown", "ambiguous"
+
+
+class AmbiguousProject(BrainError):
+    """The short key names several repositories; ``candidates`` are their ids (HTTP 409)."""
+
+    def __init__(self, ref: str, candidates: list[str]) -> None:
+        super().__init__(f"project {ref!r} is ambiguous; use one of: {', '.join(candidates)}")
+        self.candidates = candidates
 
 
 @dataclass(frozen=True)
@@ -64,3 +73,11 @@ def lookup_project(db: Session, ref: str) -> ProjectLookup:
         row = distinct[0]
         return ProjectLookup(EXACT, row.key, row.repo, [row.id], row.last_active)
     return ProjectLookup(AMBIGUOUS, key, None, sorted(r.id for r in distinct), None)
+
+
+def resolve_project(db: Session, ref: str) -> ProjectLookup:
+    """``lookup_project`` for a reader that needs one project: exact or unknown, else AmbiguousProject."""
+    found = lookup_project(db, ref)
+    if found.status == AMBIGUOUS:
+        raise AmbiguousProject(ref.strip(), list(found.candidates))
+    return found

@@ -15,13 +15,12 @@ import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
 from brain_core.feed import global_feed, stamp_answer
-from brain_core.keys import InvalidKey
 from brain_kernel import feed_repo
-from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, AmbiguousProject, project_answer
+from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_answer
 from brain_kernel.vault import Vault
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
@@ -73,18 +72,13 @@ def get_feed(
             now=now,
             vault_root=root,
         )
-    try:
-        answer = project_answer(
-            db,
-            project,
-            top_n=top_n,
-            lesson_days=lesson_days,
-            vault_root=root,
-            now=now,
-            fresh="no-cache" in request.headers.get("cache-control", "").lower(),
-        )
-    except InvalidKey as exc:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
-    except AmbiguousProject as exc:
-        return JSONResponse({"detail": str(exc), "candidates": exc.candidates}, status_code=409)
+    answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
+        db,
+        project,
+        top_n=top_n,
+        lesson_days=lesson_days,
+        vault_root=root,
+        now=now,
+        fresh="no-cache" in request.headers.get("cache-control", "").lower(),
+    )
     return Response(stamp_answer(answer.body, now), media_type="application/json", headers={ANSWER_HEADER: answer.source})

@@ -19,7 +19,6 @@ from pydantic import BaseModel, Field, StrictStr
 from brain_api.deps import AuthDep, SessionDep, SettingsDep, VaultDep
 from brain_core.markers import MarkerInvalid, check_idempotency_key, parse_request
 from brain_kernel import markers as service
-from brain_kernel.errors import ConfigError
 
 router = APIRouter(tags=["markers"], dependencies=[AuthDep])
 
@@ -68,6 +67,4 @@ def post_marker(
         outcome = service.post_marker(db, vault, settings, req, idempotency_key=key)
     except service.IdempotencyConflict as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
-    except ConfigError as exc:  # e.g. an unreadable project catalog: the operator's problem, not the client's
-        raise HTTPException(status_code=503, detail=str(exc)) from None
     return JSONResponse(outcome.body, status_code=outcome.status_code)

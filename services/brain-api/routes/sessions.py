@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field, field_validator
 from brain_api.deps import AuthDep, SessionDep, SettingsDep
 from brain_core import identity as core
 from brain_core.keys import InvalidKey
-from brain_kernel.errors import ConfigError
 from brain_kernel.identity import IdentityResolver
 
 router = APIRouter(tags=["sessions"], dependencies=[AuthDep])
@@ -91,7 +90,5 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
         identity = resolver.resolve(body.cwd, attrs=attrs)
     except InvalidKey as exc:
         raise _reject(_culprit(body), str(exc)) from None
-    except ConfigError as exc:
-        raise HTTPException(status_code=503, detail=str(exc)) from None
     created = resolver.record_session(body.session_id, identity, agent=body.agent)
     return {"session_id": body.session_id, "agent": body.agent, "created": created, **identity.to_dict()}

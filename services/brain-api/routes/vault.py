@@ -18,11 +18,10 @@ from fastapi import APIRouter, HTTPException, Query
 
 from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
 from brain_core import frontmatter
-from brain_core.feed import iso
-from brain_core.keys import InvalidKey
+from brain_core.feed import iso, signal_is_fleet
 from brain_core.textsearch import Hit, search_text, tokens
 from brain_kernel import feed_repo
-from brain_kernel.projects import AMBIGUOUS, EXACT, lookup_project
+from brain_kernel.projects import EXACT, resolve_project
 from brain_kernel.vault import Vault
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep])
@@ -100,12 +99,7 @@ def vault_search(
             if hit:
                 hits.append(hit)
     else:
-        try:
-            found = lookup_project(db, project)
-        except InvalidKey as exc:
-            raise HTTPException(status_code=422, detail=str(exc)) from None
-        if found.status == AMBIGUOUS:
-            raise HTTPException(status_code=409, detail=f"project {project!r} is ambiguous; use one of: {', '.join(found.candidates)}")
+        found = resolve_project(db, project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
         if found.status == EXACT:
             hits = _project_hits(vault, db, found.key, found.repo, prefix, wanted)
     hits.sort(key=lambda h: (-h.score, h.path))
@@ -163,7 +157,7 @@ def get_signal(vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
         "vault_path": record.vault_path,
         "project": record.project,
         "repo": record.repo,
-        "scope": "fleet" if record.scope == "fleet" or not record.projects else "project",
+        "scope": "fleet" if signal_is_fleet(record) else "project",
     }
 
 
