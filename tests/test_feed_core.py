@@ -25,6 +25,7 @@ from brain_core.feed import (
     render_project_intent_file,
     stamp_answer,
 )
+from brain_core.arcs import arc_record
 from brain_core.heat import ArcActivity, arc_activity, score
 from brain_core.intent import ArcDigest, cap_intent, clip_words, derive_intent, one_line, parse_intent_map, sentences
 from brain_core.vaultindex import kind_of_path, project_activity
@@ -84,6 +85,15 @@ def test_arc_activity_reads_the_cluster_signals() -> None:
     activity = arc_activity(meta)
     assert activity.sessions == 2 and activity.tool_calls == 40 and activity.joy_markers == 1
     assert activity.last_active == dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc)
+
+
+def test_heat_and_the_index_read_the_same_last_activity() -> None:
+    legacy = {"title": "Old", "last_activity": "2026-01-09T00:00:00Z", "created": "2025-12-01T00:00:00Z"}
+    fresh = {"title": "New", "updated": "2026-11-29T09:00:00Z", "signals": {"last_active": "2026-11-28T10:00:00Z"}}
+    for meta, expected in ((legacy, dt.datetime(2026, 1, 9, tzinfo=dt.timezone.utc)), (fresh, dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc))):
+        record = arc_record(frontmatter.render(meta, "body\n"), "clusters/2026-11-28/arc-x.md")
+        assert record is not None
+        assert arc_activity(meta).last_active == record.occurred_at == expected
 
 
 # -- intent ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.intent import clip_words
+from brain_core.times import parse_time
 from brain_core.transcripts import is_boilerplate, parse_timestamp
 
 DEFAULT_GAP_MINUTES = 240
@@ -488,16 +489,24 @@ def _heat(value: Any) -> float:
         return 0.0
 
 
+_SIGNAL_TIME_KEYS = ("last_active", "last_activity", "end", "last_seen", "ended")
+_TIME_KEYS = ("last_active", "last_activity", "end", "last_seen", "ended", "updated", "created")
+
+
 def arc_last_active(meta: Mapping[str, Any]) -> dt.datetime | None:
-    """The arc's last activity: signals.last_active, else updated/last_active/created keys."""
+    """The arc's last activity, one rule for its heat and its index row.
+
+    The latest activity time the cluster signals record; an older arc
+    without them, the latest of its top-level time keys (``updated`` and
+    ``created`` included).
+    """
     signals = meta.get("signals")
-    candidates = [signals.get("last_active")] if isinstance(signals, Mapping) else []
-    candidates += [meta.get("last_active"), meta.get("updated"), meta.get("created")]
-    for value in candidates:
-        when = parse_timestamp(value)
-        if when is not None:
-            return when
-    return None
+    if isinstance(signals, Mapping):
+        recorded = [t for t in (parse_time(signals.get(k)) for k in _SIGNAL_TIME_KEYS) if t is not None]
+        if recorded:
+            return max(recorded)
+    known = [t for t in (parse_time(meta.get(k)) for k in _TIME_KEYS) if t is not None]
+    return max(known) if known else None
 
 
 def arc_record(text: str, vault_path: str) -> EntryRecord | None:

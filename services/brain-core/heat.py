@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from brain_core.times import parse_time
+from brain_core.arcs import arc_last_active
 
 STATUSES = ("active", "complete", "stalled", "graduated")
 HALF_LIFE_DAYS = 3.0
@@ -32,7 +32,6 @@ DECAY_AFTER_DAYS = 14.0
 DECAY_HALF_LIFE_DAYS = 7.0
 ACTIVE_DAYS = 3.0
 GRADUATE_DAYS = 30.0
-_STICKY = {"complete", "graduated"}
 _DONE_WORDS = {"complete", "completed", "done", "shipped", "closed", "resolved"}
 
 
@@ -56,8 +55,6 @@ class HeatResult:
     status: str
 
 
-
-
 def _count(value: Any) -> int:
     """A count from an int, a numeric string or a list (its length)."""
     if isinstance(value, bool) or value is None:
@@ -72,23 +69,16 @@ def _count(value: Any) -> int:
         return 0
 
 
-_TIME_KEYS = ("last_active", "last_activity", "updated", "end", "last_seen", "ended", "created")
-_SIGNAL_TIME_KEYS = ("last_active", "last_activity", "end", "last_seen", "ended")
-
-
 def arc_activity(meta: dict[str, Any]) -> ArcActivity:
     """Read the heat evidence from arc frontmatter (tolerant of older and flat files)."""
     signals = meta.get("signals") if isinstance(meta.get("signals"), dict) else {}
-    stamps = [parse_time(meta.get(k)) for k in _TIME_KEYS]
-    stamps += [parse_time(signals.get(k)) for k in _SIGNAL_TIME_KEYS]
-    known = [s for s in stamps if s is not None]
     sessions = _count(meta.get("source_sessions")) or _count(signals.get("sessions"))
     tools = _count(signals.get("num_tool_calls", signals.get("tool_calls", meta.get("num_tool_calls"))))
     joy = _count(signals.get("joy_markers", meta.get("joy_markers")))
     errors = _count(signals.get("error_markers", meta.get("error_markers")))
     status = meta.get("status")
     return ArcActivity(
-        last_active=max(known) if known else None,
+        last_active=arc_last_active(meta),
         sessions=sessions,
         tool_calls=tools,
         joy_markers=joy,
