@@ -28,6 +28,7 @@ from typing import Any
 
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
+from brain_core.identity import SOURCES
 from brain_core.intent import clip_words
 from brain_core.times import parse_time
 from brain_core.transcripts import is_boilerplate, parse_timestamp
@@ -57,7 +58,6 @@ ARC_KEYS = (
     "synthesized",
 )
 # Strongest evidence first (DESIGN section 3); an arc reports the strongest of its sessions.
-SOURCE_ORDER = ("attrs", "session", "transcript", "git", "catalog", "learned", "layout", "unresolved")
 SESSION_KEYED_KEYS = ("source_sessions", "projects", "worktrees", "git_branch", "signals")
 
 
@@ -244,7 +244,7 @@ def _most_common(values: Iterable[str | None]) -> str | None:
 
 def _strongest_source(sources: Iterable[str]) -> str:
     present = set(sources)
-    ranked = [s for s in SOURCE_ORDER if s in present]
+    ranked = [s for s in SOURCES if s in present]
     return ranked[0] if ranked else "unresolved"
 
 

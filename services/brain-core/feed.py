@@ -468,7 +468,7 @@ def render_project_intent_file(project: ProjectRef, intent: str, focus: str, now
 
 
 def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = False) -> str:
-    """One bullet per lesson: date, (project,) title and content."""
+    """One bullet per lesson (or milestone): date, (project,) title and content."""
     lines = []
     for lesson in lessons:
         where = f" [{lesson.repo or lesson.project or 'unattributed'}]" if with_project else ""
@@ -485,16 +485,6 @@ def _decisions_markdown(decisions: Sequence[EntryRecord]) -> str:
         status = f" ({d.status})" if d.status else ""
         body = clip_words(d.content, 600)
         lines.append(f"- {_day(d.occurred_at)} **{one_line(d.title)}**{status}: {body}" if body else f"- {_day(d.occurred_at)} **{one_line(d.title)}**{status}")
-    return "\n".join(lines)
-
-
-def _milestones_markdown(milestones: Sequence[EntryRecord]) -> str:
-    lines = []
-    for m in milestones:
-        title = one_line(m.title)
-        content = one_line(m.content)
-        text = content if not title or content.startswith(title) else f"{title}: {content}"
-        lines.append(f"- {_day(m.occurred_at)} {text}")
     return "\n".join(lines)
 
 
@@ -620,7 +610,7 @@ def project_feed(
         recent_sections = (
             (memory.lessons, "lessons", "Recent Lessons", lessons_markdown),
             (memory.decisions, "decisions", "Recent Decisions", _decisions_markdown),
-            (memory.milestones, "milestones", "Recent Milestones", _milestones_markdown),
+            (memory.milestones, "milestones", "Recent Milestones", lessons_markdown),
         )
         for records, section, title, render_section in recent_sections:
             if records:

@@ -50,10 +50,3 @@ def entry_rows(session: Session) -> list[dict[str, Any]]:
     table = Entry.__table__
     stmt = select(*(table.c[name] for name in COMPARED_COLUMNS)).order_by(table.c.id)
     return [dict(row._mapping) for row in session.execute(stmt)]
-
-
-def entry_ids_at(session: Session, vault_paths: list[str]) -> set[str]:
-    """Ids of the entries currently indexed for the given files."""
-    if not vault_paths:
-        return set()
-    return set(session.scalars(select(Entry.id).where(Entry.vault_path.in_(vault_paths))))
