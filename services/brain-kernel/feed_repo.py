@@ -31,11 +31,11 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.feed import INACTIVE_SIGNAL_STATUSES, ProjectMemory
+from brain_core.vaultindex import ACTIVITY_KINDS
 from brain_kernel.models import Entry, Project
 
 MAX_RECENT = 200
 MAX_SIGNALS = 20
-ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
 
 _COLUMNS = (
     Entry.id,
@@ -55,27 +55,8 @@ _COLUMNS = (
 )
 
 
-def _record(row: Any) -> EntryRecord:
-    return EntryRecord(
-        id=row.id,
-        kind=row.kind,
-        vault_path=row.vault_path,
-        title=row.title,
-        content=row.content,
-        project=row.project,
-        projects=tuple(row.projects or ()),
-        repo=row.repo,
-        scope=row.scope,
-        status=row.status,
-        severity=row.severity,
-        heat=float(row.heat or 0.0),
-        occurred_at=row.occurred_at,
-        meta=dict(row.meta or {}),
-    )
-
-
 def _record_at(row: Any, at: int) -> EntryRecord:
-    """``_record`` for a row whose ``_COLUMNS`` start at position ``at`` (positional access)."""
+    """The record of a row whose ``_COLUMNS`` start at position ``at`` (positional access)."""
     (id_, kind, vault_path, title, content, project, projects, repo, scope, status, severity, heat, occurred_at, meta) = row[at : at + 14]
     return EntryRecord(
         id_, kind, vault_path, title, content, project, tuple(projects or ()), repo, scope, status, severity,
@@ -291,12 +272,12 @@ def fleet_signals(session: Session, *, since: dt.datetime) -> list[EntryRecord]:
         .order_by(Entry.occurred_at.desc(), Entry.id)
         .limit(MAX_SIGNALS)
     )
-    return [_record(r) for r in session.execute(stmt)]
+    return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
 def inject_blocks(session: Session) -> list[EntryRecord]:
     """Every indexed inject block (the caller filters by target)."""
-    return [_record(r) for r in session.execute(select(*_COLUMNS).where(Entry.kind == "inject").order_by(Entry.id).limit(200))]
+    return [_record_at(r, 0) for r in session.execute(select(*_COLUMNS).where(Entry.kind == "inject").order_by(Entry.id).limit(200))]
 
 
 def hot_arcs(session: Session, *, limit: int = 10) -> list[EntryRecord]:
@@ -304,7 +285,7 @@ def hot_arcs(session: Session, *, limit: int = 10) -> list[EntryRecord]:
     stmt = select(*_COLUMNS).where(Entry.kind == "arc").order_by(
         Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id
     ).limit(limit)
-    return [_record(r) for r in session.execute(stmt)]
+    return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
 def latest_signal(session: Session) -> EntryRecord | None:
@@ -316,7 +297,7 @@ def latest_signal(session: Session) -> EntryRecord | None:
         .limit(1)
     )
     row = session.execute(stmt).first()
-    return _record(row) if row is not None else None
+    return _record_at(row, 0) if row is not None else None
 
 
 def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
@@ -331,7 +312,7 @@ def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
         .limit(1)
     )
     row = session.execute(stmt).first()
-    return _record(row) if row is not None else None
+    return _record_at(row, 0) if row is not None else None
 
 
 def _like(text: str) -> str:
@@ -347,7 +328,7 @@ def arc_absorbing(session: Session, cluster_id: str) -> EntryRecord | None:
         .limit(1)
     )
     row = session.execute(stmt).first()
-    return _record(row) if row is not None else None
+    return _record_at(row, 0) if row is not None else None
 
 
 def project_entries(session: Session, key: str, repo: str | None, *, unique: bool, prefix: str = "") -> list[EntryRecord]:
@@ -355,7 +336,7 @@ def project_entries(session: Session, key: str, repo: str | None, *, unique: boo
     stmt = select(*_COLUMNS).where(member(key, repo, unique))
     if prefix:
         stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
-    return [_record(r) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
+    return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
 
 
 def foreign_paths(session: Session, paths: Sequence[str], ids: Iterable[str]) -> set[str]:
