@@ -13,7 +13,7 @@ already in some arc, live or merged, is never put in another one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,6 @@ from brain_core.arcs import (
     DEFAULT_GAP_MINUTES,
     ArcPlan,
     ArcSession,
-    arc_record,
     build_plan,
     is_tombstone,
     plan_clusters,
@@ -34,6 +33,7 @@ from brain_core.arcs import (
 )
 from brain_kernel.errors import ConfigError
 from brain_kernel.vault import Vault
+from brain_ops.reindex import refresh
 
 Progress = Callable[[int, int], None]
 
@@ -170,7 +170,7 @@ def run_cluster(
         for sid in (final or plan).session_ids:
             existing.owner.setdefault(sid, rel)
     if db is not None and not dry_run:
-        _index(db, vault, written)
+        refresh(db, vault, written)  # the feed sees the arcs before the next reindex
     return {
         "dry_run": dry_run,
         "vault": str(vault.root),
@@ -182,14 +182,3 @@ def run_cluster(
         "unchanged": counts["unchanged"],
         "arcs": arcs,
     }
-
-
-def _index(db: Session, vault: Vault, rels: Iterable[str]) -> None:
-    """Upsert the written arcs into the index so the feed sees them before the next reindex."""
-    from brain_kernel.index import touch_project, upsert_entries
-
-    records = [r for r in (arc_record(vault.read_text(rel), rel) for rel in rels) if r is not None]
-    upsert_entries(db, records)
-    for record in records:
-        if record.project:
-            touch_project(db, record.project, record.repo, at=record.occurred_at)

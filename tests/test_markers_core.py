@@ -171,3 +171,9 @@ def test_slugs_and_adr_numbers() -> None:
     assert len(slugify("word " * 50)) <= 60
     assert adr_number("left/decisions/ADR-0042-x.md") == 42 and adr_number("README.md") is None
     assert decision_path(5, "A/B") == "left/decisions/ADR-0005-a-b.md"
+
+
+def test_old_time_only_headers_keep_their_time_of_day() -> None:
+    old = "# Lessons 2026-11-27\n\n## 9:05 — from claude-code\n\nEarly lesson.\n\n## 14:03 — from claude-code\n\nLater lesson.\n"
+    times = [r.occurred_at for r in lesson_records(old, "left/reference/lessons-2026-11-27.md")]
+    assert times == [dt.datetime(2026, 11, 27, 9, 5, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 27, 14, 3, tzinfo=dt.timezone.utc)]

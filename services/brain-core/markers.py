@@ -413,7 +413,8 @@ def _occurred(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
         day = _DATE_IN_PATH.search(vault_path.rsplit("/", 1)[-1])
         if not day:
             return None
-        text = f"{day.group(1)}T{text}"
+        hour, _, rest = text.partition(":")
+        text = f"{day.group(1)}T{hour.zfill(2)}:{rest}"  # older headers wrote 9:05 for 09:05
     return parse_time(text)
 
 
