@@ -42,6 +42,10 @@ def test_cwd_in_a_worktree_resolves_by_git_and_teaches_the_roots(client: TestCli
         "openrig", "acme/openrig", str(repo), "openrig-fix", "git",
     )
     assert {r.path for r in db.query(LearnedRoot)} == {str(repo), str(wt)}
+    # A worktree the client names is kept, even with no project or repo beside it.
+    named = client.post("/sessions", json={"session_id": "s-2b", "cwd": str(repo), "worktree": "hotfix"}).json()
+    assert (named["project"], named["repo"], named["worktree"], named["source"]) == ("openrig", "acme/openrig", "hotfix", "git")
+    assert db.get(SessionRow, "s-2b").worktree == "hotfix"
 
 
 def test_a_repost_updates_the_session(client: TestClient, settings: Settings, db: Session) -> None:

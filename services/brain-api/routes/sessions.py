@@ -9,6 +9,7 @@ layout). Posting the same session id again updates the stored identity.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
@@ -86,9 +87,11 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
     resolver = IdentityResolver(settings, db)
     attrs = {"project": body.project, "repo": body.repo, "worktree": body.worktree}
     try:
-        core.normalise_worktree(body.worktree)  # refused even when no project/repo comes with it
+        worktree = core.normalise_worktree(body.worktree)
         identity = resolver.resolve(body.cwd, attrs=attrs)
     except InvalidKey as exc:
         raise _reject(_culprit(body), str(exc)) from None
+    if worktree:  # the client knows its worktree exactly, with or without a project (as markers do)
+        identity = replace(identity, worktree=worktree)
     created = resolver.record_session(body.session_id, identity, agent=body.agent)
     return {"session_id": body.session_id, "agent": body.agent, "created": created, **identity.to_dict()}
