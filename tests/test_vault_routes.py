@@ -121,6 +121,9 @@ def test_arcs_route_returns_frontmatter_and_resolves_tombstones(client, settings
     assert merged["cluster_id"] == live_id and merged["requested"] == gone_id and merged["merged_from"] == [gone_id]
     assert client.get("/arcs/arc-000000000000").status_code == 404
     assert client.get("/arcs/..%2Fetc").status_code in (404, 422)
+    fresh_id, fresh_path = _arc(vault, "s3", "api", "org1/api", "Written after the last reindex")
+    fresh = client.get(f"/arcs/{fresh_id}").json()  # not indexed yet: read from the vault
+    assert fresh["cluster_id"] == fresh_id and fresh["vault_path"] == fresh_path and fresh["merged_from"] == []
 
 
 def test_projects_lists_known_projects_with_counts_by_kind(client, settings: Settings, db: Session) -> None:

@@ -161,63 +161,51 @@ def get_signal(vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
     }
 
 
-def _tombstone(vault: Vault, cluster_id: str) -> tuple[str, dict[str, Any]] | None:
-    """The ``clusters/<date>/<id>.merged.md`` tombstone of a merged arc, if any."""
+def _arc_file(vault: Vault, cluster_id: str) -> tuple[str, frontmatter.Document] | None:
+    """An arc's file not found through the index: a live arc written by ``brain cluster``
+    before the next tick, else its ``.merged.md`` tombstone."""
     clusters = vault.path("clusters")
     if not clusters.is_dir():
         return None
-    for path in sorted(clusters.glob(f"*/{cluster_id}.merged.md")):
-        doc = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
-        return vault.rel(path), doc.meta
-    return None
-
-
-def _unindexed_arc(vault: Vault, cluster_id: str) -> str | None:
-    """A live arc file not indexed yet (written by ``brain cluster`` before the next tick)."""
-    clusters = vault.path("clusters")
-    if not clusters.is_dir():
-        return None
-    for path in sorted(clusters.glob(f"*/{cluster_id}.md")):
-        doc = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
-        if not doc.meta.get("merged_into"):
-            return vault.rel(path)
+    for pattern in (f"*/{cluster_id}.md", f"*/{cluster_id}.merged.md"):
+        for path in sorted(clusters.glob(pattern)):
+            doc = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
+            if pattern.endswith(".merged.md") or not doc.meta.get("merged_into"):
+                return vault.rel(path), doc
     return None
 
 
 @router.get("/arcs/{cluster_id}")
 def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
-    """An arc's frontmatter and body; a merged arc resolves to the arc that absorbed it."""
+    """An arc's frontmatter and body; a merged arc resolves to the arc that absorbed it.
+
+    The index answers first (the arc's row, else the arc that records absorbing
+    it); the vault is looked at only for what the index does not know yet.
+    """
     if not _CLUSTER_ID.match(cluster_id):
         raise HTTPException(status_code=422, detail="cluster_id must be letters, digits, '.', '_' or '-'")
     requested, current, chain = cluster_id, cluster_id, []
     for _ in range(MAX_MERGE_HOPS):
         record = feed_repo.arc_by_cluster_id(db, current)
-        if record is not None:
-            doc = frontmatter.parse(_read(vault, record.vault_path))
-            return {
-                "cluster_id": str(doc.meta.get("cluster_id") or current),
-                "vault_path": record.vault_path,
-                "frontmatter": doc.meta,
-                "body": doc.body,
-                "requested": requested,
-                "merged_from": chain,
-            }
-        live = _unindexed_arc(vault, current)
-        if live is not None:
-            doc = frontmatter.parse(_read(vault, live))
-            return {
-                "cluster_id": str(doc.meta.get("cluster_id") or current),
-                "vault_path": live,
-                "frontmatter": doc.meta,
-                "body": doc.body,
-                "requested": requested,
-                "merged_from": chain,
-            }
-        stone = _tombstone(vault, current)
-        target = str(stone[1].get("merged_into") or "") if stone else ""
-        if not target:
+        found = (record.vault_path, frontmatter.parse(_read(vault, record.vault_path))) if record is not None else None
+        target = ""
+        if found is None:
             survivor = feed_repo.arc_absorbing(db, current)
             target = str(survivor.meta.get("cluster_id") or "") if survivor else ""
+        if found is None and not target:
+            found = _arc_file(vault, current)
+            if found is not None and found[1].meta.get("merged_into"):
+                target, found = str(found[1].meta["merged_into"]), None
+        if found is not None:
+            rel, doc = found
+            return {
+                "cluster_id": str(doc.meta.get("cluster_id") or current),
+                "vault_path": rel,
+                "frontmatter": doc.meta,
+                "body": doc.body,
+                "requested": requested,
+                "merged_from": chain,
+            }
         if not target or target in chain or not _CLUSTER_ID.match(target):
             break
         chain.append(current)
