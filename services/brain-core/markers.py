@@ -45,6 +45,7 @@ from typing import Any
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.identity import ProjectIdentity, from_attrs, normalise_worktree
+from brain_core.intent import clip_words
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
 from brain_core.times import parse_time
 
@@ -215,10 +216,7 @@ def default_title(content: str, limit: int = 120) -> str:
     for line in content.split("\n"):
         line = line.strip().lstrip("#").strip()
         if line:
-            if len(line) <= limit:
-                return line
-            cut = line[:limit].rsplit(" ", 1)[0] or line[:limit]
-            return cut.rstrip() + "…"
+            return clip_words(line, limit)
     return "untitled"
 
 

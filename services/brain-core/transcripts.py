@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain_core.intent import clip_words
 from brain_core.times import parse_time
 
 PROMPT_CHARS = 300
@@ -96,12 +97,6 @@ def is_continuation(text: str) -> bool:
 def parse_timestamp(value: Any) -> dt.datetime | None:
     """Parse a transcript's ISO-8601 timestamp (``Z`` accepted) into an aware UTC datetime, else None."""
     return parse_time(value) if isinstance(value, str) else None
-
-
-def clip(text: str, limit: int = PROMPT_CHARS) -> str:
-    """Collapse whitespace and cut to ``limit`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 @dataclass
@@ -266,7 +261,7 @@ class _Parser:
             return
         self._seen_prompt = True
         self.s.num_user_turns += 1
-        prompt = clip(text)
+        prompt = clip_words(text, PROMPT_CHARS)
         if not self.s.first_user_prompt:
             self.s.first_user_prompt = prompt
         self.s.last_user_prompt = prompt
@@ -301,7 +296,7 @@ class ClaudeParser(_Parser):
         if kind == "summary":
             summary = obj.get("summary")
             if isinstance(summary, str) and summary.strip() and self.s.title_hint is None:
-                self.s.title_hint = clip(summary, 120)
+                self.s.title_hint = clip_words(summary, 120)
             return
         if kind not in ("user", "assistant"):
             if kind in _CLAUDE_IGNORED:
