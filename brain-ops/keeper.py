@@ -43,7 +43,6 @@ from brain_core.feed import (
     entry_belongs,
     focus_line,
     inject_is_fleet,
-    iso,
     project_intent_path,
     render_fleet_intent_file,
     render_hot_arcs_file,
@@ -54,6 +53,7 @@ from brain_core.feed import (
     signal_is_active,
 )
 from brain_core.heat import arc_activity, score
+from brain_core.times import iso
 from brain_core.intent import derive_intent
 from brain_core.vaultindex import kind_of_path, project_activity, records_for
 from brain_kernel.settings import Settings

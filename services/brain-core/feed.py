@@ -29,7 +29,7 @@ from typing import Any
 
 from brain_core import frontmatter
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.times import parse_time
+from brain_core.times import iso, parse_time
 from brain_core.intent import ArcDigest, blurb, clip_words, derive_intent, focus_line, one_line
 
 HOT_ARCS_TITLE = "Active Hot Arcs"
@@ -132,13 +132,6 @@ class ProjectMemory:
 
 
 # -- small helpers ----------------------------------------------------------
-
-
-def iso(value: dt.datetime | None) -> str | None:
-    """ISO 8601 in UTC, seconds precision; None stays None."""
-    if value is None:
-        return None
-    return value.astimezone(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _day(value: dt.datetime | None) -> str:

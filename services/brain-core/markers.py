@@ -47,7 +47,7 @@ from brain_core.entries import EntryRecord, entry_id
 from brain_core.identity import ProjectIdentity, from_attrs, normalise_worktree
 from brain_core.intent import clip_words
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
-from brain_core.times import parse_time
+from brain_core.times import iso, parse_time
 
 MARKER_TYPES = ("lesson", "milestone", "signal", "decision")
 SIGNAL_SCOPES = ("project", "fleet")
@@ -238,11 +238,6 @@ def slugify(text: str, max_len: int = 60) -> str:
     return slug or "untitled"
 
 
-def stamp(at: dt.datetime) -> str:
-    """The ISO UTC stamp written in log headers and frontmatter (second precision)."""
-    return at.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def lesson_path(at: dt.datetime) -> str:
     """The day's lesson log."""
     return f"{LESSONS_DIR}/lessons-{at.astimezone(dt.timezone.utc).date().isoformat()}.md"
@@ -330,7 +325,7 @@ def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_
         "worktree": who.worktree,
         "project_source": who.source,
     }
-    header = f"{_HEADER}{stamp(at)} {_tag(who)} {one_line(req.title)}".rstrip()
+    header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}".rstrip()
     return f"{header}\n{_meta_comment(meta)}\n\n{_escape_body(req.content)}\n\n"
 
 
@@ -492,7 +487,7 @@ def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: d
         "title": req.title,
         "severity": req.severity or DEFAULT_SEVERITY,
         "scope": req.scope,
-        "created": stamp(at),
+        "created": iso(at),
         **_provenance(req, who, marker_id),
     }
     return frontmatter.render(meta, f"\n# {one_line(req.title)}\n\n{req.content}\n")
@@ -505,7 +500,7 @@ def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker
         "adr": number,
         "title": req.title,
         "status": req.status or DEFAULT_STATUS,
-        "created": stamp(at),
+        "created": iso(at),
         **_provenance(req, who, marker_id),
     }
     return frontmatter.render(meta, f"\n# ADR-{number:04d}: {one_line(req.title)}\n\n{req.content}\n")

@@ -1,4 +1,4 @@
-"""Timestamps in vault files and transcripts (pure): one lenient reader for the whole core."""
+"""Timestamps in vault files and transcripts (pure): one lenient reader and one writer for the whole core."""
 
 from __future__ import annotations
 
@@ -33,3 +33,10 @@ def parse_time(value: Any) -> dt.datetime | None:
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.timezone.utc)
     return stamp.astimezone(dt.timezone.utc)
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    """ISO 8601 in UTC, seconds precision, ``Z`` suffix (what vault files and answers carry); None stays None."""
+    if value is None:
+        return None
+    return value.astimezone(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from brain_api.deps import AuthDep, ReadSessionDep
-from brain_core.feed import iso
+from brain_core.times import iso
 from brain_kernel.feed_repo import list_projects
 
 router = APIRouter(tags=["projects"], dependencies=[AuthDep])

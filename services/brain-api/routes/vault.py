@@ -18,7 +18,8 @@ from fastapi import APIRouter, HTTPException, Query
 
 from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
 from brain_core import frontmatter
-from brain_core.feed import iso, signal_is_fleet
+from brain_core.feed import signal_is_fleet
+from brain_core.times import iso
 from brain_core.textsearch import Hit, search_text, tokens
 from brain_kernel import feed_repo
 from brain_kernel.projects import EXACT, resolve_project
