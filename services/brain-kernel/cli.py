@@ -14,13 +14,17 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 
 import typer
 from pydantic import ValidationError
 
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
+
+if TYPE_CHECKING:  # the CLI imports SQLAlchemy only for commands that use the database
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
 
 app = typer.Typer(
     name="brain",
@@ -72,6 +76,29 @@ def database(settings: Settings, *, migrate: bool = True) -> Iterator[Settings]:
 
     with open_database(settings, migrate=migrate) as ready:
         yield ready
+
+
+@contextmanager
+def job_engine(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Settings, Engine]]:
+    """``database`` plus a pool-less engine on it for a one-shot command, disposed at the end."""
+    from brain_kernel.db import make_engine
+
+    with database(settings, migrate=migrate) as ready:
+        assert ready.database_url is not None
+        engine = make_engine(ready.database_url, pooled=False)
+        try:
+            yield ready, engine
+        finally:
+            engine.dispose()
+
+
+@contextmanager
+def job_session(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Settings, Session]]:
+    """``job_engine`` with one unit of work: committed when the command's block succeeds."""
+    from brain_kernel.db import session_factory, unit_of_work
+
+    with job_engine(settings, migrate=migrate) as (ready, engine), unit_of_work(session_factory(engine)) as session:
+        yield ready, session
 
 
 @app.command()

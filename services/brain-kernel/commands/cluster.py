@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, database, load_settings, operator_errors
+from brain_kernel.cli import app, job_session, load_settings, operator_errors
 from brain_kernel.errors import ConfigError
 from brain_kernel.progress import reporter
 
@@ -59,15 +59,8 @@ def cluster(
     target = out_dir or settings.vault
     progress = reporter("cluster")
     if settings.database_url and not dry_run:
-        from brain_kernel.db import make_engine, session_factory, unit_of_work
-
-        with database(settings, migrate=True) as ready:
-            engine = make_engine(ready.database_url, pooled=False)  # type: ignore[arg-type]
-            try:
-                with unit_of_work(session_factory(engine)) as db:
-                    summary = run_cluster(data, target, dry_run, db=db, gap_minutes=gap_minutes, progress=progress)
-            finally:
-                engine.dispose()
+        with job_session(settings) as (_, db):
+            summary = run_cluster(data, target, dry_run, db=db, gap_minutes=gap_minutes, progress=progress)
     else:
         summary = run_cluster(data, target, dry_run, gap_minutes=gap_minutes, progress=progress)
     typer.echo(json.dumps(summary))

@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, database, load_settings, operator_errors
+from brain_kernel.cli import app, job_session, load_settings, operator_errors
 from brain_kernel.progress import reporter
 
 
@@ -44,15 +44,8 @@ def extract(
     window = {"since": parse_when(since), "until": parse_when(until)}
     options = dict(claude_dir=claude_dir, codex_dir=codex_dir, project=project, min_turns=min_turns, progress=reporter("extract"))
     if settings.database_url:
-        from brain_kernel.db import make_engine, session_factory, unit_of_work
-
-        with database(settings, migrate=True) as ready:
-            engine = make_engine(ready.database_url, pooled=False)  # type: ignore[arg-type]
-            try:
-                with unit_of_work(session_factory(engine)) as db:
-                    bundle = run_extract(ready, **window, **options, db=db)
-            finally:
-                engine.dispose()
+        with job_session(settings) as (ready, db):
+            bundle = run_extract(ready, **window, **options, db=db)
     else:
         bundle = run_extract(settings, **window, **options)
     typer.echo(json.dumps(bundle))

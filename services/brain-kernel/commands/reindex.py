@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, database, load_settings, operator_errors
+from brain_kernel.cli import app, job_session, load_settings, operator_errors
 from brain_kernel.errors import ConfigError
 from brain_kernel.vault import Vault
 
@@ -53,19 +53,12 @@ def reindex(
 
     Example: BRAIN_VAULT=./vault brain reindex
     """
-    from brain_kernel.db import make_engine, session_factory, unit_of_work
     from brain_ops.reindex import rebuild
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
-    with database(settings) as ready:
-        assert ready.database_url is not None
-        engine = make_engine(ready.database_url, pooled=False)
-        try:
-            with unit_of_work(session_factory(engine)) as session:
-                summary = rebuild(session, store, progress=stderr_progress())
-        finally:
-            engine.dispose()
+    with job_session(settings) as (_, session):
+        summary = rebuild(session, store, progress=stderr_progress())
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     typer.echo(json.dumps(summary.as_dict()))

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, database, load_settings, operator_errors
+from brain_kernel.cli import app, job_engine, load_settings, operator_errors
 from brain_kernel.commands.reindex import open_vault
 
 
@@ -36,7 +36,7 @@ def tick(
 
     Example: brain tick --no-ai
     """
-    from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
+    from brain_kernel.db import read_session_factory, session_factory, unit_of_work
     from brain_kernel.project_feeds import warm
     from brain_ops.keeper import run_tick
 
@@ -46,17 +46,12 @@ def tick(
     def progress(message: str) -> None:
         sys.stderr.write(f"tick: {message}\n")
 
-    with database(settings) as ready:
-        assert ready.database_url is not None
-        engine = make_engine(ready.database_url, pooled=False)
-        try:
-            with unit_of_work(session_factory(engine)) as session:
-                summary = run_tick(session, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
-            if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
-                progress("storing the project feed answers")
-                with read_session_factory(engine)() as session:
-                    now = dt.datetime.now(dt.timezone.utc)
-                    summary.feed_answers = warm(session, summary.active_projects, vault_root=str(store.root), now=now)
-        finally:
-            engine.dispose()
+    with job_engine(settings) as (ready, engine):
+        with unit_of_work(session_factory(engine)) as session:
+            summary = run_tick(session, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
+        if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
+            progress("storing the project feed answers")
+            with read_session_factory(engine)() as session:
+                now = dt.datetime.now(dt.timezone.utc)
+                summary.feed_answers = warm(session, summary.active_projects, vault_root=str(store.root), now=now)
     typer.echo(json.dumps(summary.as_dict()))

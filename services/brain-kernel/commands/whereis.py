@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, load_settings, operator_errors
+from brain_kernel.cli import app, job_session, load_settings, operator_errors
 from brain_kernel.identity import IdentityResolver
 
 
@@ -37,19 +37,14 @@ def whereis(
     if settings.database_url:
         from sqlalchemy.exc import ProgrammingError
 
-        from brain_kernel.db import check_reachable, make_engine, session_factory, unit_of_work
         from brain_kernel.errors import ConfigError
 
-        engine = make_engine(settings.database_url, pooled=False)
-        try:
-            check_reachable(engine)
-            with unit_of_work(session_factory(engine)) as db:
+        try:  # a lookup: the schema is not created from here
+            with job_session(settings, migrate=False) as (_, db):
                 resolver = IdentityResolver(settings, db, learn=learn)
                 identities = [resolver.resolve(f) for f in folders]
         except ProgrammingError:
             raise ConfigError("the database has no index schema yet: run `brain migrate`") from None
-        finally:
-            engine.dispose()
     else:
         resolver = IdentityResolver(settings)
         identities = [resolver.resolve(f) for f in folders]
