@@ -28,7 +28,7 @@ from brain_kernel.index import delete_entries_at, touch_project, upsert_entries
 from brain_kernel.reindex_repo import clear_entries, delete_entries_updated_before
 from brain_kernel.vault import Vault
 
-Progress = Callable[[int, str], None]
+Progress = Callable[[int, int], None]  # (files read, files in all), as brain_kernel.progress.reporter takes
 # Rows written this long before a keeper scan began and not rewritten by it are stale.
 STALE_MARGIN = dt.timedelta(minutes=5)
 
@@ -127,11 +127,12 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     """Replace every entry with what the vault holds now (no commit)."""
     scan = ReindexSummary()
     records: list[EntryRecord] = []
-    for rel in vault_files(vault):
+    files = list(vault_files(vault))
+    for rel in files:
         records.extend(read_records(vault, rel, scan))
         scan.files += 1
         if progress is not None:
-            progress(scan.files, rel)
+            progress(scan.files, len(files))
     summary = replace_all(session, records)
     summary.files, summary.skipped = scan.files, scan.skipped
     return summary

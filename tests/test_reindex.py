@@ -116,6 +116,7 @@ def test_reindex_command_prints_a_json_summary_and_is_safe_to_rerun(settings: Se
     one, two = json.loads(first.stdout.strip().splitlines()[-1]), json.loads(second.stdout.strip().splitlines()[-1])
     assert one["entries"] == two["entries"] == 1 and two["removed"] == 1
     assert one["by_kind"] == {"arc": 1}
+    assert first.stderr.strip().splitlines()[-1] == f"reindex: {one['files']}/{one['files']}"  # progress on stderr
 
 
 def test_reindex_of_a_missing_vault_is_one_clear_line(tmp_path: Path, settings: Settings) -> None:

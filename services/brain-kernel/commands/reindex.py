@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,21 +10,8 @@ import typer
 
 from brain_kernel.cli import app, job_session, load_settings, operator_errors
 from brain_kernel.errors import ConfigError
+from brain_kernel.progress import reporter
 from brain_kernel.vault import Vault
-
-
-def stderr_progress(every: int = 1000):
-    """A progress callback: a counter on a terminal, a plain line every ``every`` files otherwise."""
-    tty = sys.stderr.isatty()
-
-    def report(count: int, rel: str) -> None:
-        if tty:
-            sys.stderr.write(f"\rindexed {count} files")
-            sys.stderr.flush()
-        elif count % every == 0:
-            sys.stderr.write(f"indexed {count} files ({rel})\n")
-
-    return report
 
 
 def open_vault(path: Path) -> Vault:
@@ -58,7 +44,5 @@ def reindex(
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
     with job_session(settings) as (_, session):
-        summary = rebuild(session, store, progress=stderr_progress())
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
+        summary = rebuild(session, store, progress=reporter("reindex"))
     typer.echo(json.dumps(summary.as_dict()))
