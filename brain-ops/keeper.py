@@ -52,10 +52,11 @@ from brain_core.feed import (
     render_signals_file,
     signal_is_active,
 )
+from brain_core.arcs import arc_record_of
 from brain_core.heat import arc_activity, score
 from brain_core.times import iso
 from brain_core.intent import derive_intent
-from brain_core.vaultindex import kind_of_path, project_activity, records_for
+from brain_core.vaultindex import kind_of_path, project_activity
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.intent import project_intents
@@ -111,9 +112,9 @@ def _changed(meta: dict[str, Any], heat: float, status: str) -> dict[str, Any]:
     return changes
 
 
-def score_arcs(vault: Vault, now: dt.datetime, summary: TickSummary, *, dry_run: bool, progress: Progress | None) -> dict[str, str]:
-    """Heat and status for every live arc; returns {vault path: arc text as it now is}."""
-    texts: dict[str, str] = {}
+def score_arcs(vault: Vault, now: dt.datetime, summary: TickSummary, *, dry_run: bool, progress: Progress | None) -> dict[str, frontmatter.Document]:
+    """Heat and status for every live arc; returns {vault path: the arc as it now is, parsed}."""
+    docs: dict[str, frontmatter.Document] = {}
     for rel in vault_files(vault):
         if kind_of_path(rel) != "arc" or rel.endswith(".merged.md"):
             continue
@@ -129,14 +130,14 @@ def score_arcs(vault: Vault, now: dt.datetime, summary: TickSummary, *, dry_run:
         summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
         changes = _changed(doc.meta, result.heat, result.status)
         if changes:
-            text = frontmatter.update(text, changes)
             summary.arcs_updated += 1
             if not dry_run:
-                vault.write_atomic(rel, text)
-        texts[rel] = text
+                vault.write_atomic(rel, frontmatter.update(text, changes))
+            doc = frontmatter.Document(meta=doc.meta | changes, body=doc.body, has_frontmatter=True)
+        docs[rel] = doc
         if progress is not None and summary.arcs_scanned % 1000 == 0:
             progress(f"scored {summary.arcs_scanned} arcs")
-    return texts
+    return docs
 
 
 def _newest(records: list[EntryRecord]) -> list[EntryRecord]:
@@ -167,7 +168,7 @@ def run_tick(
 
     scan_started = dt.datetime.now(dt.timezone.utc)
     say("scoring arcs")
-    arc_texts = score_arcs(vault, now, summary, dry_run=dry_run, progress=progress)
+    arc_docs = score_arcs(vault, now, summary, dry_run=dry_run, progress=progress)
 
     say("reading the vault")
     scratch = ReindexSummary()
@@ -175,8 +176,8 @@ def run_tick(
     for rel in vault_files(vault):
         kind = kind_of_path(rel)
         if kind == "arc":
-            if rel in arc_texts:
-                records.extend(records_for(rel, arc_texts[rel]))
+            record = arc_record_of(arc_docs[rel], rel) if rel in arc_docs else None
+            records.extend([record] if record is not None else [])
         elif kind != "intent":
             records.extend(read_records(vault, rel, scratch))
     arcs = _hottest([r for r in records if r.kind == "arc"])

@@ -17,9 +17,11 @@ from brain_core import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.intent import sentences
 from brain_kernel.cli import app
+from brain_kernel.reindex_repo import entry_rows
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.keeper import run_tick
+from brain_ops.reindex import rebuild
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -65,6 +67,19 @@ def test_tick_writes_heat_and_status_with_targeted_edits(vault: Vault, settings:
     assert heats["Rewrite the request router for speed"] == max(heats.values())
     again = run_tick(db, vault, settings, now=NOW, use_ai=False)
     assert again.arcs_updated == 0  # a rerun at the same instant changes nothing
+
+
+def test_the_ticks_index_rows_equal_a_rebuild_from_the_files_it_wrote(vault: Vault, settings: Settings, db: Session) -> None:
+    summary = run_tick(db, vault, settings, now=NOW, use_ai=False)  # arcs parsed once, rows built from the edited metadata
+    db.commit()
+    assert summary.arcs_updated == 5
+    from_tick = entry_rows(db)
+    rebuild(db, vault)
+    db.commit()
+    assert entry_rows(db) == from_tick
+    assert sorted(row["heat"] for row in from_tick if row["kind"] == "arc") == sorted(
+        frontmatter.parse(vault.read_text(vault.rel(p))).meta["heat"] for p in vault.iter_files("clusters")
+    )
 
 
 def test_tick_writes_intents_for_projects_active_in_72_hours_only(vault: Vault, settings: Settings, db: Session) -> None:

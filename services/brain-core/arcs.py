@@ -518,9 +518,13 @@ def arc_record(text: str, vault_path: str) -> EntryRecord | None:
     read as unattributed (kept in ``meta.legacy_project``) until the backfill
     rewrites them.
     """
+    return arc_record_of(frontmatter.parse(text), vault_path)
+
+
+def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | None:
+    """``arc_record`` for an arc already parsed (the keeper parses every arc once)."""
     if is_tombstone(vault_path):
         return None
-    doc = frontmatter.parse(text)
     meta = doc.meta
     if meta.get("merged_into"):
         return None
