@@ -221,6 +221,18 @@ def test_layout_key_named_in_the_catalog_takes_its_repo(tmp_path: Path) -> None:
     assert _ident(hit) == ("agentihooks", "the-cloud-clockwork/agentihooks", None, None, "layout")
 
 
+def test_an_edited_catalog_is_read_again(tmp_path: Path) -> None:
+    task = tmp_path / "home" / "work" / "t1"
+    task.mkdir(parents=True)
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("projects:\n  - repo: acme/first\n    roots: ['~/work']\n")
+    settings = _settings(tmp_path, catalog_path=catalog)
+    assert IdentityResolver(settings).resolve(str(task)).repo == "acme/first"
+    assert IdentityResolver(settings).resolve(str(task)).repo == "acme/first"
+    catalog.write_text("projects:\n  - repo: acme/second-one\n    roots: ['~/work']\n")
+    assert IdentityResolver(settings).resolve(str(task)).repo == "acme/second-one"
+
+
 def test_a_broken_catalog_is_a_config_error(tmp_path: Path) -> None:
     from brain_kernel.errors import ConfigError
 

@@ -19,6 +19,8 @@ import os
 import posixpath
 import subprocess
 from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -35,11 +37,25 @@ _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
 
 
 def load_catalog(settings: Settings) -> tuple[CatalogProject, ...]:
-    """The operator catalog at ``settings.catalog_path`` (empty when unset); ConfigError if unusable."""
+    """The operator catalog at ``settings.catalog_path`` (empty when unset); ConfigError if unusable.
+
+    Parsed once per version of the file (its mtime and size), not once per
+    request: every ``POST /sessions`` and marker with a cwd builds a resolver.
+    """
     path = settings.catalog_path
     if path is None:
         return ()
     path = path.expanduser()
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"catalog file {path} cannot be read: {exc.strerror}") from None
+    return _parse_catalog_file(path, info.st_mtime_ns, info.st_size, str(settings.user_home.expanduser()))
+
+
+@lru_cache(maxsize=8)
+def _parse_catalog_file(path: Path, mtime_ns: int, size: int, user_home: str) -> tuple[CatalogProject, ...]:
+    """The catalog file parsed (cached by version; a failure is not cached)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -49,7 +65,7 @@ def load_catalog(settings: Settings) -> tuple[CatalogProject, ...]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"catalog file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     try:
-        return core.parse_catalog(data, str(settings.user_home.expanduser()))
+        return core.parse_catalog(data, user_home)
     except CatalogError as exc:
         raise ConfigError(f"catalog file {path}: {exc}") from None
 
