@@ -10,6 +10,10 @@ from pgvector.sqlalchemy import Vector
 
 config = context.config
 target_metadata = Base.metadata
+if "embed_dim" not in config.attributes:  # `alembic` by hand: the dimension comes from the settings too
+    from brain_kernel.settings import Settings
+
+    config.attributes["embed_dim"] = Settings().embed_dim
 
 
 def _url() -> str:
