@@ -392,14 +392,16 @@ def list_projects(session: Session) -> list[ProjectSummary]:
         func.count().label("n"),
         func.max(flat.c.occurred_at).label("last"),
     ).group_by(flat.c.member_key, flat.c.repo, is_primary, flat.c.kind)
-    groups = session.execute(stmt).all()
+    groups_of: dict[str, list[Any]] = {}
+    for g in session.execute(stmt):
+        groups_of.setdefault(g.member_key, []).append(g)
     out: list[ProjectSummary] = []
     for p in projects:
         unique = len(repos_per_key.get(p.key, set())) <= 1
         counts: dict[str, int] = {}
         last: dt.datetime | None = None
-        for g in groups:
-            if g.member_key != p.key or not _belongs(g.repo, bool(g.is_primary), p.repo, unique):
+        for g in groups_of.get(p.key, ()):
+            if not _belongs(g.repo, bool(g.is_primary), p.repo, unique):
                 continue
             counts[g.kind] = counts.get(g.kind, 0) + int(g.n)
             if g.kind in ACTIVITY_KINDS and g.last is not None and (last is None or g.last > last):
