@@ -65,17 +65,12 @@ def _record_at(row: Any, at: int) -> EntryRecord:
 
 
 def _key_unique_sql(key: Any) -> ColumnElement[bool]:
-    """SQL twin of ``key_is_unique`` (``key`` a value or a bind parameter), one InitPlan per statement."""
+    """"At most one repository carries this key (as key or alias)" in SQL (``key`` a value or a bind parameter), one InitPlan per statement."""
     return (
         select(func.count(func.distinct(Project.repo)) <= 1)
         .where(((Project.key == key) | (any_(Project.aliases) == key)) & Project.repo.is_not(None))
         .scalar_subquery()
     )
-
-
-def key_is_unique(session: Session, key: str) -> bool:
-    """True unless two or more distinct repositories share ``key`` (as key or alias)."""
-    return bool(session.scalar(select(_key_unique_sql(key))))
 
 
 def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None) -> ColumnElement[bool]:
@@ -331,9 +326,12 @@ def arc_absorbing(session: Session, cluster_id: str) -> EntryRecord | None:
     return _record_at(row, 0) if row is not None else None
 
 
-def project_entries(session: Session, key: str, repo: str | None, *, unique: bool, prefix: str = "") -> list[EntryRecord]:
-    """Every entry of P (optionally under a vault prefix): the candidates of a project-filtered search."""
-    stmt = select(*_COLUMNS).where(member(key, repo, unique))
+def project_entries(session: Session, key: str, repo: str | None, *, prefix: str = "") -> list[EntryRecord]:
+    """Every entry of P (optionally under a vault prefix): the candidates of a project-filtered search.
+
+    Whether P's key is unique is part of the same statement, as in the feed's.
+    """
+    stmt = select(*_COLUMNS).where(member(key, repo, _key_unique_sql(key)))
     if prefix:
         stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
     return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]

@@ -115,7 +115,7 @@ def vault_search(
 
 def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, prefix: str, wanted: list[str]) -> list[Hit]:
     """Search only P's entries: whole files P owns alone, P's entry lines inside shared logs."""
-    entries = feed_repo.project_entries(db, key, repo, unique=feed_repo.key_is_unique(db, key), prefix=prefix)
+    entries = feed_repo.project_entries(db, key, repo, prefix=prefix)
     by_path: dict[str, list] = {}
     for entry in entries:
         by_path.setdefault(entry.vault_path, []).append(entry)
