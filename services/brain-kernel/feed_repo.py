@@ -65,7 +65,7 @@ def _record_at(row: Any, at: int) -> EntryRecord:
 
 
 def _key_unique_sql(key: Any) -> ColumnElement[bool]:
-    """"At most one repository carries this key (as key or alias)" in SQL (``key`` a value or a bind parameter), one InitPlan per statement."""
+    """True when at most one repository carries ``key`` (as key or alias), in SQL: one InitPlan per statement."""
     return (
         select(func.count(func.distinct(Project.repo)) <= 1)
         .where(((Project.key == key) | (any_(Project.aliases) == key)) & Project.repo.is_not(None))
