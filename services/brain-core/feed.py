@@ -297,16 +297,17 @@ def hot_arc_item(record: EntryRecord) -> dict[str, Any]:
 # -- inject blocks ------------------------------------------------------------
 
 
-def inject_targets(record: EntryRecord) -> tuple[str, ...]:
-    """The targets of an inject block (``all`` when none is given)."""
-    raw = record.meta.get("target", record.meta.get("targets"))
+def inject_targets(record: EntryRecord | Mapping[str, Any]) -> tuple[str, ...]:
+    """The targets of an inject block, from its record or its frontmatter (``all`` when none is given)."""
+    meta = record.meta if isinstance(record, EntryRecord) else record
+    raw = meta.get("target", meta.get("targets"))
     if raw is None or raw == "":
         return ("all",)
     values = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
     return tuple(str(v).strip().lower() for v in values if str(v).strip()) or ("all",)
 
 
-def inject_is_fleet(record: EntryRecord) -> bool:
+def inject_is_fleet(record: EntryRecord | Mapping[str, Any]) -> bool:
     """True when the block targets every session."""
     return any(t in FLEET_TARGETS for t in inject_targets(record))
 
@@ -353,14 +354,13 @@ def inject_record(text: str, vault_path: str) -> EntryRecord:
     """The index record of one inject block file (``brain-feed/inject/<id>.md``)."""
     doc = frontmatter.parse(text)
     meta = dict(doc.meta)
-    fleet_probe = EntryRecord(id="probe", kind="inject", vault_path=vault_path, meta=meta)
     return EntryRecord(
         id=entry_id("inject", vault_path),
         kind="inject",
         vault_path=vault_path,
         title=str(meta.get("title") or meta.get("id") or vault_path.rsplit("/", 1)[-1][:-3]),
         content=doc.body.strip(),
-        scope="fleet" if inject_is_fleet(fleet_probe) else "project",
+        scope="fleet" if inject_is_fleet(meta) else "project",
         severity=str(meta.get("severity") or "info"),
         occurred_at=parse_time(meta.get("created") or meta.get("generated")),
         meta=meta,

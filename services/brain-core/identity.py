@@ -211,6 +211,12 @@ def normalise_worktree(value: Any) -> str | None:
     return value.strip()
 
 
+def read_repo(value: str) -> str | None:
+    """An ``owner/name`` slug from what a client or the catalog wrote: a slug or a remote URL."""
+    looks_like_url = "://" in value or "@" in value or ":" in value
+    return normalise_remote(value) if looks_like_url else normalise_slug(value)
+
+
 def from_attrs(attrs: Mapping[str, Any] | None, cwd: str | None) -> ProjectIdentity | None:
     """Identity a client sent explicitly (``project`` and/or ``repo``); None when it sent neither.
 
@@ -229,8 +235,7 @@ def from_attrs(attrs: Mapping[str, Any] | None, cwd: str | None) -> ProjectIdent
     if raw_repo is not None:
         if not isinstance(raw_repo, str):
             raise InvalidKey("repo must be a string")
-        looks_like_url = "://" in raw_repo or "@" in raw_repo or ":" in raw_repo
-        repo = normalise_remote(raw_repo) if looks_like_url else normalise_slug(raw_repo)
+        repo = read_repo(raw_repo)
         if repo is None:
             raise InvalidKey(f"invalid repo {raw_repo!r}: expected owner/name or a remote URL")
     key: str | None = None
@@ -385,7 +390,7 @@ def parse_catalog(data: Any, user_home: str | None = None) -> tuple[CatalogProje
         try:
             repo = None
             if item.get("repo"):
-                repo = normalise_remote(str(item["repo"])) if ":" in str(item["repo"]) else normalise_slug(str(item["repo"]))
+                repo = read_repo(str(item["repo"]))
                 if repo is None:
                     raise InvalidKey(f"invalid repo {item['repo']!r}")
             key = normalise_key(str(item["key"])) if item.get("key") else (key_of_slug(repo) if repo else None)
