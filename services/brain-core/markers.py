@@ -276,7 +276,7 @@ def log_file_header(kind: str, vault_path: str) -> str:
     name = vault_path.rsplit("/", 1)[-1].removesuffix(".md")
     if kind == "lesson":
         return f"# Lessons {name.removeprefix('lessons-')}\n\n"
-    match = _BLOCKS_PATH.match(vault_path)
+    match = BLOCKS_PATH.match(vault_path)
     if match:
         return f"# {match.group(1)}: milestones\n\n"
     return f"# {name}\n\n"
@@ -292,7 +292,7 @@ _STAMP = re.compile(
 )
 _TAG = re.compile(r"^\[(?:project: (?P<project>[^\]\s]+)(?: repo: (?P<repo>[^\]\s]+))?|(?P<none>unattributed))\]")
 _DATE_IN_PATH = re.compile(r"(\d{4}-\d{2}-\d{2})")
-_BLOCKS_PATH = re.compile(r"^left/projects/([^/]+)/BLOCKS\.md$")
+BLOCKS_PATH = re.compile(rf"^{re.escape(PROJECTS_DIR)}/([^/]+)/BLOCKS\.md$")
 
 
 def _tag(who: Attribution) -> str:
@@ -452,7 +452,7 @@ def milestone_records(text: str, vault_path: str) -> list[EntryRecord]:
     unless its own tag names the project. In a daily note only entries marked
     as milestones (``brain`` comment, or a header saying "milestone") count.
     """
-    blocks = _BLOCKS_PATH.match(vault_path)
+    blocks = BLOCKS_PATH.match(vault_path)
     path_project = _valid_ref(blocks.group(1), None)[0] if blocks else None
     records = []
     for entry in _split_log(text):

@@ -26,16 +26,27 @@ from dataclasses import dataclass
 from brain_core.arcs import arc_record
 from brain_core.entries import EntryRecord
 from brain_core.feed import INJECT_DIR, PROJECT_INTENT_DIR, inject_record, intent_record
-from brain_core.markers import decision_record, lesson_records, milestone_records, signal_record
+from brain_core.markers import (
+    BLOCKS_PATH,
+    DAILY_DIR,
+    DECISIONS_DIR,
+    LESSONS_DIR,
+    PROJECTS_DIR,
+    SIGNALS_DIR,
+    decision_record,
+    lesson_records,
+    milestone_records,
+    signal_record,
+)
 
 # Folders a full rebuild walks (files outside them hold no entries).
 INDEXED_PREFIXES = (
     "clusters",
-    "left/reference",
-    "left/decisions",
-    "left/projects",
-    "amygdala",
-    "daily",
+    LESSONS_DIR,
+    DECISIONS_DIR,
+    PROJECTS_DIR,
+    SIGNALS_DIR,
+    DAILY_DIR,
     "brain-feed/intent.md",
     PROJECT_INTENT_DIR,
     INJECT_DIR,
@@ -43,11 +54,10 @@ INDEXED_PREFIXES = (
 ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
 
 _ARC = re.compile(r"^clusters/(?:[^/]+/)*[^/]+\.md$")
-_LESSONS = re.compile(r"^left/reference/lessons-[^/]+\.md$")
-_DECISION = re.compile(r"^left/decisions/ADR-[^/]+\.md$", re.I)
-_SIGNAL = re.compile(r"^amygdala/[^/]+\.md$")
-_BLOCKS = re.compile(r"^left/projects/[^/]+/BLOCKS\.md$")
-_DAILY = re.compile(r"^daily/[^/]+\.md$")
+_LESSONS = re.compile(rf"^{re.escape(LESSONS_DIR)}/lessons-[^/]+\.md$")
+_DECISION = re.compile(rf"^{re.escape(DECISIONS_DIR)}/ADR-[^/]+\.md$", re.I)
+_SIGNAL = re.compile(rf"^{re.escape(SIGNALS_DIR)}/[^/]+\.md$")
+_DAILY = re.compile(rf"^{re.escape(DAILY_DIR)}/[^/]+\.md$")
 _PROJECT_INTENT = re.compile(rf"^{re.escape(PROJECT_INTENT_DIR)}/.+/intent\.md$")
 _INJECT = re.compile(rf"^{re.escape(INJECT_DIR)}/[^/]+\.md$")
 
@@ -62,7 +72,7 @@ def kind_of_path(vault_path: str) -> str | None:
         return "decision"
     if _SIGNAL.match(vault_path):
         return "signal"
-    if _BLOCKS.match(vault_path) or _DAILY.match(vault_path):
+    if BLOCKS_PATH.match(vault_path) or _DAILY.match(vault_path):
         return "milestone"
     if vault_path == "brain-feed/intent.md" or _PROJECT_INTENT.match(vault_path):
         return "intent"
