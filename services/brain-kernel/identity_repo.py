@@ -11,7 +11,9 @@ becomes known to ``GET /projects`` and the feed lookup.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import func, literal, literal_column, select
 from sqlalchemy.dialects.postgresql import insert
@@ -29,6 +31,27 @@ _INSERTED = literal_column("(xmax = 0)")
 def get_session(db: Session, session_id: str) -> SessionRow | None:
     """The stored identity of a session, or None."""
     return db.get(SessionRow, session_id)
+
+
+@functools.cache
+def _record_session_stmt() -> Any:
+    """The session upsert, built once (extraction records thousands of sessions per run)."""
+    stmt = insert(SessionRow.__table__)
+    table = SessionRow.__table__.c
+    return stmt.on_conflict_do_update(
+        index_elements=["session_id"],
+        set_={
+            "agent": func.coalesce(stmt.excluded.agent, table.agent),
+            "project": stmt.excluded.project,
+            "repo": stmt.excluded.repo,
+            "worktree": stmt.excluded.worktree,
+            "root": stmt.excluded.root,
+            "cwd": stmt.excluded.cwd,
+            "source": stmt.excluded.source,
+            "started_at": func.coalesce(table.started_at, stmt.excluded.started_at),
+            "updated_at": func.now(),
+        },
+    ).returning(_INSERTED)
 
 
 def record_session(
@@ -51,23 +74,7 @@ def record_session(
         "source": identity.source,
         "started_at": started_at,
     }
-    stmt = insert(SessionRow.__table__).values(values)
-    table = SessionRow.__table__.c
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["session_id"],
-        set_={
-            "agent": func.coalesce(stmt.excluded.agent, table.agent),
-            "project": stmt.excluded.project,
-            "repo": stmt.excluded.repo,
-            "worktree": stmt.excluded.worktree,
-            "root": stmt.excluded.root,
-            "cwd": stmt.excluded.cwd,
-            "source": stmt.excluded.source,
-            "started_at": func.coalesce(table.started_at, stmt.excluded.started_at),
-            "updated_at": func.now(),
-        },
-    ).returning(_INSERTED)
-    inserted = bool(db.execute(stmt).scalar_one())
+    inserted = bool(db.execute(_record_session_stmt(), values).scalar_one())
     if identity.project is not None:
         touch_project(
             db,
