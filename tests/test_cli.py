@@ -121,3 +121,18 @@ def test_an_unusable_path_given_to_a_command_is_one_clear_line(tmp_path: Path) -
     errors = [line for line in result.stderr.splitlines() if not line.startswith("cluster: ")]  # progress lines
     assert result.exit_code == 2 and len(errors) == 1, result.stderr
     assert errors[0].startswith("error: ") and "a-file" in errors[0] and "Not a directory" in errors[0]
+
+
+def test_settings_survive_the_trip_to_a_worker_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from brain_kernel.settings import Settings
+
+    original = Settings.explicit(
+        vault=tmp_path / "v", home=tmp_path / "h", user_home=tmp_path, database_url="postgresql://u@db/brain",
+        tokens=["a", "b"], layout_patterns=["~/x/{project}/*"], catalog_path=tmp_path / "c.yaml", workers=3,
+        embed_dim=384, llm_base_url="http://llm.local/v1", marker_max_chars=100,
+    )
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    for name, value in original.to_environ().items():
+        monkeypatch.setenv(name, value)
+    assert Settings().model_dump() == original.model_dump()

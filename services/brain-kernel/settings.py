@@ -117,32 +117,21 @@ class Settings(BaseSettings):
         return _ExplicitSettings(**values)
 
     def to_environ(self) -> dict[str, str]:
-        """The environment that rebuilds these settings in a child process (uvicorn workers)."""
+        """The environment that rebuilds these settings in a child process (uvicorn workers).
+
+        Every field, under its first (canonical) name; lists as JSON; unset
+        optional fields are left out.
+        """
         import json
 
-        env = {
-            "BRAIN_VAULT": str(self.vault),
-            "BRAIN_HOME": str(self.home),
-            "BRAIN_TOKENS": json.dumps(self.tokens),
-            "BRAIN_USER_HOME": str(self.user_home),
-            "BRAIN_LAYOUT_PATTERNS": json.dumps(self.layout_patterns),
-            "BRAIN_MARKER_MAX_CHARS": str(self.marker_max_chars),
-            "BRAIN_IDEMPOTENCY_TTL_SECONDS": str(self.idempotency_ttl_seconds),
-            "BRAIN_EMBED_DIM": str(self.embed_dim),
-        }
-        optional = {
-            "DATABASE_URL": self.database_url,
-            "BRAIN_CATALOG": self.catalog_path,
-            "BRAIN_CLAUDE_DIR": self.claude_dir,
-            "BRAIN_CODEX_DIR": self.codex_dir,
-            "BRAIN_EMBED_BASE_URL": self.embed_base_url,
-            "BRAIN_EMBED_API_KEY": self.embed_api_key,
-            "BRAIN_EMBED_MODEL": self.embed_model,
-            "BRAIN_LLM_BASE_URL": self.llm_base_url,
-            "BRAIN_LLM_API_KEY": self.llm_api_key,
-            "BRAIN_LLM_MODEL": self.llm_model,
-        }
-        env.update({k: str(v) for k, v in optional.items() if v is not None})
+        env: dict[str, str] = {}
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            alias = info.validation_alias
+            variable = alias.choices[0] if isinstance(alias, AliasChoices) else str(alias)
+            env[str(variable)] = json.dumps(value) if isinstance(value, list) else str(value)
         return env
 
 
