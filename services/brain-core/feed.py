@@ -37,23 +37,7 @@ HOT_ARCS_HEADER = "| Arc ID | Heat | Region | Status | Project | What it is |"
 HOT_ARCS_RULE = "|---|---|---|---|---|---|"
 DEFAULT_TTL = 3600
 
-# The keeper's global feed files: name -> (id, title, priority). Clients read
-# id, priority, ttl and severity from their frontmatter; higher priority is
-# injected sooner.
-FEED_FILES: dict[str, tuple[str, str, int]] = {
-    "brain-feed/intent.md": ("operator-intent", "Operator Intent", 12),
-    "brain-feed/signals.md": ("signals", "Active Signals", 11),
-    "brain-feed/hot-arcs.md": ("hot-arcs", HOT_ARCS_TITLE, 10),
-    "brain-feed/inject-blocks.md": ("inject-blocks", "Inject Blocks", 9),
-    "brain-feed/lessons.md": ("lessons", "Recent Lessons", 8),
-}
-INJECT_FILE = "brain-feed/inject-blocks.md"
-INJECT_DIR = "brain-feed/inject"
-PROJECT_INTENT_DIR = "brain-feed/projects"
-FLEET_TARGETS = {"all", "*", "fleet", "everyone"}
-INACTIVE_SIGNAL_STATUSES = {"resolved", "cleared", "inactive", "expired", "closed", "done"}
-SEVERITY_ORDER = {"info": 0, "low": 0, "warning": 1, "alert": 1, "high": 2, "critical": 2, "nuclear": 3}
-
+# Entry priorities, global and project feed alike: higher is injected sooner.
 PRIORITY = {
     "intent": 12,
     "signal": 11,
@@ -64,6 +48,23 @@ PRIORITY = {
     "milestones": 6,
     "no-memory": 12,
 }
+
+# The keeper's global feed files: name -> (id, title, priority). Clients read
+# id, priority, ttl and severity from their frontmatter; higher priority is
+# injected sooner.
+FEED_FILES: dict[str, tuple[str, str, int]] = {
+    "brain-feed/intent.md": ("operator-intent", "Operator Intent", PRIORITY["intent"]),
+    "brain-feed/signals.md": ("signals", "Active Signals", PRIORITY["signal"]),
+    "brain-feed/hot-arcs.md": ("hot-arcs", HOT_ARCS_TITLE, PRIORITY["hot-arcs"]),
+    "brain-feed/inject-blocks.md": ("inject-blocks", "Inject Blocks", PRIORITY["inject"]),
+    "brain-feed/lessons.md": ("lessons", "Recent Lessons", PRIORITY["lessons"]),
+}
+INJECT_FILE = "brain-feed/inject-blocks.md"
+INJECT_DIR = "brain-feed/inject"
+PROJECT_INTENT_DIR = "brain-feed/projects"
+FLEET_TARGETS = {"all", "*", "fleet", "everyone"}
+INACTIVE_SIGNAL_STATUSES = {"resolved", "cleared", "inactive", "expired", "closed", "done"}
+SEVERITY_ORDER = {"info": 0, "low": 0, "warning": 1, "alert": 1, "high": 2, "critical": 2, "nuclear": 3}
 
 
 @dataclass(frozen=True)
