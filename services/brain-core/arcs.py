@@ -232,14 +232,9 @@ def plan_clusters(
 
 
 def _most_common(values: Iterable[str | None]) -> str | None:
-    counts = Counter(v for v in values if v)
-    if not counts:
-        return None
-    best = max(counts.values())
-    for value in counts:  # first seen wins a tie (sessions are in time order)
-        if counts[value] == best:
-            return value
-    return None
+    """The most frequent value; the first seen wins a tie (sessions are in time order)."""
+    top = Counter(v for v in values if v).most_common(1)  # ties keep insertion order
+    return top[0][0] if top else None
 
 
 def _strongest_source(sources: Iterable[str]) -> str:
@@ -441,14 +436,14 @@ def refresh_changes(meta: Mapping[str, Any], plan: ArcPlan) -> dict[str, Any]:
     When the plan holds every session the arc already has, signals are
     recomputed exactly; otherwise the new sessions' figures are added.
     """
-    old_ids = [str(s) for s in (meta.get("source_sessions") or [])]
+    old_ids = {str(s) for s in (meta.get("source_sessions") or [])}
     plan_ids = set(plan.session_ids)
-    ids = sorted(set(old_ids) | plan_ids)
+    ids = sorted(old_ids | plan_ids)
     old_signals = meta.get("signals") if isinstance(meta.get("signals"), Mapping) else {}
-    if set(old_ids) <= plan_ids:
+    if old_ids <= plan_ids:
         signals = {**old_signals, **plan.signals}
     else:
-        fresh = [s for s in plan.sessions if s.session_id not in set(old_ids)]
+        fresh = [s for s in plan.sessions if s.session_id not in old_ids]
         signals = _add_signals(old_signals, compute_signals(fresh)) if fresh else dict(old_signals)
     projects = list(meta.get("projects") or [])
     for p in plan.projects:
