@@ -44,7 +44,7 @@ from sqlalchemy.orm import Session
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, lesson_records, log_file_header, parse_request, render_log_entry
 from brain_kernel.db import normalise_url, read_session_factory
-from brain_kernel.migrate import upgrade_to_head
+from brain_migrations.runner import upgrade_to_head
 from brain_kernel.models import Entry
 from brain_kernel.project_feeds import warm
 from bench.common import REPO_ROOT, fresh_database, pct, start_server

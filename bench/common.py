@@ -65,7 +65,7 @@ def fresh_database(label: str) -> Iterator[str]:
 def start_server(settings: Settings, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
     """``brain serve`` in a subprocess; returns it and its base URL once healthy."""
     port = free_port()
-    cmd = [sys.executable, "-m", "brain_kernel", "serve", "--port", str(port), "--workers", str(workers)]
+    cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
     proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from brain_kernel.db import normalise_url
-from brain_kernel.migrate import upgrade_to_head
+from brain_migrations.runner import upgrade_to_head
 from brain_kernel.settings import Settings, child_environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def live_server(settings: Settings) -> Iterator[Callable[..., str]]:
     def start(workers: int = 1, **overrides: object) -> str:
         port = free_port()
         env = settings_env(settings.with_overrides(**overrides) if overrides else settings)
-        cmd = [sys.executable, "-m", "brain_kernel", "serve", "--port", str(port), "--workers", str(workers)]
+        cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"

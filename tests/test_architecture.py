@@ -1,58 +1,225 @@
-"""Architecture rules: a pure core, one reader of the environment."""
+"""Architecture rules (ADR 0011): folders that are their packages, layers imported downward only,
+no import cycles, a pure core, one reader of the environment.
+
+Layers, lowest first: ``brain_core`` (pure) <- ``brain_kernel`` (adapters,
+repositories, services) <- ``brain_migrations`` (the schema and its runner)
+<- ``brain_api`` and ``brain_ops`` (siblings: neither imports the other)
+<- ``brain_cli`` (the entry point). Every import counts: top-level, inside a
+function, under ``TYPE_CHECKING``.
+"""
 
 from __future__ import annotations
 
 import ast
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 
-CORE = REPO_ROOT / "services" / "brain-core"
-FORBIDDEN_IN_CORE = {"sqlalchemy", "fastapi", "starlette", "httpx", "requests", "subprocess", "git", "psycopg", "alembic", "uvicorn", "socket", "urllib.request", "brain_kernel", "brain_api", "brain_ops"}
-CODE_ROOTS = [REPO_ROOT / "services", REPO_ROOT / "brain-ops", REPO_ROOT / "migrations"]
+PACKAGE_DIRS = {
+    "brain_core": REPO_ROOT / "services" / "brain-core" / "brain_core",
+    "brain_kernel": REPO_ROOT / "services" / "brain-kernel" / "brain_kernel",
+    "brain_migrations": REPO_ROOT / "migrations" / "brain_migrations",
+    "brain_api": REPO_ROOT / "services" / "brain-api" / "brain_api",
+    "brain_ops": REPO_ROOT / "brain-ops" / "brain_ops",
+    "brain_cli": REPO_ROOT / "services" / "brain-cli" / "brain_cli",
+}
+LAYER = {"brain_core": 0, "brain_kernel": 1, "brain_migrations": 2, "brain_api": 3, "brain_ops": 3, "brain_cli": 4}
+FORBIDDEN_IN_CORE = {
+    "sqlalchemy", "fastapi", "starlette", "httpx", "requests", "subprocess", "git", "psycopg", "alembic",
+    "uvicorn", "socket", "urllib.request", "os", "shutil", "tempfile", "pathlib", "io",
+}
 
 
-def _imports(path: Path) -> set[str]:
+@dataclass(frozen=True)
+class Import:
+    """One import statement: the importing module, the imported module, where."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
+
+
+def _module_name(package: str, path: Path) -> str:
+    rel = path.relative_to(PACKAGE_DIRS[package].parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted(folder.rglob("*.py")):
+            found[_module_name(package, path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(source: str, node: ast.ImportFrom | ast.Import, is_package: bool) -> Iterator[str]:
+    """The project modules one statement imports (``from pkg import mod`` names the module ``pkg.mod``)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            yield alias.name
+        return
+    base = node.module or ""
+    if node.level:
+        anchor = source.split(".") if is_package else source.split(".")[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = ".".join([*anchor, base] if base else anchor)
+    for alias in node.names:
+        candidate = f"{base}.{alias.name}"
+        yield candidate if candidate in MODULES else base
+
+
+def imports_of(path: Path, source: str) -> list[Import]:
+    """Every import in a file (lazy ones inside functions included), as project module names or externals."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
+    out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target in _resolve(source, node, path.name == "__init__.py"):
+                out.append(Import(source, target, path, node.lineno))
+    return out
 
 
-def _py_files(*roots: Path) -> list[Path]:
-    return [p for root in roots for p in sorted(root.rglob("*.py"))]
+def all_imports() -> list[Import]:
+    return [imp for name, path in MODULES.items() for imp in imports_of(path, name)]
 
 
-def test_core_imports_no_io_library() -> None:
-    offenders = []
-    for path in _py_files(CORE):
-        for name in _imports(path):
-            if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_IN_CORE):
-                offenders.append(f"{path.relative_to(REPO_ROOT)} imports {name}")
+def _top(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def layering_violations(imports: list[Import]) -> list[str]:
+    """Imports from a package into one on a higher layer, or into a sibling of the same layer."""
+    bad = []
+    for imp in imports:
+        here, there = _top(imp.source), _top(imp.target)
+        if there not in LAYER or there == here:
+            continue
+        if LAYER[there] >= LAYER[here]:
+            where = imp.path.relative_to(REPO_ROOT) if imp.path.is_relative_to(REPO_ROOT) else imp.path
+            bad.append(f"{where}:{imp.line} {here} (layer {LAYER[here]}) imports {imp.target} (layer {LAYER[there]})")
+    return bad
+
+
+def import_cycles(imports: list[Import]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), over project modules only."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for imp in imports:
+        target = imp.target
+        while target and target not in MODULES:  # ``import a.b.c`` of a symbol: the nearest module
+            target = target.rpartition(".")[0]
+        if target and target != imp.source:
+            graph[imp.source].add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return groups
+
+
+def test_every_package_lives_in_a_folder_of_its_own_name() -> None:
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert "package-dir" not in config["tool"]["setuptools"], "no package-dir remapping: a folder is its package"
+    where = {REPO_ROOT / w for w in config["tool"]["setuptools"]["packages"]["find"]["where"]}
+    for package, folder in PACKAGE_DIRS.items():
+        assert folder.name == package and (folder / "__init__.py").is_file(), package
+        assert folder.parent in where, f"{folder.parent} is not a package root in pyproject.toml"
+
+
+def test_layers_import_downward_only() -> None:
+    violations = layering_violations(all_imports())
+    assert not violations, "\n".join(violations)
+
+
+def test_no_import_cycles() -> None:
+    cycles = import_cycles(all_imports())
+    assert not cycles, cycles
+
+
+def test_the_layering_check_catches_an_upward_import(tmp_path: Path) -> None:
+    """The rule itself can fail: a kernel module importing brain_api (even lazily) is reported."""
+    fake = tmp_path / "upward.py"
+    fake.write_text("def f():\n    from brain_api.app import create_app\n    return create_app\n")
+    violations = layering_violations(imports_of(fake, "brain_kernel.upward"))
+    assert len(violations) == 1 and "brain_kernel (layer 1) imports brain_api.app" in violations[0]
+    sibling = tmp_path / "sibling.py"
+    sibling.write_text("import brain_ops.keeper\n")
+    assert layering_violations(imports_of(sibling, "brain_api.sibling"))
+
+
+def test_the_cycle_check_catches_a_loop() -> None:
+    loop = [Import("brain_cli.cli", "brain_cli.commands.tick", Path("a"), 1), Import("brain_cli.commands.tick", "brain_cli.cli", Path("b"), 1)]
+    assert import_cycles(loop) == [["brain_cli.cli", "brain_cli.commands.tick"]]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _top(m) == "brain_core"))
+def test_core_imports_no_io_library(module: str) -> None:
+    offenders = [
+        f"{imp.target} (line {imp.line})"
+        for imp in imports_of(MODULES[module], module)
+        if any(imp.target == bad or imp.target.startswith(bad + ".") for bad in FORBIDDEN_IN_CORE)
+        or _top(imp.target) in LAYER and _top(imp.target) != "brain_core"
+    ]
     assert not offenders, offenders
 
 
 def test_core_does_no_file_io() -> None:
     offenders = []
-    for path in _py_files(CORE):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
+    for name, path in MODULES.items():
+        if _top(name) != "brain_core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 func = node.func
-                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-                if name in {"open", "read_text", "write_text", "read_bytes", "write_bytes", "iterdir", "mkdir", "unlink", "system", "popen"}:
-                    offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} calls {name}")
+                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if called in {"open", "read_text", "write_text", "read_bytes", "write_bytes", "iterdir", "mkdir", "unlink", "system", "popen"}:
+                    offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} calls {called}")
     assert not offenders, offenders
 
 
 def test_only_the_settings_module_reads_the_environment() -> None:
-    allowed = REPO_ROOT / "services" / "brain-kernel" / "settings.py"
+    allowed = MODULES["brain_kernel.settings"]
     offenders = []
-    for path in _py_files(*CODE_ROOTS):
+    for path in MODULES.values():
         if path == allowed:
             continue
         source = path.read_text()
@@ -62,6 +229,11 @@ def test_only_the_settings_module_reads_the_environment() -> None:
 
 
 def test_no_sys_path_tricks() -> None:
-    offenders = [str(p.relative_to(REPO_ROOT)) for p in _py_files(*CODE_ROOTS, REPO_ROOT / "tests", REPO_ROOT / "bench") if "sys.path.insert" in p.read_text() or "sys.path.append" in p.read_text()]
-    offenders = [o for o in offenders if not o.endswith("test_architecture.py")]
+    roots = [*PACKAGE_DIRS.values(), REPO_ROOT / "tests", REPO_ROOT / "bench"]
+    offenders = [
+        str(p.relative_to(REPO_ROOT))
+        for root in roots
+        for p in sorted(root.rglob("*.py"))
+        if p.name != "test_architecture.py" and ("sys.path.insert" in p.read_text() or "sys.path.append" in p.read_text())
+    ]
     assert not offenders, offenders

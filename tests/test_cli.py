@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from brain_kernel.cli import app
+from brain_cli.cli import app
 from tests.conftest import REPO_ROOT, free_port
 
 runner = CliRunner()
@@ -47,7 +47,7 @@ def test_top_level_help_lists_commands() -> None:
 def _run_brain(args: list[str], env_extra: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRAIN_", "DATABASE_URL", "POSTGRES_URL"))}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "brain_kernel", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "brain_cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 def test_unreachable_database_is_one_clear_line(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_serve_on_the_embedded_default_is_healthy_and_stops_cleanly(tmp_path: Pa
     home = REPO_ROOT / ".brain" / f"serve-test-{os.getpid()}"
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "brain_kernel", "serve", "--port", str(port), "--vault", str(tmp_path / "vault")],
+        [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--vault", str(tmp_path / "vault")],
         env={**{k: v for k, v in os.environ.items() if not k.startswith(("BRAIN_", "DATABASE_URL", "POSTGRES_URL"))}, "BRAIN_HOME": str(home)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -189,12 +189,12 @@ def test_extract_piped_into_cluster_through_the_cli(tmp_path: Path) -> None:
     world.claude_session("primary", world.api)
     world.codex_session("gone", world.home / "gone", start=T0 + dt.timedelta(minutes=5), repo_url="git@github.com:acme/widget.git")
     env = settings_env(world.settings)
-    extract = subprocess.run([sys.executable, "-m", "brain_kernel", "extract", "--since", "2d", "--min-turns", "1"], env=env, capture_output=True, text=True, timeout=60)
+    extract = subprocess.run([sys.executable, "-m", "brain_cli", "extract", "--since", "2d", "--min-turns", "1"], env=env, capture_output=True, text=True, timeout=60)
     assert extract.returncode == 0, extract.stderr
     bundle = json.loads(extract.stdout)
     assert bundle["sessions_returned"] == 2
     out = tmp_path / "vault" / "clusters"  # the clusters folder is accepted as well as the vault root
-    cluster = subprocess.run([sys.executable, "-m", "brain_kernel", "cluster", "--out-dir", str(out)], input=extract.stdout, env=env, capture_output=True, text=True, timeout=60)
+    cluster = subprocess.run([sys.executable, "-m", "brain_cli", "cluster", "--out-dir", str(out)], input=extract.stdout, env=env, capture_output=True, text=True, timeout=60)
     assert cluster.returncode == 0, cluster.stderr
     summary = json.loads(cluster.stdout)
     assert summary["created"] == 2
@@ -203,7 +203,7 @@ def test_extract_piped_into_cluster_through_the_cli(tmp_path: Path) -> None:
     repos = {yaml.safe_load(f.read_text().split("---\n")[1])["repo"] for f in files}
     assert repos == {"acme/api", "acme/widget"}
 
-    bad = subprocess.run([sys.executable, "-m", "brain_kernel", "cluster", "--out-dir", str(out)], input="not json", env=env, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "brain_cli", "cluster", "--out-dir", str(out)], input="not json", env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: the bundle is not JSON") and "Traceback" not in bad.stderr
 
 

@@ -186,7 +186,7 @@ def test_samples_extract_through_the_cli(tmp_path: Path) -> None:
     env = settings_env(settings)
     data = REPO_ROOT / "tests" / "data"
     proc = subprocess.run(
-        [sys.executable, "-m", "brain_kernel", "extract", "--since", "all", "--min-turns", "1", "--claude-dir", str(data / "claude" / "projects"), "--codex-dir", str(data / "codex")],
+        [sys.executable, "-m", "brain_cli", "extract", "--since", "all", "--min-turns", "1", "--claude-dir", str(data / "claude" / "projects"), "--codex-dir", str(data / "codex")],
         env=env, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr

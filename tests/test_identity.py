@@ -29,7 +29,7 @@ def _settings(tmp_path: Path, database_url: str | None = None, **overrides: obje
 def _whereis(settings: Settings, *paths: str, extra: tuple[str, ...] = ()) -> list[dict]:
     """Run ``brain whereis`` as a child process and parse its JSON lines."""
     proc = subprocess.run(
-        [sys.executable, "-m", "brain_kernel", "whereis", *paths, *extra],
+        [sys.executable, "-m", "brain_cli", "whereis", *paths, *extra],
         env=settings_env(settings),
         capture_output=True,
         text=True,
@@ -242,7 +242,7 @@ def test_a_broken_catalog_is_a_config_error(tmp_path: Path) -> None:
         IdentityResolver(_settings(tmp_path, catalog_path=bad)).resolve(str(tmp_path))
     (tmp_path / "home" / "x").mkdir()
     settings = _settings(tmp_path, catalog_path=bad)
-    proc = subprocess.run([sys.executable, "-m", "brain_kernel", "whereis", str(tmp_path / "home" / "x")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "brain_cli", "whereis", str(tmp_path / "home" / "x")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("error: catalog file"), proc.stderr
 
 
@@ -331,7 +331,7 @@ def test_whereis_uses_learned_roots_with_a_database(tmp_path: Path, database_url
 def test_whereis_relative_paths_and_text_output(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "home" / "dev" / "api", "git@github.com:org1/api.git")
     settings = _settings(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "brain_kernel", "whereis", ".", "--text"], cwd=repo, env=settings_env(settings), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "brain_cli", "whereis", ".", "--text"], cwd=repo, env=settings_env(settings), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\t")[:4] == [str(repo), "api", "org1/api", "git\n"]
 
@@ -358,7 +358,7 @@ def test_whereis_on_an_unmigrated_database_is_one_clear_line(tmp_path: Path, pg_
         url = make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
         (tmp_path / "home" / "dev").mkdir(parents=True)
         settings = _settings(tmp_path, url)
-        proc = subprocess.run([sys.executable, "-m", "brain_kernel", "whereis", str(tmp_path / "home" / "dev")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sys.executable, "-m", "brain_cli", "whereis", str(tmp_path / "home" / "dev")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2
         assert proc.stderr.strip() == "error: the database has no index schema yet: run `brain migrate`"
     finally:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from brain_core import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.intent import sentences
-from brain_kernel.cli import app
+from brain_cli.cli import app
 from brain_kernel.reindex_repo import entry_rows
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault

@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from brain_kernel.db import normalise_url
-from brain_kernel.migrate import alembic_config
+from brain_migrations.runner import alembic_config
 from tests.conftest import REPO_ROOT, _admin_exec, _db_url
 
 

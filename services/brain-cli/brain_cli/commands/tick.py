@@ -10,11 +10,9 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, job_engine, load_settings, operator_errors
-from brain_kernel.commands.reindex import open_vault
+from brain_cli.common import job_engine, load_settings, open_vault, operator_errors
 
 
-@app.command()
 @operator_errors
 def tick(
     no_ai: bool = typer.Option(False, "--no-ai", help="Derive intents from hot arcs even when an LLM endpoint is configured. Example: brain tick --no-ai"),

@@ -1,4 +1,8 @@
-"""Run Alembic from code: ``brain migrate``, ``brain serve`` and the test suite use this."""
+"""Run the schema's Alembic revisions from code: ``brain migrate``, ``brain serve``, ``/health/deep`` and the tests.
+
+It lives beside the revisions it runs, above the kernel whose models they
+target (core <- kernel <- migrations <- {api, ops} <- cli, ADR 0011).
+"""
 
 from __future__ import annotations
 
@@ -11,14 +15,15 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import brain_migrations
 from brain_kernel.db import normalise_url
+
+SCRIPTS = Path(__file__).resolve().parent
 
 
 def alembic_config(database_url: str, *, embed_dim: int = 256) -> Config:
     """An Alembic config pointing at the packaged migrations and the given database."""
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(brain_migrations.__file__).parent))
+    cfg.set_main_option("script_location", str(SCRIPTS))
     cfg.set_main_option("sqlalchemy.url", normalise_url(database_url).replace("%", "%%"))
     cfg.attributes["embed_dim"] = embed_dim
     return cfg

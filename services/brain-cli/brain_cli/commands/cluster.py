@@ -14,9 +14,9 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, job_session, load_settings, operator_errors
+from brain_cli.common import job_session, load_settings, operator_errors
+from brain_cli.progress import reporter
 from brain_kernel.errors import ConfigError
-from brain_kernel.progress import reporter
 
 
 def _read_bundle(bundle: Optional[Path]) -> dict:
@@ -34,7 +34,6 @@ def _read_bundle(bundle: Optional[Path]) -> dict:
     return data
 
 
-@app.command()
 @operator_errors
 def cluster(
     bundle: Optional[Path] = typer.Option(None, help="Bundle written by brain extract (default: read stdin). Example: --bundle bundle.json"),

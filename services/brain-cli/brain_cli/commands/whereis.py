@@ -13,11 +13,10 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, job_session, load_settings, operator_errors
+from brain_cli.common import job_session, load_settings, operator_errors
 from brain_kernel.identity import IdentityResolver
 
 
-@app.command()
 @operator_errors
 def whereis(
     paths: list[str] = typer.Argument(..., help="Working folders to resolve, e.g. . or ~/dev/api/src."),

@@ -8,21 +8,10 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, job_session, load_settings, operator_errors
-from brain_kernel.errors import ConfigError
-from brain_kernel.progress import reporter
-from brain_kernel.vault import Vault
+from brain_cli.common import job_session, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
 
 
-def open_vault(path: Path) -> Vault:
-    """The vault at ``path``; ConfigError when the folder does not exist."""
-    vault = Vault(path)
-    if not vault.root.is_dir():
-        raise ConfigError(f"vault folder {vault.root} does not exist")
-    return vault
-
-
-@app.command()
 @operator_errors
 def reindex(
     vault: Optional[Path] = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault"),

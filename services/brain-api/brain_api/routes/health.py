@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from brain_api.deps import require_auth
 from brain_kernel.errors import ConfigError
-from brain_kernel.migrate import current_revision, head_revision
+from brain_migrations.runner import current_revision, head_revision
 
 router = APIRouter(tags=["health"])
 

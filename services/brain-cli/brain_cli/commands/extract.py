@@ -14,11 +14,10 @@ from typing import Optional
 
 import typer
 
-from brain_kernel.cli import app, job_session, load_settings, operator_errors
-from brain_kernel.progress import reporter
+from brain_cli.common import job_session, load_settings, operator_errors
+from brain_cli.progress import reporter
 
 
-@app.command()
 @operator_errors
 def extract(
     since: str = typer.Option("24h", help="Only sessions active after this: a duration back from now or an ISO date. Example: --since 7d"),

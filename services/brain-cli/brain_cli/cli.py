@@ -1,0 +1,32 @@
+"""The ``brain`` Typer app: every subcommand registered in one place, and the console entry point.
+
+The command modules define plain functions and import nothing from here, so
+the app is assembled without an import loop (ADR 0011).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from brain_cli.commands import cluster, extract, reindex, server, tick, whereis
+
+app = typer.Typer(
+    name="brain",
+    help="The brain kernel: project-scoped memory for a fleet of coding agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for command in (server.serve, server.migrate, whereis.whereis, extract.extract, cluster.cluster, tick.tick, reindex.reindex):
+    app.command()(command)
+
+
+def main() -> None:
+    """Console entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

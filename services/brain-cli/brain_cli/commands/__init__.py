@@ -1,0 +1,1 @@
+"""The ``brain`` subcommands, one module per concern; ``brain_cli.cli`` registers them on the app."""

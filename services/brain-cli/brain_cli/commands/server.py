@@ -1,0 +1,49 @@
+"""``brain serve`` and ``brain migrate``: the API process and the schema upgrade."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from brain_cli.common import load_settings, operator_errors
+
+
+@operator_errors
+def serve(
+    host: str = typer.Option(None, help="Interface to bind (default 127.0.0.1, BRAIN_HOST)."),
+    port: int = typer.Option(None, help="Port to listen on (default 8080, BRAIN_PORT)."),
+    vault: Path = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT)."),
+    database_url: str = typer.Option(None, "--database-url", help="Postgres URL; unset = embedded Postgres under BRAIN_HOME."),
+    workers: int = typer.Option(None, help="Worker processes (default 1, BRAIN_WORKERS)."),
+) -> None:
+    """Run the HTTP API.
+
+    Without a database URL an embedded Postgres with pgvector starts under
+    BRAIN_HOME (default ./.brain); migrations run and the vault is scaffolded
+    before the server listens. Ctrl-C or SIGTERM stops the server and the
+    embedded database cleanly.
+
+    Example: brain serve --port 8080 --vault ./vault
+    """
+    from brain_cli.runtime import serve as run_server
+
+    settings = load_settings(host=host, port=port, vault=vault, database_url=database_url, workers=workers)
+    run_server(settings)
+
+
+@operator_errors
+def migrate(
+    database_url: str = typer.Option(None, "--database-url", help="Postgres URL; unset = embedded Postgres under BRAIN_HOME."),
+) -> None:
+    """Upgrade the index schema to the latest revision (alembic upgrade head).
+
+    Example: DATABASE_URL=postgresql://brain@db/brain brain migrate
+    """
+    from brain_cli.runtime import open_database
+    from brain_migrations.runner import head_revision
+
+    settings = load_settings(database_url=database_url)
+    with open_database(settings, migrate=True):
+        typer.echo(json.dumps({"migrated": True, "revision": head_revision()}))
