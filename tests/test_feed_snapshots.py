@@ -82,6 +82,7 @@ def test_unknown_and_ambiguous_references_are_never_stored(client, planted, db: 
     assert db.execute(text("select count(*) from feed_snapshots")).scalar() == 0
 
 
+@pytest.mark.own_database
 def test_a_database_that_refuses_the_store_still_answers(client, planted, db: Session, caplog: pytest.LogCaptureFixture) -> None:
     db.execute(text("create function refuse() returns trigger language plpgsql as $$ begin raise exception 'read-only here'; end $$"))
     db.execute(text("create trigger refuse before insert on feed_snapshots for each row execute function refuse()"))

@@ -12,27 +12,27 @@ from brain_kernel.index import projects_with_key, touch_project, upsert_entries
 from brain_kernel.models import Entry
 
 
-def test_upsert_replaces_an_entry_by_id(db: Session) -> None:
+def test_upsert_replaces_an_entry_by_id(tx: Session) -> None:
     rid = entry_id("arc", "clusters/2026-11-28/c1.md")
-    upsert_entries(db, [EntryRecord(id=rid, kind="arc", vault_path="clusters/2026-11-28/c1.md", title="a", project="api", repo="org1/api")])
-    upsert_entries(db, [EntryRecord(id=rid, kind="arc", vault_path="clusters/2026-11-28/c1.md", title="b", project="api", repo="org1/api", heat=3.5)])
-    db.commit()
-    rows = db.scalars(select(Entry)).all()
+    upsert_entries(tx, [EntryRecord(id=rid, kind="arc", vault_path="clusters/2026-11-28/c1.md", title="a", project="api", repo="org1/api")])
+    upsert_entries(tx, [EntryRecord(id=rid, kind="arc", vault_path="clusters/2026-11-28/c1.md", title="b", project="api", repo="org1/api", heat=3.5)])
+    tx.commit()
+    rows = tx.scalars(select(Entry)).all()
     assert [(r.title, r.heat, r.projects) for r in rows] == [("b", 3.5, ["api"])]
 
 
-def test_touch_project_keeps_the_latest_activity_and_finds_shared_keys(db: Session) -> None:
+def test_touch_project_keeps_the_latest_activity_and_finds_shared_keys(tx: Session) -> None:
     early, late = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 20, tzinfo=dt.timezone.utc)
-    touch_project(db, "api", "org1/api", at=late)
-    touch_project(db, "api", "org1/api", at=early)
-    touch_project(db, "api", "org2/api", at=early)
-    db.commit()
-    found = projects_with_key(db, "api")
+    touch_project(tx, "api", "org1/api", at=late)
+    touch_project(tx, "api", "org1/api", at=early)
+    touch_project(tx, "api", "org2/api", at=early)
+    tx.commit()
+    found = projects_with_key(tx, "api")
     assert [(p.id, p.last_active) for p in found] == [("org1/api", late), ("org2/api", early)]
 
 
-def test_touching_a_project_without_aliases_keeps_its_aliases(db: Session) -> None:
-    touch_project(db, "billing", "acme/billing", aliases=["bill"])
-    touch_project(db, "billing", "acme/billing", at=dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc))
-    db.commit()
-    assert [p.aliases for p in projects_with_key(db, "bill")] == [["bill"]]
+def test_touching_a_project_without_aliases_keeps_its_aliases(tx: Session) -> None:
+    touch_project(tx, "billing", "acme/billing", aliases=["bill"])
+    touch_project(tx, "billing", "acme/billing", at=dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc))
+    tx.commit()
+    assert [p.aliases for p in projects_with_key(tx, "bill")] == [["bill"]]

@@ -19,27 +19,27 @@ def _indexdef(db: Session, name: str) -> str | None:
     return db.execute(text("select indexdef from pg_indexes where indexname = :n"), {"n": name}).scalar()
 
 
-def test_metadata_has_a_gin_index(db: Session) -> None:
-    definition = _indexdef(db, "ix_content_embeddings_metadata_gin")
+def test_metadata_has_a_gin_index(tx: Session) -> None:
+    definition = _indexdef(tx, "ix_content_embeddings_metadata_gin")
     assert definition is not None
     assert "USING gin (metadata jsonb_path_ops)" in definition
     assert "content_embeddings" in definition
 
 
-def test_embedding_has_an_hnsw_index(db: Session) -> None:
-    definition = _indexdef(db, "ix_content_embeddings_embedding_hnsw")
+def test_embedding_has_an_hnsw_index(tx: Session) -> None:
+    definition = _indexdef(tx, "ix_content_embeddings_embedding_hnsw")
     assert definition is not None
     assert "USING hnsw (embedding vector_cosine_ops)" in definition
 
 
-def test_vector_extension_and_tables_exist(db: Session) -> None:
-    assert db.execute(text("select extversion from pg_extension where extname = 'vector'")).scalar()
-    tables = set(db.execute(text("select tablename from pg_tables where schemaname = 'public'")).scalars())
+def test_vector_extension_and_tables_exist(tx: Session) -> None:
+    assert tx.execute(text("select extversion from pg_extension where extname = 'vector'")).scalar()
+    tables = set(tx.execute(text("select tablename from pg_tables where schemaname = 'public'")).scalars())
     assert {"entries", "sessions", "projects", "idempotency_keys", "content_embeddings", "learned_roots"} <= tables
 
 
-def test_vector_dimension_defaults_to_256(db: Session) -> None:
-    typ = db.execute(
+def test_vector_dimension_defaults_to_256(tx: Session) -> None:
+    typ = tx.execute(
         text(
             "select format_type(atttypid, atttypmod) from pg_attribute "
             "where attrelid = 'content_embeddings'::regclass and attname = 'embedding'"
