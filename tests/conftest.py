@@ -12,6 +12,7 @@ a database of the module's own.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import socket
@@ -21,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -32,7 +34,7 @@ from sqlalchemy.pool import NullPool
 
 from brain_kernel.db import normalise_url
 from brain_migrations.runner import upgrade_to_head
-from brain_kernel.settings import Settings, child_environment
+from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "brain_test_template"
@@ -223,14 +225,32 @@ def db(database_url: str) -> Iterator[Session]:
         engine.dispose()
 
 
+class ManualClock:
+    """The app's clock in tests: the real time plus an offset the test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = dt.timedelta()
+
+    def __call__(self) -> dt.datetime:
+        return dt.datetime.now(dt.timezone.utc) + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += dt.timedelta(seconds=seconds)
+
+
 @pytest.fixture
-def client(settings: Settings) -> Iterator[object]:
-    """The app served in-process over ASGI (real routing, real database)."""
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def client(settings: Settings, clock: ManualClock) -> Iterator[object]:
+    """The app served in-process over ASGI (real routing, real database, the test's clock)."""
     from fastapi.testclient import TestClient
 
     from brain_api.app import create_app
 
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings, clock=clock)) as test_client:
         yield test_client
 
 
@@ -239,40 +259,116 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return child_environment(settings)
 
 
+@dataclass(frozen=True)
+class CliResult:
+    """What a ``brain`` invocation printed and returned."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def brain(settings: Settings, *args: str, cwd: Path | None = None, input: str | None = None) -> CliResult:
+    """Run ``brain ARGS`` in this process (typer's runner) with exactly ``settings`` in its environment.
+
+    The same code path as the installed command, minus the interpreter start:
+    the environment holds ``settings`` and none of the caller's kernel
+    variables, and ``cwd`` is the working folder for relative paths.
+    """
+    from typer.testing import CliRunner
+
+    from brain_cli.cli import app
+
+    wanted = settings.to_environ()
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(KERNEL_VARIABLES) and k not in wanted}
+    env.update(wanted)
+    previous = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner().invoke(app, list(args), env=env, input=input)
+    finally:
+        os.chdir(previous)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def live_server(settings: Settings) -> Iterator[Callable[..., str]]:
-    """Start ``brain serve`` in a subprocess (optionally with several workers); returns its base URL."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(workers: int = 1, **overrides: object) -> str:
-        port = free_port()
-        env = settings_env(settings.with_overrides(**overrides) if overrides else settings)
-        cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        procs.append(proc)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"brain serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    return base
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("brain serve did not become healthy in 60 s")
-
-    yield start
-    for proc in procs:
-        proc.terminate()
+def _start_server(settings: Settings, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    """``brain serve`` in a subprocess, once ``/health`` answers: (process, base URL)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
+    proc = subprocess.Popen(cmd, env=settings_env(settings), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # polling a starting process, not waiting on the code under test
+        if proc.poll() is not None:
+            raise RuntimeError(f"brain serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
         try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("brain serve did not become healthy in 60 s")
+
+
+@dataclass
+class Served:
+    """A running multi-worker ``brain serve``: its URL, its settings and a session on its database."""
+
+    base: str
+    settings: Settings
+    db: Session
+
+
+@pytest.fixture(scope="session")
+def _multi_worker_server(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, template_url: str) -> Iterator[tuple[str, Settings]]:
+    """One ``brain serve --workers 4`` for the whole run, on a database and vault of its own."""
+    from brain_kernel.vault import Vault
+
+    root = tmp_path_factory.mktemp("served")
+    with cloned_database(pg_admin_url, template_url) as url:
+        settings = make_settings(root, url)
+        Vault(settings.vault).scaffold()
+        proc, base = _start_server(settings, workers=4)
+        try:
+            yield base, settings
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def served(_multi_worker_server: tuple[str, Settings]) -> Iterator[Served]:
+    """The run's 4-worker server, its vault and database emptied after the test.
+
+    The server keeps nothing in process memory that the test could see (the
+    kernel's replica rule), so emptying the vault and the rows is a fresh server.
+    """
+    from brain_kernel.vault import Vault
+
+    base, settings = _multi_worker_server
+    engine = create_engine(normalise_url(settings.database_url or ""), poolclass=NullPool)
+    session = Session(engine)
+    try:
+        yield Served(base, settings, session)
+    finally:
+        session.close()
+        with engine.connect() as conn:
+            for statement in _RESET[1:]:  # the server's pooled connections stay open
+                conn.execute(text(statement))
+            conn.commit()
+        engine.dispose()
+        shutil.rmtree(settings.vault)
+        Vault(settings.vault).scaffold()

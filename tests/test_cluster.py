@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -16,7 +14,7 @@ from brain_core import frontmatter
 from brain_core.arcs import ARC_KEYS, ArcSession, arc_record, arc_title, cluster_id_for, plan_clusters, render_arc
 from brain_kernel.models import Entry
 from brain_ops.cluster import run_cluster
-from tests.conftest import settings_env
+from tests.conftest import brain
 from tests.test_extract import NOW, T0, World
 
 H = dt.timedelta(hours=1)
@@ -188,14 +186,13 @@ def test_extract_piped_into_cluster_through_the_cli(tmp_path: Path) -> None:
     world = World(tmp_path)
     world.claude_session("primary", world.api)
     world.codex_session("gone", world.home / "gone", start=T0 + dt.timedelta(minutes=5), repo_url="git@github.com:acme/widget.git")
-    env = settings_env(world.settings)
-    extract = subprocess.run([sys.executable, "-m", "brain_cli", "extract", "--since", "2d", "--min-turns", "1"], env=env, capture_output=True, text=True, timeout=60)
-    assert extract.returncode == 0, extract.stderr
+    extract = brain(world.settings, "extract", "--since", "2d", "--min-turns", "1")
+    assert extract.exit_code == 0, extract.stderr
     bundle = json.loads(extract.stdout)
     assert bundle["sessions_returned"] == 2
     out = tmp_path / "vault" / "clusters"  # the clusters folder is accepted as well as the vault root
-    cluster = subprocess.run([sys.executable, "-m", "brain_cli", "cluster", "--out-dir", str(out)], input=extract.stdout, env=env, capture_output=True, text=True, timeout=60)
-    assert cluster.returncode == 0, cluster.stderr
+    cluster = brain(world.settings, "cluster", "--out-dir", str(out), input=extract.stdout)
+    assert cluster.exit_code == 0, cluster.stderr
     summary = json.loads(cluster.stdout)
     assert summary["created"] == 2
     files = sorted(out.rglob("*.md"))
@@ -203,8 +200,8 @@ def test_extract_piped_into_cluster_through_the_cli(tmp_path: Path) -> None:
     repos = {yaml.safe_load(f.read_text().split("---\n")[1])["repo"] for f in files}
     assert repos == {"acme/api", "acme/widget"}
 
-    bad = subprocess.run([sys.executable, "-m", "brain_cli", "cluster", "--out-dir", str(out)], input="not json", env=env, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: the bundle is not JSON") and "Traceback" not in bad.stderr
+    bad = brain(world.settings, "cluster", "--out-dir", str(out), input="not json")
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: the bundle is not JSON") and "Traceback" not in bad.stderr
 
 
 def test_cluster_with_a_database_indexes_the_arcs(tmp_path: Path, database_url: str, db: Session) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from brain_kernel.index import touch_project
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.reindex import refresh
+from tests.conftest import Served, ManualClock
 from tests.test_feed_api import PROJECTS, _post, _stable, planted, run_cli, token  # noqa: F401  (planted is a fixture)
 
 HEADER = "X-Brain-Feed"
@@ -156,7 +156,7 @@ def test_an_index_refresh_drops_only_the_answers_whose_rows_changed(client, plan
     assert _read(client, "acme/billing")[1] == "stored"
 
 
-def test_a_stored_answer_expires_when_its_oldest_lesson_leaves_the_window(client, planted, settings: Settings, db: Session) -> None:
+def test_a_stored_answer_expires_when_its_oldest_lesson_leaves_the_window(client, planted, settings: Settings, db: Session, clock: ManualClock) -> None:
     vault = Vault(settings.vault)
     t = token()
     at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1) + dt.timedelta(seconds=3)
@@ -168,7 +168,7 @@ def test_a_stored_answer_expires_when_its_oldest_lesson_leaves_the_window(client
     feed, source = _read(client, "acme/web", lesson_days=1)
     assert source == "live" and t in json.dumps(feed)
     assert _read(client, "acme/web", lesson_days=1)[1] == "stored"
-    time.sleep(4)
+    clock.advance(4)
     feed, source = _read(client, "acme/web", lesson_days=1)
     assert source == "live" and t not in json.dumps(feed)
 
@@ -409,15 +409,15 @@ def test_rewriting_a_row_unchanged_invalidates_nothing(sessions) -> None:
 
 
 @pytest.mark.slow
-def test_every_write_is_in_the_next_read_across_workers(live_server, settings: Settings) -> None:
-    """8 clients on 2 workers each post a lesson and read the feed at once, 15 times over.
+def test_every_write_is_in_the_next_read_across_workers(served: Served) -> None:
+    """8 clients on 4 workers each post a lesson and read the feed at once, 15 times over.
 
     Reads and writes of the same projects interleave freely, so stored answers
     are read, invalidated and recomputed concurrently; every read that starts
     after a client's post returned must hold that post, and every answer
     served must be one a fresh computation gives.
     """
-    base = live_server(workers=2)
+    base = served.base
     refs = ["acme/web", "acme/billing"]
     with httpx.Client(base_url=base, timeout=60) as warmup:
         for ref in refs:

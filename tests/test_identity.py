@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from brain_kernel.identity_repo import record_session
 from brain_kernel.models import LearnedRoot, Project
 from brain_kernel.projects import lookup_project
 from brain_kernel.settings import Settings
-from tests.conftest import make_settings, settings_env
+from tests.conftest import brain, make_settings
 from tests.gitrepo import add_submodule, add_worktree, git, make_repo
 
 
@@ -27,15 +25,9 @@ def _settings(tmp_path: Path, database_url: str | None = None, **overrides: obje
 
 
 def _whereis(settings: Settings, *paths: str, extra: tuple[str, ...] = ()) -> list[dict]:
-    """Run ``brain whereis`` as a child process and parse its JSON lines."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "brain_cli", "whereis", *paths, *extra],
-        env=settings_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+    """Run ``brain whereis`` and parse its JSON lines."""
+    proc = brain(settings, "whereis", *paths, *extra)
+    assert proc.exit_code == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
@@ -242,8 +234,8 @@ def test_a_broken_catalog_is_a_config_error(tmp_path: Path) -> None:
         IdentityResolver(_settings(tmp_path, catalog_path=bad)).resolve(str(tmp_path))
     (tmp_path / "home" / "x").mkdir()
     settings = _settings(tmp_path, catalog_path=bad)
-    proc = subprocess.run([sys.executable, "-m", "brain_cli", "whereis", str(tmp_path / "home" / "x")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr.startswith("error: catalog file"), proc.stderr
+    proc = brain(settings, "whereis", str(tmp_path / "home" / "x"))
+    assert proc.exit_code == 2 and proc.stderr.startswith("error: catalog file"), proc.stderr
 
 
 def test_submodule_and_nested_repo_resolve_to_the_innermost(tmp_path: Path) -> None:
@@ -331,8 +323,8 @@ def test_whereis_uses_learned_roots_with_a_database(tmp_path: Path, database_url
 def test_whereis_relative_paths_and_text_output(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "home" / "dev" / "api", "git@github.com:org1/api.git")
     settings = _settings(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "brain_cli", "whereis", ".", "--text"], cwd=repo, env=settings_env(settings), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    proc = brain(settings, "whereis", ".", "--text", cwd=repo)
+    assert proc.exit_code == 0, proc.stderr
     assert proc.stdout.split("\t")[:4] == [str(repo), "api", "org1/api", "git\n"]
 
 
@@ -358,8 +350,8 @@ def test_whereis_on_an_unmigrated_database_is_one_clear_line(tmp_path: Path, pg_
         url = make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
         (tmp_path / "home" / "dev").mkdir(parents=True)
         settings = _settings(tmp_path, url)
-        proc = subprocess.run([sys.executable, "-m", "brain_cli", "whereis", str(tmp_path / "home" / "dev")], env=settings_env(settings), capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 2
+        proc = brain(settings, "whereis", str(tmp_path / "home" / "dev"))
+        assert proc.exit_code == 2
         assert proc.stderr.strip() == "error: the database has no index schema yet: run `brain migrate`"
     finally:
         _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,6 +1,7 @@
 """POST /marker under concurrency: ``brain serve --workers 4`` in a subprocess, many posts at once.
 
-These are the upstream writer's failure modes: lessons lost by read-modify-write
+The server is the run's shared 4-worker one (``served``), emptied after each
+test. These are the upstream writer's failure modes: lessons lost by read-modify-write
 of the day's log, two decisions with one ADR number, idempotency kept per
 process. Each test fires its requests together from a thread pool, each on
 its own connection so the kernel spreads them over the worker processes.
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.markers import decision_record, lesson_records
 from brain_kernel.models import Entry
-from brain_kernel.settings import Settings
+from tests.conftest import Served
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +42,8 @@ def count(db: Session, kind: str) -> int:
     return db.scalar(select(func.count()).select_from(Entry).where(Entry.kind == kind)) or 0
 
 
-def test_200_concurrent_lessons_all_land_exactly_once(live_server, settings: Settings, db: Session) -> None:
-    base = live_server(workers=4)
+def test_200_concurrent_lessons_all_land_exactly_once(served: Served) -> None:
+    base, settings, db = served.base, served.settings, served.db
     contents = [f"lesson {n:03d}: " + "detail " * (n % 20) for n in range(200)]
     bodies = [{"type": "lesson", "content": c, "attrs": {"project": "org1/api", "session_id": f"s{n}"}} for n, c in enumerate(contents)]
     responses = fire(base, bodies)
@@ -56,8 +57,8 @@ def test_200_concurrent_lessons_all_land_exactly_once(live_server, settings: Set
     assert set(db.scalars(select(Entry.id).where(Entry.kind == "lesson"))) == {rec.id for rec in parsed}
 
 
-def test_50_concurrent_decisions_get_50_distinct_adr_numbers(live_server, settings: Settings, db: Session) -> None:
-    base = live_server(workers=4)
+def test_50_concurrent_decisions_get_50_distinct_adr_numbers(served: Served) -> None:
+    base, settings, db = served.base, served.settings, served.db
     bodies = [{"type": "decision", "content": f"Decision body {n}", "attrs": {"title": f"Choice {n}", "project": "api"}} for n in range(50)]
     responses = fire(base, bodies)
     assert [r.status_code for r in responses] == [201] * 50, [r.text for r in responses if r.status_code != 201][:3]
@@ -72,8 +73,8 @@ def test_50_concurrent_decisions_get_50_distinct_adr_numbers(live_server, settin
     assert count(db, "decision") == 50
 
 
-def test_20_replays_of_one_key_across_workers_write_once(live_server, settings: Settings, db: Session) -> None:
-    base = live_server(workers=4)
+def test_20_replays_of_one_key_across_workers_write_once(served: Served) -> None:
+    base, settings, db = served.base, served.settings, served.db
     key = uuid.uuid5(uuid.NAMESPACE_URL, "brain-kernel/replay-storm").hex
     body = {"type": "lesson", "content": "Written once, however often it is sent.", "attrs": {"project": "api", "session_id": "s1", "source": "claude-code"}}
     responses = fire(base, [body] * 20, [{"X-Idempotency-Key": key}] * 20, threads=20)

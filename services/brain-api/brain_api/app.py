@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from brain_core.keys import InvalidKey
+from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory
 from brain_kernel.errors import ConfigError
 from brain_kernel.projects import AmbiguousProject
@@ -24,8 +25,8 @@ def _routers() -> list[APIRouter]:
     return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router]
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The API for ``settings``: engine, vault and routes, no global state."""
+def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
+    """The API for ``settings``: engine, vault, clock and routes, no global state."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -35,6 +36,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="brain kernel", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    app.state.clock = clock
     app.state.vault = Vault(settings.vault)
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None

@@ -16,6 +16,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from brain_kernel.clock import Clock
 from brain_kernel.db import unit_of_work
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
@@ -27,6 +28,10 @@ async def get_settings(request: Request) -> Settings:
 
 async def get_vault(request: Request) -> Vault:
     return request.app.state.vault
+
+
+async def get_clock(request: Request) -> Clock:
+    return request.app.state.clock
 
 
 def get_db(request: Request) -> Iterator[Session]:
@@ -78,6 +83,7 @@ async def require_auth(
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 VaultDep = Annotated[Vault, Depends(get_vault)]
+ClockDep = Annotated[Clock, Depends(get_clock)]
 # scope="function": the session commits when the handler returns, before the response is
 # sent, so a client that got its answer can read its write (and a failed commit is not a 2xx).
 SessionDep = Annotated[Session, Depends(get_db, scope="function")]

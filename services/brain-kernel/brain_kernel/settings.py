@@ -155,12 +155,13 @@ def environ_snapshot() -> dict[str, str]:
     return dict(os.environ)
 
 
-_BRAIN_VARIABLES = ("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT", "CODEX_HOME")
+# Every environment variable the settings read starts with one of these.
+KERNEL_VARIABLES = ("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT", "CODEX_HOME")
 
 
 def child_environment(settings: Settings) -> dict[str, str]:
     """This process's environment minus every kernel variable, plus ``settings``: for a child ``brain``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_BRAIN_VARIABLES)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(KERNEL_VARIABLES)}
     env.update(settings.to_environ())
     return env
 

@@ -11,13 +11,12 @@ the same rows.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, VaultDep
 from brain_core.feed import global_feed, stamp_answer
 from brain_kernel import feed_repo
 from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_answer
@@ -52,6 +51,7 @@ def get_feed(
     request: Request,
     db: ReadSessionDep,
     vault: VaultDep,
+    clock: ClockDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = DEFAULT_TOP_N,
     lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = DEFAULT_LESSON_DAYS,
@@ -62,7 +62,7 @@ def get_feed(
     read in and served again while no write has touched what it depends on
     (``X-Brain-Feed: stored``); ``Cache-Control: no-cache`` computes it afresh.
     """
-    now = dt.datetime.now(dt.timezone.utc)
+    now = clock()
     root = str(vault.root)
     if project is None:
         return global_feed(

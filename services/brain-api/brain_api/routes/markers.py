@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
-from brain_api.deps import AuthDep, SessionDep, SettingsDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, SessionDep, SettingsDep, VaultDep
 from brain_core.markers import MarkerInvalid, check_idempotency_key, parse_request
 from brain_kernel import markers as service
 
@@ -55,6 +55,7 @@ def post_marker(
     db: SessionDep,
     settings: SettingsDep,
     vault: VaultDep,
+    clock: ClockDep,
     x_idempotency_key: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
@@ -64,7 +65,7 @@ def post_marker(
     except MarkerInvalid as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None
     try:
-        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key)
+        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, now=clock())
     except service.IdempotencyConflict as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     return JSONResponse(outcome.body, status_code=outcome.status_code)
