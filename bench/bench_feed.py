@@ -42,7 +42,9 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
 from brain_core.arcs import ArcSession, build_plan, render_arc
-from brain_core.markers import Attribution, lesson_records, log_file_header, parse_request, render_log_entry
+from brain_core.markers import Attribution, parse_request
+from brain_core.vault.logs import log_file_header, render_log_entry
+from brain_core.vault.records import lesson_records
 from brain_kernel.db import normalise_url, read_session_factory
 from brain_migrations.runner import upgrade_to_head
 from brain_kernel.models import Entry
@@ -51,7 +53,7 @@ from bench.common import REPO_ROOT, fresh_database, pct, start_server
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.keeper import run_tick
-from brain_ops.reindex import rebuild
+from brain_kernel.index import rebuild
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 NO_CACHE = {"Cache-Control": "no-cache"}

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-from brain_core.markers import lesson_records
+from brain_core.vault.records import lesson_records
 from brain_kernel.db import normalise_url
 from bench.common import fresh_database, pct, start_server
 from brain_kernel.settings import Settings

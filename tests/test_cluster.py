@@ -10,8 +10,9 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from brain_core import frontmatter
-from brain_core.arcs import ARC_KEYS, ArcSession, arc_record, arc_title, cluster_id_for, plan_clusters, render_arc
+from brain_core.vault import frontmatter
+from brain_core.arcs import ARC_KEYS, arc_title, ArcSession, cluster_id_for, plan_clusters, render_arc
+from brain_core.vault.records import arc_record
 from brain_kernel.models import Entry
 from brain_ops.cluster import run_cluster
 from tests.conftest import brain

@@ -20,9 +20,10 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
-from brain_core.markers import Attribution, parse_request, render_log_entry
+from brain_core.markers import Attribution, parse_request
+from brain_core.vault.logs import render_log_entry
 from brain_cli.cli import app
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault

@@ -6,29 +6,20 @@ import datetime as dt
 
 import json
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.feed import (
-    FEED_FILES,
-    HOT_ARCS_HEADER,
-    ProjectMemory,
-    ProjectRef,
-    answer_body,
-    entry_belongs,
-    feed_file_entry,
-    global_feed,
-    hot_arcs_table,
-    inject_record,
-    intent_record,
-    project_feed,
-    render_hot_arcs_file,
-    render_project_intent_file,
-    stamp_answer,
-)
-from brain_core.arcs import arc_record
+from brain_core.feed.envelope import answer_body, stamp_answer
+from brain_core.feed.keeper_files import FEED_FILES, feed_file_entry, global_feed, render_hot_arcs_file, render_project_intent_file
+from brain_core.feed.project import project_feed, ProjectMemory, ProjectRef
+from brain_core.feed.sections import HOT_ARCS_HEADER, hot_arcs_table
+from brain_core.membership import belongs
+from brain_core.vault.records import inject_record, intent_record
+from brain_core.vault.records import arc_record
 from brain_core.heat import ArcActivity, arc_activity, score
-from brain_core.intent import ArcDigest, cap_intent, clip_words, derive_intent, one_line, parse_intent_map, sentences
-from brain_core.vaultindex import kind_of_path, project_activity
+from brain_core.feed.intent import ArcDigest, cap_intent, derive_intent, parse_intent_map, sentences
+from brain_core.text import clip_words, one_line
+from brain_core.vault.layout import kind_of_path
+from brain_core.vault.records import project_activity
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -238,13 +229,13 @@ def test_inject_blocks_reach_all_or_their_target_only() -> None:
 
 def test_membership_matches_by_slug_when_a_key_is_shared() -> None:
     lesson = lambda project, repo, projects=(): EntryRecord(id="l", kind="lesson", vault_path="x", project=project, repo=repo, projects=projects)  # noqa: E731
-    assert entry_belongs(lesson("api", "org1/api"), "api", "org1/api", key_is_unique=False)
-    assert not entry_belongs(lesson("api", "org2/api"), "api", "org1/api", key_is_unique=False)
-    assert not entry_belongs(lesson("api", None), "api", "org1/api", key_is_unique=False)
-    assert entry_belongs(lesson("api", None), "api", "org1/api", key_is_unique=True)
-    assert entry_belongs(lesson("web", "org2/web", ("api",)), "api", "org1/api", key_is_unique=True)
-    assert not entry_belongs(lesson("web", "org2/web", ("api",)), "api", "org1/api", key_is_unique=False)
-    assert not entry_belongs(lesson(None, None), "api", None, key_is_unique=True)
+    assert belongs(lesson("api", "org1/api"), "api", "org1/api", key_is_unique=False)
+    assert not belongs(lesson("api", "org2/api"), "api", "org1/api", key_is_unique=False)
+    assert not belongs(lesson("api", None), "api", "org1/api", key_is_unique=False)
+    assert belongs(lesson("api", None), "api", "org1/api", key_is_unique=True)
+    assert belongs(lesson("web", "org2/web", ("api",)), "api", "org1/api", key_is_unique=True)
+    assert not belongs(lesson("web", "org2/web", ("api",)), "api", "org1/api", key_is_unique=False)
+    assert not belongs(lesson(None, None), "api", None, key_is_unique=True)
 
 
 def test_intent_files_round_trip_to_index_records() -> None:

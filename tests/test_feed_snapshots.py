@@ -23,15 +23,16 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from brain_core import frontmatter
-from brain_core.markers import Attribution, log_file_header, parse_request, render_log_entry
+from brain_core.vault import frontmatter
+from brain_core.markers import Attribution, parse_request
+from brain_core.vault.logs import log_file_header, render_log_entry
 from brain_kernel import feed_snapshots
 from brain_kernel.db import normalise_url
 from brain_kernel.feed_snapshots import SnapshotKey
 from brain_kernel.index import touch_project
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_ops.reindex import refresh
+from brain_kernel.index import refresh
 from tests.conftest import Served, ManualClock
 from tests.test_feed_api import PROJECTS, _post, _stable, planted, run_cli, token  # noqa: F401  (planted is a fixture)
 

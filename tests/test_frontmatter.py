@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 
 
 def test_hostile_titles_round_trip() -> None:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select
+from sqlalchemy import any_, literal, select
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_kernel.index import projects_with_key, touch_project, upsert_entries
-from brain_kernel.models import Entry
+from brain_kernel.index import touch_project, upsert_entries
+from brain_kernel.models import Entry, Project
+
+
+def projects_with_key(db: Session, key: str) -> list[Project]:
+    """Project rows whose short key or an alias equals ``key``."""
+    stmt = select(Project).where((Project.key == key) | (literal(key) == any_(Project.aliases))).order_by(Project.id)
+    return list(db.scalars(stmt))
 
 
 def test_upsert_replaces_an_entry_by_id(tx: Session) -> None:

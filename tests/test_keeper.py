@@ -13,15 +13,15 @@ import pytest
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
-from brain_core.intent import sentences
+from brain_core.feed.intent import sentences
 from brain_cli.cli import app
-from brain_kernel.reindex_repo import entry_rows
+from brain_kernel.index import entry_rows
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.keeper import run_tick
-from brain_ops.reindex import rebuild
+from brain_kernel.index import rebuild
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -193,7 +193,7 @@ def test_project_feed_serves_the_keeper_intent(vault: Vault, settings: Settings,
 def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Vault, settings: Settings, db: Session) -> None:
     import uuid
 
-    from sqlalchemy import select, text
+    from sqlalchemy import select
 
     from brain_core.entries import EntryRecord
     from brain_kernel.index import upsert_entries
@@ -201,11 +201,18 @@ def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Va
 
     fresh = EntryRecord(id=f"lesson:{uuid.uuid4().hex}", kind="lesson", vault_path="left/reference/lessons-x.md", project="api", repo="org1/api")
     stale = EntryRecord(id=f"lesson:{uuid.uuid4().hex}", kind="lesson", vault_path="left/reference/lessons-y.md", project="api", repo="org1/api")
-    upsert_entries(db, [fresh, stale])
-    db.execute(text("UPDATE entries SET updated_at = now() - interval '1 hour' WHERE id = :id"), {"id": stale.id})
+    upsert_entries(db, [stale])
     db.commit()
-    run_tick(db, vault, settings, now=NOW, use_ai=False)
+    other = Session(db.get_bind())
+
+    def index_meanwhile(message: str) -> None:  # another writer commits while the tick reads the vault
+        if message == "reading the vault":
+            upsert_entries(other, [fresh])
+            other.commit()
+
+    run_tick(db, vault, settings, now=NOW, use_ai=False, progress=index_meanwhile)
     db.commit()
+    other.close()
     ids = set(db.scalars(select(Entry.id)))
     assert fresh.id in ids  # as if a marker was indexed while the tick scanned the vault
     assert stale.id not in ids

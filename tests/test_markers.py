@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 from brain_core.identity import ProjectIdentity
-from brain_core.markers import decision_record, lesson_records, milestone_records, signal_record
+from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
 from brain_kernel.identity_repo import record_session
 from brain_kernel.models import Entry, IdempotencyKey, Project
 from brain_kernel.settings import Settings
@@ -346,7 +346,7 @@ def test_purge_removes_only_expired_keys(db: Session) -> None:
 
 def test_a_full_reindex_gives_the_rows_the_requests_wrote(client, settings: Settings, db: Session) -> None:
     from brain_kernel.vault import Vault
-    from brain_ops.reindex import rebuild
+    from brain_kernel.index import rebuild
 
     post(client, "lesson", "lesson body", project="org1/api", session_id="s1", source="codex")
     post(client, "lesson", "unattributed lesson")

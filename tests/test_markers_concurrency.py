@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from brain_core.markers import decision_record, lesson_records
+from brain_core.vault.records import decision_record, lesson_records
 from brain_kernel.models import Entry
 from tests.conftest import Served
 

@@ -7,26 +7,12 @@ import datetime as dt
 import pytest
 import yaml
 
-from brain_core import frontmatter
-from brain_core.markers import (
-    Attribution,
-    MarkerInvalid,
-    adr_number,
-    body_hash,
-    decision_path,
-    decision_record,
-    lesson_path,
-    lesson_records,
-    milestone_path,
-    milestone_records,
-    parse_request,
-    render_decision,
-    render_log_entry,
-    render_signal,
-    signal_path,
-    signal_record,
-    slugify,
-)
+from brain_core.vault import frontmatter
+from brain_core.markers import Attribution, body_hash, MarkerInvalid, parse_request
+from brain_core.text import slugify
+from brain_core.vault.layout import adr_number, decision_path, lesson_path, milestone_path, signal_path
+from brain_core.vault.logs import render_decision, render_log_entry, render_signal
+from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
 
 AT = dt.datetime(2026, 11, 28, 14, 3, 22, tzinfo=dt.timezone.utc)
 API = Attribution("api", "org1/api", None, "attrs")

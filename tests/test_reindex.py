@@ -10,14 +10,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_cli.cli import app
 from brain_kernel.models import Entry, Project
-from brain_kernel.reindex_repo import entry_rows
+from brain_kernel.index import entry_rows
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_ops.reindex import rebuild, refresh
+from brain_kernel.index import rebuild, refresh
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
@@ -114,7 +114,7 @@ def test_reindex_command_prints_a_json_summary_and_is_safe_to_rerun(settings: Se
     import json
 
     one, two = json.loads(first.stdout.strip().splitlines()[-1]), json.loads(second.stdout.strip().splitlines()[-1])
-    assert one["entries"] == two["entries"] == 1 and two["removed"] == 1
+    assert one["entries"] == two["entries"] == 1 and two["removed"] == 0  # removed: rows the vault no longer holds
     assert one["by_kind"] == {"arc": 1}
     assert first.stderr.strip().splitlines()[-1] == f"reindex: {one['files']}/{one['files']}"  # progress on stderr
 

@@ -5,13 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from brain_core.transcripts import (
-    ClaudeParser,
-    codex_id_from_name,
-    is_boilerplate,
-    parse_claude,
-    parse_codex,
-)
+from brain_core.transcripts import ClaudeParser, codex_id_from_name, is_boilerplate, parse_claude, parse_codex
 from tests.conftest import REPO_ROOT
 from tests.transcript_factory import claude_lines, codex_lines
 

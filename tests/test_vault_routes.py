@@ -8,11 +8,11 @@ import os
 import pytest
 from sqlalchemy.orm import Session
 
-from brain_core import frontmatter
+from brain_core.vault import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_ops.reindex import rebuild
+from brain_kernel.index import rebuild
 
 NOW = dt.datetime.now(dt.timezone.utc)
 

@@ -20,20 +20,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from brain_core import frontmatter
-from brain_core.arcs import (
-    DEFAULT_GAP_MINUTES,
-    ArcPlan,
-    ArcSession,
-    build_plan,
-    is_tombstone,
-    plan_clusters,
-    refresh_changes,
-    render_arc,
-)
+from brain_core.vault import frontmatter
+from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan, plan_clusters, refresh_changes, render_arc
+from brain_core.vault.layout import is_tombstone
 from brain_kernel.errors import ConfigError
 from brain_kernel.vault import Vault
-from brain_ops.reindex import refresh
+from brain_kernel.index import refresh
 
 Progress = Callable[[int, int], None]
 

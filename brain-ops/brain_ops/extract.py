@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
 from brain_core.keys import InvalidKey, parse_project_ref
-from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name
+from brain_core.transcripts import ClaudeParser, codex_id_from_name, CodexParser, SessionSummary
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.settings import Settings

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from brain_core.intent import INTENT_MAX_CHARS, ArcDigest, derive_intent, intent_prompt, parse_intent_map
+from brain_core.feed.intent import INTENT_MAX_CHARS, ArcDigest, derive_intent, intent_prompt, parse_intent_map
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 

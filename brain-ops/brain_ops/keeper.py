@@ -4,9 +4,9 @@ One pass, safe to rerun:
 
 1. **Heat.** Every live arc in ``clusters/`` gets heat and status from
    ``brain_core.heat``; only arcs whose values change are rewritten, with a
-   targeted frontmatter edit (``brain_core.frontmatter.update``: every other
+   targeted frontmatter edit (``brain_core.vault.frontmatter.update``: every other
    byte stays) written atomically.
-2. **Feed files** in ``brain-feed/`` (names in ``brain_core.feed.FEED_FILES``):
+2. **Feed files** in ``brain-feed/`` (names in ``brain_core.feed.keeper_files.FEED_FILES``):
    ``hot-arcs.md`` (top 10, "Active Hot Arcs", with a Project column),
    ``signals.md``, ``lessons.md``, ``inject-blocks.md`` and ``intent.md`` (the
    fleet intent, the fallback for sessions without a project).
@@ -17,8 +17,9 @@ One pass, safe to rerun:
 4. **Index refresh**: every row of the vault as it now is gets upserted (the
    same parser as ``brain reindex``), so new arcs written by ``brain cluster``
    are served from the next tick on; rows the scan did not see are deleted
-   only when they predate the scan (``brain_ops.reindex.replace_all``), so a
-   marker posted during the tick keeps its row.
+   only when they were last written before the scan began
+   (``brain_kernel.index.replace_all``), so a marker posted during the tick
+   keeps its row.
 
 ``--dry-run`` computes everything and writes nothing (neither files nor
 index). The function never commits; the command does.
@@ -34,33 +35,30 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session
 
-from brain_core import frontmatter
 from brain_core.entries import EntryRecord
-from brain_core.feed import (
+from brain_core.feed.intent import derive_intent, focus_line
+from brain_core.feed.keeper_files import (
     FEED_FILES,
-    ProjectRef,
-    digest,
-    entry_belongs,
-    focus_line,
-    inject_is_fleet,
-    project_intent_path,
     render_fleet_intent_file,
     render_hot_arcs_file,
     render_inject_file,
     render_lessons_file,
     render_project_intent_file,
     render_signals_file,
-    signal_is_active,
 )
-from brain_core.arcs import arc_record_of
+from brain_core.feed.project import ProjectRef
+from brain_core.feed.sections import digest
 from brain_core.heat import arc_activity, score
+from brain_core.membership import KnownProject, belongs, inject_is_fleet, key_is_unique, signal_is_active
 from brain_core.times import iso
-from brain_core.intent import derive_intent
-from brain_core.vaultindex import kind_of_path, project_activity
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import FLEET_INTENT_FILE, HOT_ARCS_FILE, INJECT_FILE, LESSONS_FILE, SIGNALS_FILE, is_tombstone, kind_of_path, project_intent_path
+from brain_core.vault.records import arc_record_of, project_activity
+from brain_kernel.index import ReindexSummary, read_records, replace_all, scan_point, vault_files
+from brain_kernel.projects import known_projects
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.intent import project_intents
-from brain_ops.reindex import ReindexSummary, read_records, replace_all, vault_files
 
 HOT_ARCS = 10
 ACTIVE_HOURS = 72
@@ -116,7 +114,7 @@ def score_arcs(vault: Vault, now: dt.datetime, summary: TickSummary, *, dry_run:
     """Heat and status for every live arc; returns {vault path: the arc as it now is, parsed}."""
     docs: dict[str, frontmatter.Document] = {}
     for rel in vault_files(vault):
-        if kind_of_path(rel) != "arc" or rel.endswith(".merged.md"):
+        if kind_of_path(rel) != "arc" or is_tombstone(rel):
             continue
         try:
             text = vault.read_text(rel)
@@ -166,7 +164,7 @@ def run_tick(
     summary = TickSummary(now=iso(now) or "", dry_run=dry_run)
     say = progress or (lambda _msg: None)
 
-    scan_started = dt.datetime.now(dt.timezone.utc)
+    scan_started = scan_point(session)
     say("scoring arcs")
     arc_docs = score_arcs(vault, now, summary, dry_run=dry_run, progress=progress)
 
@@ -190,17 +188,15 @@ def run_tick(
 
     say("writing intents")
     activity = project_activity(records)
-    repos_per_key: dict[str, int] = {}
-    for p in activity:
-        if p.repo:
-            repos_per_key[p.key] = repos_per_key.get(p.key, 0) + 1
+    # Uniqueness over every project the index knows (roots and aliases included) and the vault names.
+    known = {p.id: p for p in (KnownProject(a.key, a.repo) for a in activity)} | {p.id: p for p in known_projects(session)}
     cutoff = now - dt.timedelta(hours=ACTIVE_HOURS)
     active = [p for p in activity if p.last_active and p.last_active >= cutoff]
     refs = {ProjectRef(p.key, p.repo, True, p.last_active).id: ProjectRef(p.key, p.repo, True, p.last_active) for p in active}
     project_arcs: dict[str, list[EntryRecord]] = {}
     for pid, ref in refs.items():
-        unique = repos_per_key.get(ref.key, 0) <= 1
-        project_arcs[pid] = [a for a in arcs if entry_belongs(a, ref.key, ref.repo, key_is_unique=unique)][:INTENT_ARCS]
+        unique = key_is_unique(ref.key, known.values())
+        project_arcs[pid] = [a for a in arcs if belongs(a, ref.key, ref.repo, key_is_unique=unique)][:INTENT_ARCS]
     result = project_intents(
         settings, {pid: [digest(a) for a in arcs_] for pid, arcs_ in project_arcs.items()}, use_ai=use_ai, transport=llm_transport
     )
@@ -210,17 +206,17 @@ def run_tick(
         summary.intent_sources[source] = summary.intent_sources.get(source, 0) + 1
 
     files: dict[str, str] = {
-        "brain-feed/hot-arcs.md": render_hot_arcs_file(hot, now),
-        "brain-feed/signals.md": render_signals_file(signals, now),
-        "brain-feed/lessons.md": render_lessons_file(lessons, now),
-        "brain-feed/inject-blocks.md": render_inject_file(blocks, now),
-        "brain-feed/intent.md": render_fleet_intent_file(derive_intent([digest(a) for a in hot]), now, source="derived"),
+        HOT_ARCS_FILE: render_hot_arcs_file(hot, now),
+        SIGNALS_FILE: render_signals_file(signals, now),
+        LESSONS_FILE: render_lessons_file(lessons, now),
+        INJECT_FILE: render_inject_file(blocks, now),
+        FLEET_INTENT_FILE: render_fleet_intent_file(derive_intent([digest(a) for a in hot]), now, source="derived"),
     }
     assert set(files) == set(FEED_FILES)
     for pid, ref in sorted(refs.items()):
         top = project_arcs[pid][0] if project_arcs[pid] else None
         focus = focus_line(digest(top) if top else None, (ref.last_active or now).strftime("%Y-%m-%d"))
-        files[project_intent_path(ref)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
+        files[project_intent_path(ref.id)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
     if dry_run:
         summary.files_written = []
         summary.index = {"refreshed": False}

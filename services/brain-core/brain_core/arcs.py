@@ -12,8 +12,8 @@ Cluster ids are a hash of the sorted session ids, so the same sessions always
 give the same id and the same file: a rerun rewrites nothing. ``render_arc``
 writes arc files through the one frontmatter codec; ``refresh_changes``
 computes the targeted frontmatter edits when an existing arc gains sessions;
-``arc_record`` turns an arc file back into an index entry (the reindex uses
-it), reading old arcs written before projects existed as unattributed.
+``arc_last_active`` is the one rule for an arc's last activity, shared by heat
+and the arc's index row (``brain_core.vault.records.arc_record``).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain_core import frontmatter
-from brain_core.entries import EntryRecord, entry_id
 from brain_core.identity import SOURCES
-from brain_core.intent import clip_words
+from brain_core.text import clip_words, int_or, table_cell
 from brain_core.times import parse_time
-from brain_core.transcripts import is_boilerplate, parse_timestamp
+from brain_core.transcripts import is_boilerplate
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import arc_path
 
 DEFAULT_GAP_MINUTES = 240
 DEFAULT_BRIDGE_MINUTES = 24 * 60
@@ -57,8 +57,6 @@ ARC_KEYS = (
     "edges",
     "synthesized",
 )
-# Strongest evidence first (DESIGN section 3); an arc reports the strongest of its sessions.
-SESSION_KEYED_KEYS = ("source_sessions", "projects", "worktrees", "git_branch", "signals")
 
 
 @dataclass(frozen=True)
@@ -92,10 +90,7 @@ class ArcSession:
         """Build from one session of an extract bundle (unknown keys ignored)."""
 
         def _int(key: str) -> int:
-            try:
-                return int(data.get(key) or 0)
-            except (TypeError, ValueError):
-                return 0
+            return int_or(data.get(key) or 0, 0)
 
         tools = data.get("top_tools") or {}
         if isinstance(tools, list):  # tolerate a list of names
@@ -109,8 +104,8 @@ class ArcSession:
             project_source=str(data.get("project_source") or "unresolved"),
             cwd=data.get("cwd") or None,
             git_branch=data.get("git_branch") or None,
-            start=parse_timestamp(data.get("start")),
-            end=parse_timestamp(data.get("end")) or parse_timestamp(data.get("start")),
+            start=parse_time(data.get("start")),
+            end=parse_time(data.get("end")) or parse_time(data.get("start")),
             num_user_turns=_int("num_user_turns"),
             num_assistant_turns=_int("num_assistant_turns"),
             num_tool_calls=_int("num_tool_calls"),
@@ -182,7 +177,7 @@ class ArcPlan:
     @property
     def vault_path(self) -> str:
         """Where a new arc goes: ``clusters/<date>/<cluster_id>.md``."""
-        return f"clusters/{self.date}/{self.cluster_id}.md"
+        return arc_path(self.date, self.cluster_id)
 
     @property
     def session_ids(self) -> list[str]:
@@ -340,10 +335,6 @@ def arc_title(sessions: Sequence[ArcSession]) -> str:
 # -- rendering ----------------------------------------------------------------
 
 
-def _cell(value: Any) -> str:
-    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ").strip()
-
-
 def arc_meta(plan: ArcPlan) -> dict[str, Any]:
     """The frontmatter of a new arc, keys in DESIGN section 6 order."""
     return {
@@ -377,7 +368,7 @@ def arc_body(plan: ArcPlan) -> str:
         lines.append(
             "| "
             + " | ".join(
-                _cell(v)
+                table_cell(v)
                 for v in (
                     s.session_id,
                     s.agent,
@@ -395,9 +386,9 @@ def arc_body(plan: ArcPlan) -> str:
     if prompts:
         lines += ["", "## Prompts", ""]
         for sid, first, last in prompts:
-            lines.append(f"- {sid[:8]} first: {_cell(first)}")
+            lines.append(f"- {sid[:8]} first: {table_cell(first)}")
             if last and last != first:
-                lines.append(f"- {sid[:8]} last: {_cell(last)}")
+                lines.append(f"- {sid[:8]} last: {table_cell(last)}")
     return "\n".join(lines) + "\n"
 
 
@@ -423,8 +414,8 @@ def _add_signals(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, An
     merged["top_tools"] = dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
     firsts = [v for v in (old.get("first_active"), new.get("first_active")) if v]
     lasts = [v for v in (old.get("last_active"), new.get("last_active")) if v]
-    merged["first_active"] = min(firsts, key=lambda v: parse_timestamp(v) or dt.datetime.max.replace(tzinfo=dt.timezone.utc)) if firsts else None
-    merged["last_active"] = max(lasts, key=lambda v: parse_timestamp(v) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)) if lasts else None
+    merged["first_active"] = min(firsts, key=lambda v: parse_time(v) or dt.datetime.max.replace(tzinfo=dt.timezone.utc)) if firsts else None
+    merged["last_active"] = max(lasts, key=lambda v: parse_time(v) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)) if lasts else None
     return merged
 
 
@@ -462,26 +453,7 @@ def refresh_changes(meta: Mapping[str, Any], plan: ArcPlan) -> dict[str, Any]:
     return {k: v for k, v in wanted.items() if meta.get(k) != v}
 
 
-# -- reading arcs back ---------------------------------------------------------
-
-
-def is_tombstone(vault_path: str) -> bool:
-    """True for ``<id>.merged.md``: an arc merged into another."""
-    return vault_path.endswith(".merged.md")
-
-
-def _str_or_none(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _heat(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
+# -- activity ----------------------------------------------------------------------
 
 
 _SIGNAL_TIME_KEYS = ("last_active", "last_activity", "end", "last_seen", "ended")
@@ -504,54 +476,3 @@ def arc_last_active(meta: Mapping[str, Any]) -> dt.datetime | None:
     return max(known) if known else None
 
 
-def arc_record(text: str, vault_path: str) -> EntryRecord | None:
-    """Index entry of an arc file; None for merge tombstones.
-
-    Attribution is trusted only from arcs written with project fields
-    (``projects`` or ``project_source`` present). Older arcs carry a
-    ``project`` that was the basename of a working folder, often wrong; they
-    read as unattributed (kept in ``meta.legacy_project``) until the backfill
-    rewrites them.
-    """
-    return arc_record_of(frontmatter.parse(text), vault_path)
-
-
-def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | None:
-    """``arc_record`` for an arc already parsed (the keeper parses every arc once)."""
-    if is_tombstone(vault_path):
-        return None
-    meta = doc.meta
-    if meta.get("merged_into"):
-        return None
-    attributed = "projects" in meta or "project_source" in meta
-    project = _str_or_none(meta.get("project")) if attributed else None
-    raw_projects = meta.get("projects") if attributed else None
-    projects = tuple(str(p) for p in raw_projects if p) if isinstance(raw_projects, list) else ()
-    if project is None and projects:
-        project = projects[0]
-    title = _str_or_none(meta.get("title")) or _str_or_none(meta.get("cluster_id")) or vault_path.rsplit("/", 1)[-1][:-3]
-    summary = _str_or_none(meta.get("summary"))
-    body = doc.body.strip()
-    extra = {
-        k: meta.get(k)
-        for k in ("cluster_id", "region", "worktrees", "cwd", "git_branch", "project_source", "source_sessions", "signals", "edges", "synthesized", "created")
-        if k in meta
-    }
-    extra["summary"] = summary
-    if not attributed and meta.get("project"):
-        extra["legacy_project"] = meta.get("project")
-    return EntryRecord(
-        id=entry_id("arc", vault_path),
-        kind="arc",
-        vault_path=vault_path,
-        title=title,
-        content=summary or body[:4000],
-        project=project.lower() if project else None,
-        projects=tuple(p.lower() for p in projects),
-        repo=_str_or_none(meta.get("repo")) if attributed else None,
-        scope="project",
-        status=_str_or_none(meta.get("status")),
-        heat=_heat(meta.get("heat")),
-        occurred_at=arc_last_active(meta),
-        meta=extra,
-    )

@@ -32,7 +32,6 @@ from brain_core.keys import InvalidKey, key_of_slug, normalise_key, normalise_sl
 UNRESOLVED = "unresolved"
 ORDER = ("attrs", "session", "transcript", "git", "catalog", "learned", "layout")
 SOURCES = (*ORDER, UNRESOLVED)
-PATH_SOURCES = ("git", "catalog", "learned", "layout")
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,6 @@ class ProjectIdentity:
         """The JSON shape of ``brain whereis`` and ``POST /sessions``."""
         data = asdict(self)
         return {k: data[k] for k in ("cwd", "project", "repo", "root", "worktree", "source")}
-
-    def with_cwd(self, cwd: str | None) -> "ProjectIdentity":
-        """The same identity reported for another working folder."""
-        return ProjectIdentity(self.project, self.repo, self.root, self.worktree, cwd, self.source)
 
 
 def unresolved(cwd: str | None) -> ProjectIdentity:

@@ -3,9 +3,10 @@
 A query is split into lower-case tokens; a document matches when every token
 occurs in it (case-insensitive substring), its score is the total number of
 occurrences, and its snippets are the first lines holding any token, with
-their 1-based line numbers. ``allowed`` restricts matching to some lines,
-which is how a project filter searches only that project's entries inside a
-log shared with other projects.
+their 1-based line numbers (a line ends at ``\n``, as the vault's log codec
+counts them). ``allowed`` restricts matching to some line numbers, which is
+how a project filter searches only the spans of that project's own entries
+inside a log shared with other projects.
 """
 
 from __future__ import annotations
@@ -36,16 +37,22 @@ def tokens(query: str) -> list[str]:
     return seen
 
 
-def search_text(path: str, text: str, query_tokens: list[str], *, allowed: Collection[str] | None = None) -> Hit | None:
-    """Match one document; None when some token is missing."""
+def lines_of(text: str) -> list[str]:
+    """The lines of a document as search numbers them (``\n`` ends a line; a final newline starts none)."""
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def search_text(path: str, text: str, query_tokens: list[str], *, allowed: Collection[int] | None = None) -> Hit | None:
+    """Match one document (only its ``allowed`` line numbers, when given); None when some token is missing."""
     if not query_tokens:
         return None
-    lines = text.splitlines()
+    numbered = list(enumerate(lines_of(text), 1))
     if allowed is not None:
-        keep = {line.strip() for line in allowed if line.strip()}
-        numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip() in keep]
-    else:
-        numbered = list(enumerate(lines, 1))
+        keep = set(allowed)
+        numbered = [(i, line) for i, line in numbered if i in keep]
     haystack = "\n".join(line for _, line in numbered).lower()
     counts = [haystack.count(t) for t in query_tokens]
     if not all(counts):

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain_core.intent import clip_words
+from brain_core.text import clip_words
 from brain_core.times import parse_time
 
 PROMPT_CHARS = 300
@@ -92,11 +92,6 @@ def is_boilerplate(text: str) -> bool:
 def is_continuation(text: str) -> bool:
     """True when a message says the session resumes an earlier, compacted conversation."""
     return bool(_CONTINUATION.search(text[:400]))
-
-
-def parse_timestamp(value: Any) -> dt.datetime | None:
-    """Parse a transcript's ISO-8601 timestamp (``Z`` accepted) into an aware UTC datetime, else None."""
-    return parse_time(value) if isinstance(value, str) else None
 
 
 @dataclass
@@ -231,7 +226,7 @@ class _Parser:
         return self.s
 
     def stamp(self, value: Any) -> dt.datetime | None:
-        when = parse_timestamp(value)
+        when = parse_time(value)
         if when is not None:
             if self.s.start is None or when < self.s.start:
                 self.s.start = when

@@ -7,13 +7,11 @@ pure ``brain_core.feed`` assembles the answer. Nothing here caches: each
 request reads the index, so no replica can serve one project's rows to
 another.
 
-Membership rule (why the filter is exact): an entry belongs to project P =
-(key, repo) when P's key is in the entry's ``projects`` (a GIN-backed ``@>``)
-and either the entry's repo is P's repo, or the entry names no repo for that
-key (no repo at all, or the key is a secondary project of a merged arc) and
-P's key is unique across known repositories. A key shared by two
-repositories therefore only ever matches by slug: an ``api`` lesson with no
-repo reaches neither ``org1/api`` nor ``org2/api``.
+Membership (why the filter is exact) is the rule of ``brain_core.membership``
+written in SQL: ``member`` is ``belongs`` (P's key in ``projects``, a
+GIN-backed ``@>``, then the repo half) and ``key_unique_sql`` is
+``key_is_unique``; tests/test_membership.py holds each pair equal over
+generated rows.
 """
 
 from __future__ import annotations
@@ -30,12 +28,14 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.feed import INACTIVE_SIGNAL_STATUSES, ProjectMemory
-from brain_core.vaultindex import ACTIVITY_KINDS
+from brain_core.feed.project import ProjectMemory
+from brain_core.membership import INACTIVE_SIGNAL_STATUSES, KnownProject, repo_matches, unique_keys
+from brain_core.vault.records import ACTIVITY_KINDS
 from brain_kernel.models import Entry, Project
 
-MAX_RECENT = 200
+MAX_RECENT = 200  # per kind of recent entry
 MAX_SIGNALS = 20
+RECENT_KINDS = ("lesson", "decision", "milestone")
 
 _COLUMNS = (
     Entry.id,
@@ -64,17 +64,19 @@ def _record_at(row: Any, at: int) -> EntryRecord:
     )
 
 
-def _key_unique_sql(key: Any) -> ColumnElement[bool]:
-    """True when at most one repository carries ``key`` (as key or alias), in SQL: one InitPlan per statement."""
-    return (
-        select(func.count(func.distinct(Project.repo)) <= 1)
-        .where(((Project.key == key) | (any_(Project.aliases) == key)) & Project.repo.is_not(None))
-        .scalar_subquery()
+def _key_unique_query(key: Any) -> Any:
+    return select((func.count() <= 1).label("ok")).where(
+        (Project.key == key) | (any_(Project.aliases) == key), Project.repo.is_not(None) | Project.root.is_not(None)
     )
 
 
+def key_unique_sql(key: Any) -> ColumnElement[bool]:
+    """``membership.key_is_unique`` in SQL (at most one distinct project carries ``key``): one InitPlan per statement."""
+    return _key_unique_query(key).scalar_subquery()
+
+
 def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None) -> ColumnElement[bool]:
-    """The SQL condition "this entry belongs to project (key, repo)" (see the module docstring).
+    """``membership.belongs`` as a SQL condition: "this entry belongs to project (key, repo)".
 
     ``key``/``repo`` are values or bind parameters (``repo`` None: P has no
     repo); ``unique`` is a Python bool or a SQL boolean the statement
@@ -133,7 +135,7 @@ def _project_statement(with_repo: bool) -> Any:
     Only the SQL text is kept between requests; every value is a bind
     parameter, so nothing of one project's data can reach another's answer.
     """
-    unique = _key_unique_sql(_P_KEY)
+    unique = select(_key_unique_query(_P_KEY).cte("uniq").c.ok).scalar_subquery()  # computed once, used twice
     mine = (
         select(Entry.id, Entry.kind, Entry.heat, Entry.occurred_at, Entry.scope, Entry.status)
         .where(member(_P_KEY, _P_REPO if with_repo else None, unique, keys=_P_KEYS))
@@ -141,10 +143,17 @@ def _project_statement(with_repo: bool) -> Any:
         .prefix_with("MATERIALIZED")
     )
     allt = Entry.__table__
-    recent_kinds = ("lesson", "decision", "milestone")
+    # Recent lessons, decisions and milestones: one budget per kind (a flood of lessons must
+    # not push a project's decisions out), ranked within each kind; ``part`` is the kind.
+    ranked = (
+        select(mine.c.id, mine.c.kind, func.row_number().over(partition_by=mine.c.kind, order_by=[mine.c.occurred_at.desc(), mine.c.id]).label("ord"))
+        .where(mine.c.kind.in_(RECENT_KINDS), mine.c.occurred_at >= _P_SINCE)
+        .subquery("ranked")
+    )
+    recent = select(ranked.c.id, ranked.c.kind.label("part"), ranked.c.ord).where(ranked.c.ord <= MAX_RECENT)
     parts = union_all(
         _part("arc", mine, [mine.c.kind == "arc"], [mine.c.heat.desc(), mine.c.occurred_at.desc().nulls_last(), mine.c.id], _P_TOP_N),
-        _part("recent", mine, [mine.c.kind.in_(recent_kinds), mine.c.occurred_at >= _P_SINCE], [mine.c.occurred_at.desc(), mine.c.id], MAX_RECENT * 3),
+        recent,
         _part("intent", mine, [mine.c.kind == "intent", mine.c.scope == "project"], [mine.c.occurred_at.desc().nulls_last(), mine.c.id], 1),
         _part(
             "own_signal",
@@ -244,13 +253,12 @@ def project_memory(
     for row in conn.exec_driver_sql(_project_sql(conn.dialect, repo is not None), params).all():
         found.setdefault(row[0], []).append(_record_at(row, 3))
         key_unique = bool(row[2])
-    recent = found.get("recent", [])
     last = found.get("last", [])
     memory = ProjectMemory(
         arcs=found.get("arc", []),
-        lessons=[r for r in recent if r.kind == "lesson"][:MAX_RECENT],
-        decisions=[r for r in recent if r.kind == "decision"][:MAX_RECENT],
-        milestones=[r for r in recent if r.kind == "milestone"][:MAX_RECENT],
+        lessons=found.get("lesson", []),
+        decisions=found.get("decision", []),
+        milestones=found.get("milestone", []),
         intent=(found.get("intent") or [None])[0],
         project_signals=found.get("own_signal", []),
         fleet_signals=found.get("fleet_signal", []),
@@ -331,7 +339,7 @@ def project_entries(session: Session, key: str, repo: str | None, *, prefix: str
 
     Whether P's key is unique is part of the same statement, as in the feed's.
     """
-    stmt = select(*_COLUMNS).where(member(key, repo, _key_unique_sql(key)))
+    stmt = select(*_COLUMNS).where(member(key, repo, key_unique_sql(key)))
     if prefix:
         stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
     return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
@@ -343,14 +351,6 @@ def foreign_paths(session: Session, paths: Sequence[str], ids: Iterable[str]) ->
         return set()
     stmt = select(Entry.vault_path).where(Entry.vault_path.in_(list(paths)), Entry.id.not_in(list(ids))).distinct()
     return set(session.scalars(stmt))
-
-
-def _belongs(entry_repo: str | None, is_primary: bool, repo: str | None, unique: bool) -> bool:
-    """``member`` evaluated in Python for one (entry repo, primary?) group of a key."""
-    no_repo_for_key = entry_repo is None or not is_primary
-    if repo:
-        return entry_repo == repo or (unique and no_repo_for_key)
-    return no_repo_for_key if unique else entry_repo is None
 
 
 @dataclass(frozen=True)
@@ -366,17 +366,13 @@ class ProjectSummary:
 
 
 def list_projects(session: Session) -> list[ProjectSummary]:
-    """Every known project with counts by kind, using the same membership rule as the feed."""
+    """Every known project with counts by kind, using the feed's membership and uniqueness rules."""
     rows = list(session.scalars(select(Project).order_by(Project.id)))
     with_repo = {p.key for p in rows if p.repo}
     # A row with neither repo nor root only records that a key was mentioned; next to
     # a real repository of that key it is the same project, not a second one.
     projects = [p for p in rows if p.repo or p.root or p.key not in with_repo]
-    repos_per_key: dict[str, set[str]] = {}
-    for p in projects:
-        for k in {p.key, *(p.aliases or [])}:
-            if p.repo:
-                repos_per_key.setdefault(k, set()).add(p.repo)
+    unique = unique_keys(KnownProject(p.key, p.repo, p.root, tuple(p.aliases or ())) for p in projects)
     # One row per (entry, member key): unnest in the select list, then group.
     flat = select(
         func.unnest(Entry.projects).label("member_key"), Entry.repo, Entry.project, Entry.kind, Entry.occurred_at
@@ -395,11 +391,10 @@ def list_projects(session: Session) -> list[ProjectSummary]:
         groups_of.setdefault(g.member_key, []).append(g)
     out: list[ProjectSummary] = []
     for p in projects:
-        unique = len(repos_per_key.get(p.key, set())) <= 1
         counts: dict[str, int] = {}
         last: dt.datetime | None = None
         for g in groups_of.get(p.key, ()):
-            if not _belongs(g.repo, bool(g.is_primary), p.repo, unique):
+            if not repo_matches(g.repo, bool(g.is_primary), p.repo, key_is_unique=unique.get(p.key, True)):
                 continue
             counts[g.kind] = counts.get(g.kind, 0) + int(g.n)
             if g.kind in ACTIVITY_KINDS and g.last is not None and (last is None or g.last > last):

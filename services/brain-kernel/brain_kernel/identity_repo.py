@@ -4,8 +4,9 @@ All SQL about the ``sessions`` and ``learned_roots`` tables lives here. The
 functions take a session and never commit: the entry point (HTTP request, CLI
 command, job) owns the transaction. Writes are upserts keyed by session id or
 folder path, so re-registering a session or re-learning a root is safe to
-repeat. Every recorded identity also touches its project row, so the project
-becomes known to ``GET /projects`` and the feed lookup.
+repeat. Every recorded identity also records its project row (key, repo,
+root), so the project becomes known to ``GET /projects`` and the feed lookup;
+it never moves the project's last activity, which only entries do.
 """
 
 from __future__ import annotations
@@ -76,13 +77,9 @@ def record_session(
     }
     inserted = bool(db.execute(_record_session_stmt(), values).scalar_one())
     if identity.project is not None:
-        touch_project(
-            db,
-            identity.project,
-            identity.repo,
-            at=started_at or dt.datetime.now(dt.timezone.utc),
-            root=identity.root,
-        )
+        # Known, not active: a project's last activity comes from its entries, so registering a
+        # session changes nothing a stored feed answer shows (and invalidates none).
+        touch_project(db, identity.project, identity.repo, root=identity.root)
     return inserted
 
 

@@ -26,9 +26,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from brain_core import markers as core
 from brain_core.entries import EntryRecord
-from brain_core.markers import Attribution, MarkerRequest
+from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest
+from brain_core.vault import layout, logs, records
 from brain_kernel import idempotency_repo
 from brain_kernel.errors import BrainError
 from brain_kernel.index import touch_project, upsert_entries
@@ -118,37 +118,37 @@ def post_marker(
 def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> _Written:
     """Write the marker's vault text and return the index rows parsed back from it."""
     if req.type in ("lesson", "milestone"):
-        path = core.lesson_path(at) if req.type == "lesson" else core.milestone_path(who.project, at)
-        text = core.render_log_entry(req.type, req, who, marker_id=marker_id, at=at)
-        size = vault.append(path, text, header=core.log_file_header(req.type, path))
-        parse = core.lesson_records if req.type == "lesson" else core.milestone_records
+        path = layout.lesson_path(at) if req.type == "lesson" else layout.milestone_path(who.project, at)
+        text = logs.render_log_entry(req.type, req, who, marker_id=marker_id, at=at)
+        size = vault.append(path, text, header=logs.log_file_header(req.type, path))
+        parse = records.lesson_records if req.type == "lesson" else records.milestone_records
         return _Written("appended", path, size, parse(text, path))
     if req.type == "signal":
-        text = core.render_signal(req, who, marker_id=marker_id, at=at)
-        severity = req.severity or core.DEFAULT_SEVERITY
+        text = logs.render_signal(req, who, marker_id=marker_id, at=at)
+        severity = req.severity or DEFAULT_SEVERITY
         for attempt in range(1, _MAX_NAME_ATTEMPTS + 1):
-            path = core.signal_path(req.title, severity, at, attempt)
+            path = layout.signal_path(req.title, severity, at, attempt)
             try:
                 size = vault.create_exclusive(path, text)
             except FileExistsError:
                 continue
-            return _Written("created", path, size, [core.signal_record(text, path)])
+            return _Written("created", path, size, [records.signal_record(text, path)])
         raise BrainError(f"no free signal file name for {req.title!r}")
     if req.type == "decision":
         for _ in range(_MAX_NAME_ATTEMPTS):
-            number = vault.claim_number(core.DECISIONS_DIR, start=next_adr_number(vault))
-            path = core.decision_path(number, req.title)
-            text = core.render_decision(req, who, number=number, marker_id=marker_id, at=at)
+            number = vault.claim_number(layout.DECISIONS_DIR, start=next_adr_number(vault))
+            path = layout.decision_path(number, req.title)
+            text = logs.render_decision(req, who, number=number, marker_id=marker_id, at=at)
             try:
                 size = vault.create_exclusive(path, text)
             except FileExistsError:
                 continue
-            return _Written("created", path, size, [core.decision_record(text, path)])
+            return _Written("created", path, size, [records.decision_record(text, path)])
         raise BrainError("no free ADR number")
     raise ValueError(f"unknown marker type {req.type!r}")
 
 
 def next_adr_number(vault: Vault) -> int:
     """One past the highest ADR number already in the vault, so numbering continues an old vault."""
-    numbers = [core.adr_number(p.name) for p in vault.iter_files(core.DECISIONS_DIR)]
+    numbers = [layout.adr_number(p.name) for p in vault.iter_files(layout.DECISIONS_DIR)]
     return max([0, *(n for n in numbers if n is not None)]) + 1

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from brain_core.feed import ProjectMemory, ProjectRef, answer_body, project_feed
+from brain_core.feed.envelope import answer_body
+from brain_core.feed.project import project_feed, ProjectMemory, ProjectRef
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel import feed_repo, feed_snapshots
 from brain_kernel.feed_snapshots import SnapshotKey

@@ -1,22 +1,23 @@
 """Project lookup: what a client means by ``project=<ref>`` (DESIGN section 3, ambiguity).
 
 A reference is a short key (``api``) or an ``owner/name`` slug (``org1/api``).
-A slug is exact. A short key is exact when one known project carries it (as
-key or alias), ambiguous when several distinct repositories do, unknown when
-none does. A project row with neither a repo nor a root only records that the
-key was mentioned (a marker that named ``api`` before any session resolved
-it), so it does not count as a second repository next to a real one.
+A slug is exact. A short key is exact when one distinct project carries it
+(as key or alias), ambiguous when several do, unknown when none does: the
+uniqueness rule of ``brain_core.membership``, which the feed's membership
+filter and ``GET /projects`` use too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Text, any_, bindparam, select
 from sqlalchemy.orm import Session
 
 from brain_core.keys import parse_project_ref
+from brain_core.membership import KnownProject, carriers
 from brain_kernel.errors import BrainError
 from brain_kernel.models import Project
 
@@ -49,7 +50,7 @@ class ProjectLookup:
 
 # Built once with bind parameters and run on the session's Core connection: plain
 # columns, no ORM objects (this runs on every project feed request).
-_LOOKUP = select(Project.id, Project.key, Project.repo, Project.root, Project.last_active)
+_LOOKUP = select(Project.id, Project.key, Project.repo, Project.root, Project.last_active, Project.aliases)
 _BY_SLUG = _LOOKUP.where((Project.id == bindparam("slug", type_=Text)) | (Project.repo == bindparam("slug", type_=Text))).order_by(Project.id).limit(1)
 _BY_KEY = _LOOKUP.where((Project.key == bindparam("key", type_=Text)) | (bindparam("key", type_=Text) == any_(Project.aliases))).order_by(Project.id)
 
@@ -65,7 +66,8 @@ def lookup_project(db: Session, ref: str) -> ProjectLookup:
     rows = db.connection().execute(_BY_KEY, {"key": key}).all()
     if not rows:
         return ProjectLookup(UNKNOWN, key)
-    distinct = [r for r in rows if r.repo or r.root]
+    by_id = {r.id: r for r in rows}
+    distinct = [by_id[p.id] for p in carriers(key, (_known(r) for r in rows))]
     if not distinct:
         latest = max((r.last_active for r in rows if r.last_active), default=None)
         return ProjectLookup(EXACT, key, None, [r.id for r in rows], latest)
@@ -73,6 +75,15 @@ def lookup_project(db: Session, ref: str) -> ProjectLookup:
         row = distinct[0]
         return ProjectLookup(EXACT, row.key, row.repo, [row.id], row.last_active)
     return ProjectLookup(AMBIGUOUS, key, None, sorted(r.id for r in distinct), None)
+
+
+def _known(row: Any) -> KnownProject:
+    return KnownProject(row.key, row.repo, row.root, tuple(row.aliases or ()))
+
+
+def known_projects(db: Session) -> list[KnownProject]:
+    """Every project row as the membership rules take it."""
+    return [_known(r) for r in db.connection().execute(select(Project.key, Project.repo, Project.root, Project.aliases).order_by(Project.id))]
 
 
 def resolve_project(db: Session, ref: str) -> ProjectLookup:

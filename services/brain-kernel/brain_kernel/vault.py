@@ -18,18 +18,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from brain_core.vault.layout import SCAFFOLD
 from brain_kernel.errors import ConfigError
 
-LAYOUT = (
-    "clusters",
-    "left/reference",
-    "left/decisions",
-    "left/projects",
-    "amygdala",
-    "daily",
-    "brain-feed",
-    "raw/inbox",
-)
 
 
 class VaultPathError(ValueError):
@@ -47,7 +38,7 @@ class Vault:
     def scaffold(self) -> None:
         """Create the upstream folder layout; raise ConfigError when the vault is unusable."""
         try:
-            for rel in LAYOUT:
+            for rel in SCAFFOLD:
                 (self.root / rel).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"vault folder {self.root} is not writable: {exc.strerror}") from None

@@ -17,7 +17,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, VaultDep
-from brain_core.feed import global_feed, stamp_answer
+from brain_core.feed.envelope import stamp_answer
+from brain_core.feed.keeper_files import global_feed
 from brain_kernel import feed_repo
 from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_answer
 from brain_kernel.vault import Vault

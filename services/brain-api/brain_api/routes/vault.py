@@ -17,10 +17,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
-from brain_core import frontmatter
-from brain_core.feed import signal_is_fleet
+from brain_core.vault import frontmatter
+from brain_core.membership import signal_is_fleet
 from brain_core.times import iso
 from brain_core.textsearch import Hit, search_text, tokens
+from brain_core.vault.records import entry_line_spans
 from brain_kernel import feed_repo
 from brain_kernel.projects import EXACT, resolve_project
 from brain_kernel.vault import Vault
@@ -114,7 +115,8 @@ def vault_search(
 
 
 def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, prefix: str, wanted: list[str]) -> list[Hit]:
-    """Search only P's entries: whole files P owns alone, P's entry lines inside shared logs."""
+    """Search only P's entries: whole files P owns alone, and in logs shared with other projects
+    only the lines of P's own entries (their spans, as the log codec splits the file)."""
     entries = feed_repo.project_entries(db, key, repo, prefix=prefix)
     by_path: dict[str, list] = {}
     for entry in entries:
@@ -130,8 +132,8 @@ def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, 
             continue
         allowed = None
         if rel in shared:
-            allowed = [line for e in own for line in (e.title.splitlines() + e.content.splitlines())]
-            allowed += [line for line in text.splitlines() if any(e.title and e.title in line for e in own)]
+            spans = entry_line_spans(rel, text)
+            allowed = {n for e in own if e.id in spans for n in range(spans[e.id][0], spans[e.id][1] + 1)}
         hit = search_text(rel, text, wanted, allowed=allowed)
         if hit:
             hits.append(hit)

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from brain_core.text import clip_words, one_line
+
 INTENT_MAX_CHARS = 400
 BLURB_CHARS = 80
 
@@ -35,28 +37,6 @@ class ArcDigest:
     status: str | None = None
     summary: str | None = None
     region: str | None = None
-
-
-def one_line(text: str | None) -> str:
-    """Collapse whitespace (newlines included) to single spaces.
-
-    ``str.split()`` splits on exactly the characters ``\\s`` matches in a str
-    pattern (checked over every code point), at a third of the regex's cost.
-    """
-    return " ".join(text.split()) if text else ""
-
-
-def clip_words(text: str | None, limit: int = BLURB_CHARS) -> str:
-    """Clip to at most ``limit`` characters on a word boundary, marking the cut with an ellipsis."""
-    flat = one_line(text)
-    if len(flat) <= limit:
-        return flat
-    head = flat[: max(1, limit - 1)]
-    if flat[len(head)] != " ":  # the cut falls inside a word: drop that word
-        cut = head.rfind(" ")
-        if cut > 0:
-            head = head[:cut]
-    return head.rstrip(" ,;:-") + "…"
 
 
 def blurb(arc: ArcDigest, limit: int = BLURB_CHARS) -> str:

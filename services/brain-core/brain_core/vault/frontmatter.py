@@ -11,6 +11,7 @@ the file as it was.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,9 +84,7 @@ def parse(text: str) -> Document:
 
 def _plain(value: Any) -> Any:
     """Turn YAML dates and timestamps into ISO strings so values round-trip as text."""
-    import datetime as _dt
-
-    if isinstance(value, (_dt.datetime, _dt.date)):
+    if isinstance(value, (dt.datetime, dt.date)):
         return value.isoformat()
     if isinstance(value, list):
         return [_plain(v) for v in value]

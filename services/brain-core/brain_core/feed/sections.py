@@ -1,0 +1,126 @@
+"""Feed sections both feeds share (pure): the hot arcs table and items, lesson, milestone and
+decision bullets, inject block items.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from brain_core.entries import EntryRecord
+from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY
+from brain_core.feed.intent import ArcDigest, blurb
+from brain_core.membership import inject_targets
+from brain_core.text import clip_words, int_or, one_line, table_cell
+from brain_core.times import iso
+
+HOT_ARCS_TITLE = "Active Hot Arcs"
+
+HOT_ARCS_HEADER = "| Arc ID | Heat | Region | Status | Project | What it is |"
+
+HOT_ARCS_RULE = "|---|---|---|---|---|---|"
+
+def day(value: dt.datetime | None) -> str:
+    """The UTC date of ``value`` (dashes when unknown)."""
+    return value.astimezone(dt.timezone.utc).date().isoformat() if value else "----------"
+
+def cluster_id_of(record: EntryRecord) -> str:
+    """The arc's cluster id: from its frontmatter, else its file name."""
+    cid = record.meta.get("cluster_id")
+    if cid:
+        return str(cid)
+    name = record.vault_path.rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".md") else name
+
+def digest(record: EntryRecord) -> ArcDigest:
+    """An arc record as the intent helpers see it."""
+    summary = record.meta.get("summary")
+    region = record.meta.get("region")
+    return ArcDigest(
+        cluster_id=cluster_id_of(record),
+        title=record.title or cluster_id_of(record),
+        heat=float(record.heat or 0.0),
+        status=record.status,
+        summary=str(summary) if summary else None,
+        region=str(region) if region else None,
+    )
+
+def project_label(record: EntryRecord) -> str:
+    """What the Project column shows: the repo slug (else key), plus any other projects of a merged arc."""
+    primary = record.repo or record.project or ""
+    others = [p for p in record.projects if p and p != record.project]
+    label = ", ".join([primary, *others]) if primary else ", ".join(others)
+    return label or "-"
+
+def hot_arcs_table(arcs: Sequence[EntryRecord]) -> str:
+    """The markdown table of hot arcs, hottest first, blurb from summary else title."""
+    lines = [HOT_ARCS_HEADER, HOT_ARCS_RULE]
+    for record in arcs:
+        d = digest(record)
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    table_cell(d.cluster_id),
+                    f"{d.heat:.1f}",
+                    table_cell(d.region or "-"),
+                    table_cell(d.status or "-"),
+                    table_cell(project_label(record)),
+                    table_cell(blurb(d)),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+def hot_arc_item(record: EntryRecord) -> dict[str, Any]:
+    """One arc of the top-level ``hot_arcs`` list."""
+    d = digest(record)
+    return {
+        "cluster_id": d.cluster_id,
+        "title": d.title,
+        "summary": d.summary,
+        "heat": d.heat,
+        "region": d.region,
+        "status": d.status,
+        "project": record.project,
+        "projects": list(record.projects),
+        "repo": record.repo,
+        "vault_path": record.vault_path,
+        "last_active": iso(record.occurred_at),
+    }
+
+def inject_item(record: EntryRecord, scope: str, project: str | None) -> dict[str, Any]:
+    """One block of the top-level ``inject_blocks`` list."""
+    return {
+        "id": str(record.meta.get("id") or record.id),
+        "title": record.title,
+        "content": record.content,
+        "priority": int_or(record.meta.get("priority"), PRIORITY["inject"]),
+        "ttl": int_or(record.meta.get("ttl"), DEFAULT_TTL),
+        "severity": record.severity or "info",
+        "target": list(inject_targets(record)),
+        "scope": scope,
+        "project": project,
+    }
+
+def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = False) -> str:
+    """One bullet per lesson (or milestone): date, (project,) title and content."""
+    lines = []
+    for lesson in lessons:
+        where = f" [{lesson.repo or lesson.project or 'unattributed'}]" if with_project else ""
+        title = one_line(lesson.title)
+        content = one_line(lesson.content)
+        text = content if not title or content.startswith(title) else f"{title}: {content}"
+        lines.append(f"- {day(lesson.occurred_at)}{where} {text}")
+    return "\n".join(lines)
+
+def decisions_markdown(decisions: Sequence[EntryRecord]) -> str:
+    """One bullet per decision: date, title, status and the content clipped on a word."""
+    lines = []
+    for d in decisions:
+        status = f" ({d.status})" if d.status else ""
+        body = clip_words(d.content, 600)
+        lines.append(f"- {day(d.occurred_at)} **{one_line(d.title)}**{status}: {body}" if body else f"- {day(d.occurred_at)} **{one_line(d.title)}**{status}")
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""Which project an entry reaches, and when a short key names one project (pure).
+
+Membership (why the feed's filter is exact): an entry belongs to project
+P = (key, repo) when P's key is among the entry's ``projects`` and either the
+entry's repo is P's repo, or the entry names no repo for that key (no repo at
+all, or the key is a secondary project of a merged arc) and P's key is
+unique. A key shared by two projects therefore only ever matches by slug: an
+``api`` lesson with no repo reaches neither ``org1/api`` nor ``org2/api``.
+
+Uniqueness: a key is unique when at most one distinct project carries it as
+its key or an alias. A project row with neither a repo nor a root only
+records that the key was mentioned (a marker that named ``api`` before any
+session resolved it), so it is not a second project next to a real one.
+
+These functions are the rule; ``brain_kernel.feed_repo.member`` and
+``key_unique_sql`` are its SQL twins, held equal by
+tests/test_membership.py over generated rows. Inject blocks and fleet-wide
+signals reach projects by their targets and scope, also decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from brain_core.entries import EntryRecord
+
+FLEET_TARGETS = frozenset({"all", "*", "fleet", "everyone"})
+INACTIVE_SIGNAL_STATUSES = frozenset({"resolved", "cleared", "inactive", "expired", "closed", "done"})
+
+
+@dataclass(frozen=True)
+class KnownProject:
+    """A known project as the rules need it: key, repo slug, main root, aliases."""
+
+    key: str
+    repo: str | None = None
+    root: str | None = None
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """The project id: the repo slug when known, else the key."""
+        return self.repo or self.key
+
+    @property
+    def distinct(self) -> bool:
+        """A real project (it has a repo or a root), not only a mention of its key."""
+        return bool(self.repo or self.root)
+
+
+def carriers(key: str, projects: Iterable[KnownProject]) -> list[KnownProject]:
+    """The distinct projects whose key or alias is ``key``."""
+    return [p for p in projects if p.distinct and (p.key == key or key in p.aliases)]
+
+
+def key_is_unique(key: str, projects: Iterable[KnownProject]) -> bool:
+    """True when at most one distinct project carries ``key`` (as key or alias)."""
+    return len(carriers(key, projects)) <= 1
+
+
+def unique_keys(projects: Iterable[KnownProject]) -> dict[str, bool]:
+    """Every key and alias the projects carry -> whether it is unique (one pass, for listings)."""
+    counts: dict[str, int] = {}
+    for p in projects:
+        for k in {p.key, *p.aliases}:
+            counts[k] = counts.get(k, 0) + (1 if p.distinct else 0)
+    return {k: n <= 1 for k, n in counts.items()}
+
+
+def repo_matches(entry_repo: str | None, key_is_primary: bool, repo: str | None, *, key_is_unique: bool) -> bool:
+    """The repo half of membership, for an entry that lists P's key.
+
+    ``key_is_primary``: the key is the entry's own project (so its repo is the
+    key's repo); a secondary key of a merged arc names no repo of its own.
+    """
+    no_repo_for_key = entry_repo is None or not key_is_primary
+    if repo:
+        return entry_repo == repo or (key_is_unique and no_repo_for_key)
+    return no_repo_for_key if key_is_unique else entry_repo is None
+
+
+def belongs(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool) -> bool:
+    """Whether ``record`` is part of project (``key``, ``repo``)'s memory."""
+    if key not in record.projects:
+        return False
+    return repo_matches(record.repo, record.project == key, repo, key_is_unique=key_is_unique)
+
+
+def signal_is_active(record: EntryRecord) -> bool:
+    """A signal counts until it is marked resolved (or similar)."""
+    return (record.status or "active").lower() not in INACTIVE_SIGNAL_STATUSES
+
+
+def signal_is_fleet(record: EntryRecord) -> bool:
+    """Fleet-wide signals: scope fleet, or no project at all."""
+    return record.scope == "fleet" or not record.projects
+
+
+def inject_targets(record: EntryRecord | Mapping[str, Any]) -> tuple[str, ...]:
+    """The targets of an inject block, from its record or its frontmatter (``all`` when none is given)."""
+    meta = record.meta if isinstance(record, EntryRecord) else record
+    raw = meta.get("target", meta.get("targets"))
+    if raw is None or raw == "":
+        return ("all",)
+    values = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    return tuple(str(v).strip().lower() for v in values if str(v).strip()) or ("all",)
+
+
+def inject_is_fleet(record: EntryRecord | Mapping[str, Any]) -> bool:
+    """True when the block targets every session."""
+    return any(t in FLEET_TARGETS for t in inject_targets(record))
+
+
+def inject_applies(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool) -> bool:
+    """Whether a block reaches P: targeted at all, at P's slug, or at P's key when that key is unique."""
+    for target in inject_targets(record):
+        if target in FLEET_TARGETS:
+            return True
+        if "/" in target:
+            if repo and target == repo.lower():
+                return True
+        elif target == key.lower() and (key_is_unique or repo is None):
+            return True
+    return False

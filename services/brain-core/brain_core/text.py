@@ -1,0 +1,64 @@
+"""Plain-text and scalar helpers every vault format and feed section shares (pure).
+
+One home for each small rule that used to be written twice with different
+meanings: what "one line" means, how a table cell is escaped, how a
+frontmatter value becomes text or an int.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+# C0 and C1 control characters (tab and newlines included) become spaces; str.split()
+# then also breaks on every Unicode line or paragraph separator.
+_CONTROLS = dict.fromkeys([*range(0x00, 0x20), *range(0x7F, 0xA0)], " ")
+
+
+def one_line(text: str | None) -> str:
+    """Text made safe for a single line: control characters and whitespace runs become one space."""
+    return " ".join(text.translate(_CONTROLS).split()) if text else ""
+
+
+def clip_words(text: str | None, limit: int = 80) -> str:
+    """One line of at most ``limit`` characters, cut on a word boundary and marked with an ellipsis."""
+    flat = one_line(text)
+    if len(flat) <= limit:
+        return flat
+    head = flat[: max(1, limit - 1)]
+    if flat[len(head)] != " ":  # the cut falls inside a word: drop that word
+        cut = head.rfind(" ")
+        if cut > 0:
+            head = head[:cut]
+    return head.rstrip(" ,;:-") + "…"
+
+
+def table_cell(value: Any) -> str:
+    """A markdown table cell: one line, pipes escaped."""
+    return one_line(str(value if value is not None else "")).replace("|", "\\|")
+
+
+def slugify(text: str, max_len: int = 60) -> str:
+    """A file-name slug: ASCII lower case, digits and single hyphens; never empty."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    if len(slug) > max_len:
+        slug = slug[:max_len].rstrip("-")
+    return slug or "untitled"
+
+
+def text_or_none(value: Any) -> str | None:
+    """A scalar frontmatter value as stripped text; None for missing, empty, lists and mappings."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def int_or(value: Any, default: int) -> int:
+    """``int(value)``, or ``default`` when the value is missing or not a number."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
