@@ -355,3 +355,22 @@ def test_the_feed_statement_is_one_fixed_text_with_only_request_values_bound() -
         assert set(re.findall(r"%\((\w+)\)s", sql)) == {"key", "keys", "since", "top_n"} | ({"repo"} if with_repo else set())
         assert "POSTCOMPILE" not in sql
         assert len(sql) < 4096
+
+
+def test_a_flood_of_lessons_leaves_the_decisions_and_milestones_in_the_feed(client, db: Session) -> None:
+    """Recent lessons, decisions and milestones each have their own budget (800 newer lessons used to push the others out)."""
+    from brain_core.entries import EntryRecord
+    from brain_kernel.index import touch_project, upsert_entries
+
+    def row(kind: str, n: int, hours_ago: float) -> EntryRecord:
+        path = f"left/reference/lessons-flood.md#{n}" if kind == "lesson" else f"left/{kind}/{n}.md"
+        return EntryRecord(id=f"{kind}:{path}", kind=kind, vault_path=path, title=f"{kind} {n}", content=f"{kind} {n} body",
+                           project="api", repo="org1/api", occurred_at=NOW - dt.timedelta(hours=hours_ago))
+
+    upsert_entries(db, [row("decision", 1, 48), row("milestone", 1, 47)] + [row("lesson", n, 1 + n / 1000) for n in range(800)])
+    touch_project(db, "api", "org1/api", at=NOW)
+    db.commit()
+    feed = _feed(client, "org1/api")
+    by_id = {e["id"]: e for e in feed["entries"]}
+    assert "decision 1" in by_id["decisions"]["content"] and "milestone 1" in by_id["milestones"]["content"]
+    assert by_id["lessons"]["metadata"]["count"] == 200  # each kind keeps its own 200

@@ -130,3 +130,29 @@ def test_the_projects_gin_index_has_no_pending_list(db: Session) -> None:
 
     definition = db.execute(text("select indexdef from pg_indexes where indexname = 'ix_entries_projects_gin'")).scalar()
     assert definition is not None and "USING gin (projects)" in definition and "fastupdate=off" in definition
+
+
+def test_a_rebuild_keeps_every_marker_acknowledged_while_it_ran(client, settings: Settings, db: Session) -> None:
+    """Markers answered 201 during a rebuild are in the index after it (a rebuild used to clear them)."""
+    vault = Vault(settings.vault)
+    for i in range(6):
+        _arc(vault, f"r{i}", "api", "org1/api", f"Rebuild around write number {i}")
+    _post(client, "lesson", "Written before the rebuild.", repo="org1/api")
+
+    def write_meanwhile(done: int, total: int) -> None:
+        """Writers go on while the scan runs: a new file after the file list was taken, and an
+        entry appended to the lesson log after the scan read it (the last file of this vault)."""
+        if done == 2:
+            assert client.post("/marker", json={"type": "decision", "content": "Decided during the rebuild.", "attrs": {"repo": "org1/api"}}).status_code == 201
+        if done == total:
+            assert client.post("/marker", json={"type": "lesson", "content": "Written during the rebuild.", "attrs": {"repo": "org1/api"}}).status_code == 201
+
+    summary = rebuild(db, vault, progress=write_meanwhile)
+    db.commit()
+    assert set(db.scalars(select(Entry.content).where(Entry.kind == "lesson"))) == {"Written before the rebuild.", "Written during the rebuild."}
+    assert set(db.scalars(select(Entry.content).where(Entry.kind == "decision"))) == {"Decided during the rebuild."}
+    assert summary.removed == 0
+    contents = set(db.scalars(select(Entry.content).where(Entry.kind.in_(("lesson", "decision")))))
+    again = rebuild(db, vault)  # and a later rebuild from the vault alone gives the same rows
+    db.commit()
+    assert set(db.scalars(select(Entry.content).where(Entry.kind.in_(("lesson", "decision"))))) == contents and again.removed == 0

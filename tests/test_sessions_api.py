@@ -144,3 +144,15 @@ def test_an_unreadable_catalog_is_a_503_for_the_operator(settings: Settings, tmp
             r = c.post(path, json=body)
             assert r.status_code == 503, (path, r.text)
             assert r.json()["detail"].startswith(f"catalog file {catalog} is not valid YAML"), r.text
+
+
+def test_registering_a_session_keeps_the_stored_feed_answer(client: TestClient) -> None:
+    """"Register the session, then read the feed" is served the stored answer (it used to be recomputed)."""
+    assert client.post("/marker", json={"type": "lesson", "content": "Cache the resolver.", "attrs": {"repo": "org1/api"}}).status_code == 201
+    first = client.get("/feed", params={"project": "org1/api"})
+    assert first.headers["X-Brain-Feed"] == "live"
+    registered = client.post("/sessions", json={"session_id": "s-feed", "repo": "org1/api", "cwd": "/nowhere/api", "agent": "claude"})
+    assert registered.status_code == 200
+    again = client.get("/feed", params={"project": "org1/api"})
+    assert again.headers["X-Brain-Feed"] == "stored"
+    assert again.json()["project"]["last_active"] == first.json()["project"]["last_active"]

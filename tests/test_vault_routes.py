@@ -156,3 +156,17 @@ def test_read_routes_need_a_token_when_auth_is_on(tmp_path, database_url: str) -
         for url in ("/feed", "/feed?project=x", "/projects", "/signal", "/vault/list", "/vault/read?path=a", "/vault/search?q=a", "/arcs/x"):
             assert c.get(url).status_code == 401, url
         assert c.get("/feed", headers={"Authorization": "Bearer secret"}).status_code == 200
+
+
+def test_project_search_looks_only_inside_the_projects_own_entries_of_a_shared_log(client, settings: Settings) -> None:
+    """A line of another project's lesson that contains one of P's titles is not P's (it used to match)."""
+    mine = _post(client, "lesson", "Always pin the resolver version.", project="org1/api", title="Fix")
+    theirs = _post(client, "lesson", "Fix the secretq rotation before Friday.", project="acme/web")
+    assert mine["vault_path"] == theirs["vault_path"]  # one shared log for the day
+    leaked = client.get("/vault/search", params={"q": "secretq", "project": "org1/api"}).json()
+    assert leaked["count"] == 0, leaked
+    own = client.get("/vault/search", params={"q": "resolver", "project": "org1/api"}).json()
+    assert own["count"] == 1 and [s["text"] for s in own["results"][0]["snippets"]] == ["Always pin the resolver version."]
+    header = client.get("/vault/search", params={"q": "fix", "project": "org1/api"}).json()
+    assert [s["text"] for s in header["results"][0]["snippets"]] == [next(line for line in (settings.vault / mine["vault_path"]).read_text().splitlines() if line.endswith("] Fix"))]
+    assert client.get("/vault/search", params={"q": "secretq", "project": "acme/web"}).json()["count"] == 1
