@@ -39,7 +39,28 @@ from brain_ops.extract import ScanStats, find_transcripts, iter_summaries, run_e
 from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-WORDS = "fix the flaky login test port uploader retry backoff cache layer parser migration schema index feed keeper arc session worktree".split()
+WORDS = [
+    "fix",
+    "the",
+    "flaky",
+    "login",
+    "test",
+    "port",
+    "uploader",
+    "retry",
+    "backoff",
+    "cache",
+    "layer",
+    "parser",
+    "migration",
+    "schema",
+    "index",
+    "feed",
+    "keeper",
+    "arc",
+    "session",
+    "worktree",
+]
 
 
 def build_folders(home: Path, total: int, rng: random.Random) -> list[tuple[Path, str | None, str]]:
@@ -91,13 +112,23 @@ def write_transcripts(home: Path, settings: Settings, folders: list[tuple[Path, 
         folder, _, _ = folders[i % len(folders)]
         start = base + dt.timedelta(minutes=37 * i)
         sid = f"{i:08d}-0000-4000-8000-{rng.getrandbits(48):012x}"
-        path = write_claude(settings.resolved_claude_dir, sid, str(folder), start, [prompt(rng) for _ in range(rng.randint(3, 8))], filler_chars=rng.randint(200, 3000))
+        path = write_claude(
+            settings.resolved_claude_dir, sid, str(folder), start, [prompt(rng) for _ in range(rng.randint(3, 8))], filler_chars=rng.randint(200, 3000)
+        )
         total += path.stat().st_size
     for i in range(n_codex):
         folder, remote, _ = folders[(i * 7) % len(folders)]
         start = base + dt.timedelta(minutes=53 * i)
         sid = f"019a{i:04x}-0000-7000-8000-{rng.getrandbits(48):012x}"
-        path = write_codex(settings.resolved_codex_dir, sid, str(folder), start, [prompt(rng) for _ in range(rng.randint(3, 8))], repo_url=remote, filler_chars=rng.randint(200, 3000))
+        path = write_codex(
+            settings.resolved_codex_dir,
+            sid,
+            str(folder),
+            start,
+            [prompt(rng) for _ in range(rng.randint(3, 8))],
+            repo_url=remote,
+            filler_chars=rng.randint(200, 3000),
+        )
         total += path.stat().st_size
     return total
 
@@ -147,7 +178,14 @@ def main() -> int:
     try:
         home = tmp / "home"
         home.mkdir()
-        settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=home, claude_dir=home / ".claude" / "projects", codex_dir=home / ".codex", layout_patterns=["~/scratchpad/{project}/*"])
+        settings = Settings.explicit(
+            vault=tmp / "vault",
+            home=tmp / ".brain",
+            user_home=home,
+            claude_dir=home / ".claude" / "projects",
+            codex_dir=home / ".codex",
+            layout_patterns=["~/scratchpad/{project}/*"],
+        )
         t0 = time.perf_counter()
         folders = build_folders(home, args.folders, rng)
         size = write_transcripts(home, settings, folders, args.claude, args.codex, rng)

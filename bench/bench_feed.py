@@ -41,19 +41,19 @@ import httpx
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
+from bench.common import REPO_ROOT, fresh_database, pct, start_server
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.logs import log_file_header, render_log_entry
 from brain_core.vault.records import lesson_records
 from brain_kernel.db import normalise_url, read_session_factory
-from brain_migrations.runner import upgrade_to_head
+from brain_kernel.index import rebuild
 from brain_kernel.models import Entry
 from brain_kernel.project_feeds import warm
-from bench.common import REPO_ROOT, fresh_database, pct, start_server
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
+from brain_migrations.runner import upgrade_to_head
 from brain_ops.keeper import run_tick
-from brain_kernel.index import rebuild
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 NO_CACHE = {"Cache-Control": "no-cache"}
@@ -65,7 +65,28 @@ SENTENCES = (
     "Retries on the {a} must be idempotent, otherwise the {b} sees duplicate writes.",
     "A slow {a} is almost always a missing index on the {b} table, not the code.",
 )
-WORDS = "parser router cache index schema worker queue auth login billing report export import sync retry deploy chart metric alert trace".split()
+WORDS = [
+    "parser",
+    "router",
+    "cache",
+    "index",
+    "schema",
+    "worker",
+    "queue",
+    "auth",
+    "login",
+    "billing",
+    "report",
+    "export",
+    "import",
+    "sync",
+    "retry",
+    "deploy",
+    "chart",
+    "metric",
+    "alert",
+    "trace",
+]
 
 
 def projects(n: int) -> list[tuple[str, str]]:
@@ -142,11 +163,7 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
         session.commit()
         sample = rng.sample(projects(args.projects), args.samples)
         top_arcs = {
-            slug: list(
-                session.scalars(
-                    select(Entry.vault_path).where(Entry.kind == "arc", Entry.repo == slug).order_by(Entry.heat.desc(), Entry.id).limit(20)
-                )
-            )
+            slug: list(session.scalars(select(Entry.vault_path).where(Entry.kind == "arc", Entry.repo == slug).order_by(Entry.heat.desc(), Entry.id).limit(20)))
             for _, slug in sample
         }
     engine.dispose()
@@ -198,7 +215,9 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
             for _, slug in sample:
                 t = time.perf_counter()
                 mine = [
-                    r for path, body in zip(logs, texts) for r in lesson_records(body, path)
+                    r
+                    for path, body in zip(logs, texts, strict=True)
+                    for r in lesson_records(body, path)
                     if r.repo == slug and r.occurred_at and r.occurred_at >= since
                 ]
                 filter_times.append(time.perf_counter() - t)

@@ -27,11 +27,10 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
+from bench.common import fresh_database, pct, start_server
 from brain_core.vault.records import lesson_records
 from brain_kernel.db import normalise_url
-from bench.common import fresh_database, pct, start_server
 from brain_kernel.settings import Settings
-
 
 
 @dataclass
@@ -99,8 +98,11 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
         warm = [{"type": "lesson", "content": f"warm-up {run_id} {n}", "attrs": {"project": "bench"}} for n in range(100)]
         asyncio.run(post_all(base, warm, args.concurrency))
         bodies = [
-            {"type": "lesson", "content": f"bench {run_id} lesson {n}: appends take a lock and write once.",
-             "attrs": {"project": f"org/bench-{n % args.projects}", "session_id": f"s-{n % 50}", "source": "bench"}}
+            {
+                "type": "lesson",
+                "content": f"bench {run_id} lesson {n}: appends take a lock and write once.",
+                "attrs": {"project": f"org/bench-{n % args.projects}", "session_id": f"s-{n % 50}", "source": "bench"},
+            }
             for n in range(args.lessons)
         ]
         wall, latencies, responses = asyncio.run(post_all(base, bodies, args.concurrency))
@@ -109,9 +111,7 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
         proc.wait(30)
     failed = [r for r in responses if r.status_code != 201]
     paths = sorted({r.json()["vault_path"] for r in responses if r.status_code == 201})
-    found = Counter(
-        rec.content for p in paths for rec in lesson_records((settings.vault / p).read_text(), p) if f"bench {run_id} lesson" in rec.content
-    )
+    found = Counter(rec.content for p in paths for rec in lesson_records((settings.vault / p).read_text(), p) if f"bench {run_id} lesson" in rec.content)
     expected = Counter(b["content"] for b in bodies)
     engine = create_engine(normalise_url(database_url))
     with engine.connect() as conn:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +33,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from brain_kernel.db import normalise_url
-from brain_migrations.runner import upgrade_to_head
 from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
+from brain_migrations.runner import upgrade_to_head
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "brain_test_template"
@@ -372,3 +372,11 @@ def served(_multi_worker_server: tuple[str, Settings]) -> Iterator[Served]:
         engine.dispose()
         shutil.rmtree(settings.vault)
         Vault(settings.vault).scaffold()
+
+
+@pytest.fixture
+def planted(client: object, settings: Settings) -> object:
+    """Six projects' memory, fleet signals, inject blocks and a tombstone, planted and ticked (tests/planting.py)."""
+    from tests.planting import plant_and_tick
+
+    return plant_and_tick(client, settings)

@@ -6,11 +6,16 @@ import subprocess
 from pathlib import Path
 
 _IDENTITY = [
-    "-c", "user.name=Brain Test",
-    "-c", "user.email=brain-test@example.invalid",
-    "-c", "init.defaultBranch=main",
-    "-c", "protocol.file.allow=always",
-    "-c", "commit.gpgsign=false",
+    "-c",
+    "user.name=Brain Test",
+    "-c",
+    "user.email=brain-test@example.invalid",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "protocol.file.allow=always",
+    "-c",
+    "commit.gpgsign=false",
 ]
 
 

@@ -30,8 +30,23 @@ PACKAGE_DIRS = {
 }
 LAYER = {"brain_core": 0, "brain_kernel": 1, "brain_migrations": 2, "brain_api": 3, "brain_ops": 3, "brain_cli": 4}
 FORBIDDEN_IN_CORE = {
-    "sqlalchemy", "fastapi", "starlette", "httpx", "requests", "subprocess", "git", "psycopg", "alembic",
-    "uvicorn", "socket", "urllib.request", "os", "shutil", "tempfile", "pathlib", "io",
+    "sqlalchemy",
+    "fastapi",
+    "starlette",
+    "httpx",
+    "requests",
+    "subprocess",
+    "git",
+    "psycopg",
+    "alembic",
+    "uvicorn",
+    "socket",
+    "urllib.request",
+    "os",
+    "shutil",
+    "tempfile",
+    "pathlib",
+    "io",
 }
 
 
@@ -197,7 +212,7 @@ def test_core_imports_no_io_library(module: str) -> None:
         f"{imp.target} (line {imp.line})"
         for imp in imports_of(MODULES[module], module)
         if any(imp.target == bad or imp.target.startswith(bad + ".") for bad in FORBIDDEN_IN_CORE)
-        or _top(imp.target) in LAYER and _top(imp.target) != "brain_core"
+        or (_top(imp.target) in LAYER and _top(imp.target) != "brain_core")
     ]
     assert not offenders, offenders
 

@@ -62,9 +62,7 @@ def test_unreachable_database_is_one_clear_line(tmp_path: Path) -> None:
 def test_unwritable_vault_is_one_clear_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    result = _run_brain(
-        ["serve", "--vault", str(blocker / "vault"), "--database-url", "postgresql://x@127.0.0.1:1/x"], {}, tmp_path
-    )
+    result = _run_brain(["serve", "--vault", str(blocker / "vault"), "--database-url", "postgresql://x@127.0.0.1:1/x"], {}, tmp_path)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
@@ -127,9 +125,17 @@ def test_settings_survive_the_trip_to_a_worker_process(tmp_path: Path, monkeypat
     from brain_kernel.settings import Settings
 
     original = Settings.explicit(
-        vault=tmp_path / "v", home=tmp_path / "h", user_home=tmp_path, database_url="postgresql://u@db/brain",
-        tokens=["a", "b"], layout_patterns=["~/x/{project}/*"], catalog_path=tmp_path / "c.yaml", workers=3,
-        embed_dim=384, llm_base_url="http://llm.local/v1", marker_max_chars=100,
+        vault=tmp_path / "v",
+        home=tmp_path / "h",
+        user_home=tmp_path,
+        database_url="postgresql://u@db/brain",
+        tokens=["a", "b"],
+        layout_patterns=["~/x/{project}/*"],
+        catalog_path=tmp_path / "c.yaml",
+        workers=3,
+        embed_dim=384,
+        llm_base_url="http://llm.local/v1",
+        marker_max_chars=100,
     )
     for name in list(os.environ):
         monkeypatch.delenv(name)

@@ -10,8 +10,8 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from brain_core.arcs import ARC_KEYS, ArcSession, arc_title, cluster_id_for, plan_clusters, render_arc
 from brain_core.vault import frontmatter
-from brain_core.arcs import ARC_KEYS, arc_title, ArcSession, cluster_id_for, plan_clusters, render_arc
 from brain_core.vault.records import arc_record
 from brain_kernel.models import Entry
 from brain_ops.cluster import run_cluster
@@ -22,7 +22,15 @@ H = dt.timedelta(hours=1)
 
 
 def s(sid: str, start: dt.datetime, *, project: str | None = "api", repo: str | None = "acme/api", minutes: int = 30, **kw: object) -> ArcSession:
-    return ArcSession(session_id=sid, project=project, repo=repo, start=start, end=start + dt.timedelta(minutes=minutes), project_source=str(kw.pop("project_source", "git" if project else "unresolved")), **kw)  # type: ignore[arg-type]
+    return ArcSession(
+        session_id=sid,
+        project=project,
+        repo=repo,
+        start=start,
+        end=start + dt.timedelta(minutes=minutes),
+        project_source=str(kw.pop("project_source", "git" if project else "unresolved")),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 # -- the plan (pure) -------------------------------------------------------------
@@ -106,7 +114,17 @@ def test_arc_record_reads_new_legacy_and_tombstoned_arcs() -> None:
     assert record.occurred_at == T0 + H + dt.timedelta(minutes=45)
     assert record.status == "active" and record.heat == 0.0 and record.title == plan.title
 
-    merged = frontmatter.render({"cluster_id": "arc-1", "title": "Two projects", "heat": 7.5, "status": "stalled", "project": "api", "projects": ["api", "web"], "summary": "A merged arc."})
+    merged = frontmatter.render(
+        {
+            "cluster_id": "arc-1",
+            "title": "Two projects",
+            "heat": 7.5,
+            "status": "stalled",
+            "project": "api",
+            "projects": ["api", "web"],
+            "summary": "A merged arc.",
+        }
+    )
     rec = arc_record(merged, "clusters/2026-01-01/arc-1.md")
     assert rec is not None and rec.projects == ("api", "web") and rec.heat == 7.5 and rec.content == "A merged arc."
 

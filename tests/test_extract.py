@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from brain_kernel.models import LearnedRoot, SessionRow
 from brain_kernel.settings import Settings
-from brain_ops.extract import parse_when, read_summary, run_extract, TranscriptFile
+from brain_ops.extract import TranscriptFile, parse_when, read_summary, run_extract
 from tests.conftest import REPO_ROOT, make_settings, settings_env
 from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex
 
@@ -97,7 +97,28 @@ def test_every_session_carries_identity_and_activity_fields(world: World) -> Non
     world.codex_session("codex", world.worktree, repo_url="git@github.com:acme/api.git", branch="feature")
     bundle = world.extract()
     assert bundle["sessions_returned"] == 2 and bundle["sessions_scanned"] == 2
-    required = {"agent", "project", "repo", "worktree", "project_source", "cwd", "git_branch", "session_id", "start", "end", "duration_minutes", "num_user_turns", "num_assistant_turns", "num_tool_calls", "first_user_prompt", "last_user_prompt", "top_tools", "compactions", "joy_markers", "error_markers"}
+    required = {
+        "agent",
+        "project",
+        "repo",
+        "worktree",
+        "project_source",
+        "cwd",
+        "git_branch",
+        "session_id",
+        "start",
+        "end",
+        "duration_minutes",
+        "num_user_turns",
+        "num_assistant_turns",
+        "num_tool_calls",
+        "first_user_prompt",
+        "last_user_prompt",
+        "top_tools",
+        "compactions",
+        "joy_markers",
+        "error_markers",
+    }
     for session in bundle["sessions"]:
         assert required <= set(session), required - set(session)
     sessions = by_name(world, bundle)
@@ -186,8 +207,24 @@ def test_samples_extract_through_the_cli(tmp_path: Path) -> None:
     env = settings_env(settings)
     data = REPO_ROOT / "tests" / "data"
     proc = subprocess.run(
-        [sys.executable, "-m", "brain_cli", "extract", "--since", "all", "--min-turns", "1", "--claude-dir", str(data / "claude" / "projects"), "--codex-dir", str(data / "codex")],
-        env=env, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "brain_cli",
+            "extract",
+            "--since",
+            "all",
+            "--min-turns",
+            "1",
+            "--claude-dir",
+            str(data / "claude" / "projects"),
+            "--codex-dir",
+            str(data / "codex"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     bundle = json.loads(proc.stdout)

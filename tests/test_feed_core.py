@@ -3,32 +3,48 @@
 from __future__ import annotations
 
 import datetime as dt
-
 import json
 
-from brain_core.vault import frontmatter
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.feed.envelope import answer_body, stamp_answer
-from brain_core.feed.keeper_files import FEED_FILES, feed_file_entry, global_feed, render_hot_arcs_file, render_project_intent_file
-from brain_core.feed.project import project_feed, ProjectMemory, ProjectRef
-from brain_core.feed.sections import HOT_ARCS_HEADER, hot_arcs_table
-from brain_core.membership import belongs
-from brain_core.vault.records import inject_record, intent_record
-from brain_core.vault.records import arc_record
-from brain_core.heat import ArcActivity, arc_activity, score
 from brain_core.feed.intent import ArcDigest, cap_intent, derive_intent, parse_intent_map, sentences
+from brain_core.feed.keeper_files import FEED_FILES, feed_file_entry, global_feed, render_hot_arcs_file, render_project_intent_file
+from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
+from brain_core.feed.sections import HOT_ARCS_HEADER, hot_arcs_table
+from brain_core.heat import ArcActivity, arc_activity, score
+from brain_core.membership import belongs
 from brain_core.text import clip_words, one_line
+from brain_core.vault import frontmatter
 from brain_core.vault.layout import kind_of_path
-from brain_core.vault.records import project_activity
+from brain_core.vault.records import arc_record, inject_record, intent_record, project_activity
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
 
-def _arc(cid: str, title: str, *, heat: float = 1.0, project: str | None = "api", repo: str | None = "org1/api", projects: tuple[str, ...] = (), summary: str | None = None, status: str = "active") -> EntryRecord:
+def _arc(
+    cid: str,
+    title: str,
+    *,
+    heat: float = 1.0,
+    project: str | None = "api",
+    repo: str | None = "org1/api",
+    projects: tuple[str, ...] = (),
+    summary: str | None = None,
+    status: str = "active",
+) -> EntryRecord:
     path = f"clusters/2026-11-28/{cid}.md"
     return EntryRecord(
-        id=entry_id("arc", path), kind="arc", vault_path=path, title=title, project=project, projects=projects, repo=repo,
-        status=status, heat=heat, occurred_at=NOW - dt.timedelta(hours=1), meta={"cluster_id": cid, "region": "frontal-lobe", "summary": summary},
+        id=entry_id("arc", path),
+        kind="arc",
+        vault_path=path,
+        title=title,
+        project=project,
+        projects=projects,
+        repo=repo,
+        status=status,
+        heat=heat,
+        occurred_at=NOW - dt.timedelta(hours=1),
+        meta={"cluster_id": cid, "region": "frontal-lobe", "summary": summary},
     )
 
 
@@ -68,11 +84,15 @@ def test_statuses_active_complete_stalled_graduated() -> None:
     assert status(5, current="complete") == "complete"
     assert status(5, current="graduated") == "graduated"
     assert status(1, current="complete") == "active"  # new work reopens it
-    assert score(ArcActivity(last_active=None), NOW) .heat == 0.0
+    assert score(ArcActivity(last_active=None), NOW).heat == 0.0
 
 
 def test_arc_activity_reads_the_cluster_signals() -> None:
-    meta = {"source_sessions": ["a", "b"], "created": "2026-11-20T10:00:00+00:00", "signals": {"tool_calls": 40, "joy_markers": 1, "last_active": "2026-11-28T10:00:00+00:00"}}
+    meta = {
+        "source_sessions": ["a", "b"],
+        "created": "2026-11-20T10:00:00+00:00",
+        "signals": {"tool_calls": 40, "joy_markers": 1, "last_active": "2026-11-28T10:00:00+00:00"},
+    }
     activity = arc_activity(meta)
     assert activity.sessions == 2 and activity.tool_calls == 40 and activity.joy_markers == 1
     assert activity.last_active == dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc)
@@ -162,7 +182,10 @@ def test_hot_arcs_file_keeps_the_frontmatter_clients_read() -> None:
 
 
 def test_global_feed_has_the_unchanged_shape() -> None:
-    files = [(path, render_hot_arcs_file([], NOW) if path.endswith("hot-arcs.md") else f"---\nid: {ident}\ntitle: {title}\npriority: {prio}\n---\nbody\n") for path, (ident, title, prio) in FEED_FILES.items()]
+    files = [
+        (path, render_hot_arcs_file([], NOW) if path.endswith("hot-arcs.md") else f"---\nid: {ident}\ntitle: {title}\npriority: {prio}\n---\nbody\n")
+        for path, (ident, title, prio) in FEED_FILES.items()
+    ]
     feed = global_feed(files, [_arc("arc-1", "t")], [], now=NOW, vault_root="/v")
     assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
     assert feed["entry_count"] == len(feed["entries"]) == len(FEED_FILES) - 1  # inject digest is served as inject_blocks
@@ -179,12 +202,32 @@ def test_global_feed_has_the_unchanged_shape() -> None:
 
 def _signal(name: str, project: str | None, repo: str | None, scope: str = "project") -> EntryRecord:
     path = f"amygdala/{name}.md"
-    return EntryRecord(id=entry_id("signal", path), kind="signal", vault_path=path, title=name, content=f"content {name}", project=project, repo=repo, scope=scope, severity="alert", occurred_at=NOW)
+    return EntryRecord(
+        id=entry_id("signal", path),
+        kind="signal",
+        vault_path=path,
+        title=name,
+        content=f"content {name}",
+        project=project,
+        repo=repo,
+        scope=scope,
+        severity="alert",
+        occurred_at=NOW,
+    )
 
 
 def test_project_feed_labels_every_entry_and_puts_own_signals_before_fleet_ones() -> None:
     ref = ProjectRef("api", "org1/api", True, NOW)
-    lesson = EntryRecord(id="lesson:x#1", kind="lesson", vault_path="left/reference/lessons-2026-11-29.md", title="Use tokens", content="LESSONTOKEN", project="api", repo="org1/api", occurred_at=NOW)
+    lesson = EntryRecord(
+        id="lesson:x#1",
+        kind="lesson",
+        vault_path="left/reference/lessons-2026-11-29.md",
+        title="Use tokens",
+        content="LESSONTOKEN",
+        project="api",
+        repo="org1/api",
+        occurred_at=NOW,
+    )
     memory = ProjectMemory(
         arcs=[_arc("arc-1", "ARCTOKEN work")],
         lessons=[lesson],
@@ -208,7 +251,9 @@ def test_project_feed_labels_every_entry_and_puts_own_signals_before_fleet_ones(
 
 
 def test_unknown_project_gets_known_false_a_short_entry_and_fleet_signals() -> None:
-    feed = project_feed(ProjectRef("nope", None, False), ProjectMemory(fleet_signals=[_signal("f", None, None)]), now=NOW, vault_root="/v", lesson_days=14, top_n=10, ref="nope")
+    feed = project_feed(
+        ProjectRef("nope", None, False), ProjectMemory(fleet_signals=[_signal("f", None, None)]), now=NOW, vault_root="/v", lesson_days=14, top_n=10, ref="nope"
+    )
     assert feed["project"]["known"] is False
     assert [e["id"] for e in feed["entries"]] == ["project-memory", "signal:amygdala/f.md"]
     assert "No project memory yet" in feed["entries"][0]["content"]
@@ -220,10 +265,14 @@ def test_inject_blocks_reach_all_or_their_target_only() -> None:
         return inject_record(f"---\nid: {name}\ntitle: {name}\n{meta}---\nbody {name}\n", f"brain-feed/inject/{name}.md")
 
     blocks = [block("everyone", None), block("slug", "org1/api"), block("other", "org2/api"), block("bykey", "api")]
-    feed = project_feed(ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=False)
+    feed = project_feed(
+        ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=False
+    )
     assert [b["id"] for b in feed["inject_blocks"]] == ["everyone", "slug"]
     assert [b["scope"] for b in feed["inject_blocks"]] == ["fleet", "project"]
-    unique = project_feed(ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=True)
+    unique = project_feed(
+        ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=True
+    )
     assert [b["id"] for b in unique["inject_blocks"]] == ["everyone", "slug", "bykey"]
 
 
@@ -263,9 +312,19 @@ def test_vault_paths_map_to_entry_kinds() -> None:
 
 def test_project_activity_folds_bare_keys_into_a_unique_repo_only() -> None:
     def rec(project: str, repo: str | None, hours: int, projects: tuple[str, ...] = ()) -> EntryRecord:
-        return EntryRecord(id=f"{project}{repo}{hours}", kind="lesson", vault_path="x", project=project, repo=repo, projects=projects, occurred_at=NOW - dt.timedelta(hours=hours))
+        return EntryRecord(
+            id=f"{project}{repo}{hours}",
+            kind="lesson",
+            vault_path="x",
+            project=project,
+            repo=repo,
+            projects=projects,
+            occurred_at=NOW - dt.timedelta(hours=hours),
+        )
 
-    found = project_activity([rec("web", "org/web", 5), rec("web", None, 1), rec("api", "org1/api", 3), rec("api", "org2/api", 4), rec("api", None, 0), rec("solo", None, 2)])
+    found = project_activity(
+        [rec("web", "org/web", 5), rec("web", None, 1), rec("api", "org1/api", 3), rec("api", "org2/api", 4), rec("api", None, 0), rec("solo", None, 2)]
+    )
     assert [(p.key, p.repo, p.last_active) for p in found] == [
         ("api", "org1/api", NOW - dt.timedelta(hours=3)),
         ("api", "org2/api", NOW - dt.timedelta(hours=4)),
@@ -279,7 +338,9 @@ def test_project_activity_folds_bare_keys_into_a_unique_repo_only() -> None:
 
 def _lesson(days_ago: float, project: str = "api") -> EntryRecord:
     path = "left/reference/lessons-x.md"
-    return EntryRecord(id=entry_id("lesson", path, str(days_ago)), kind="lesson", vault_path=path, projects=(project,), occurred_at=NOW - dt.timedelta(days=days_ago))
+    return EntryRecord(
+        id=entry_id("lesson", path, str(days_ago)), kind="lesson", vault_path=path, projects=(project,), occurred_at=NOW - dt.timedelta(days=days_ago)
+    )
 
 
 def test_an_answer_stays_valid_until_its_oldest_windowed_row_leaves_the_window() -> None:

@@ -23,18 +23,17 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from brain_core.vault import frontmatter
 from brain_core.markers import Attribution, parse_request
+from brain_core.vault import frontmatter
 from brain_core.vault.logs import log_file_header, render_log_entry
 from brain_kernel import feed_snapshots
 from brain_kernel.db import normalise_url
 from brain_kernel.feed_snapshots import SnapshotKey
-from brain_kernel.index import touch_project
+from brain_kernel.index import refresh, touch_project
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_kernel.index import refresh
-from tests.conftest import Served, ManualClock
-from tests.test_feed_api import PROJECTS, _post, _stable, planted, run_cli, token  # noqa: F401  (planted is a fixture)
+from tests.conftest import ManualClock, Served
+from tests.planting import PROJECTS, post, run_cli, stable, token
 
 HEADER = "X-Brain-Feed"
 
@@ -51,10 +50,10 @@ def test_a_second_read_is_the_stored_answer(client, planted) -> None:
     assert source == "live"
     second, source = _read(client, "acme/web", top_n=3)
     assert source == "stored"
-    assert _stable(second) == _stable(first)
+    assert stable(second) == stable(first)
     assert second["generated_at"] >= first["generated_at"]
     fresh, source = _read(client, "acme/web", fresh=True, top_n=3)
-    assert source == "live" and _stable(fresh) == _stable(first)
+    assert source == "live" and stable(fresh) == stable(first)
     # Each reference and parameter set is its own answer.
     assert _read(client, "web", top_n=3)[1] == "live"
     assert _read(client, "acme/web", top_n=1)[1] == "live"
@@ -62,14 +61,14 @@ def test_a_second_read_is_the_stored_answer(client, planted) -> None:
 
 
 def test_the_keeper_tick_stores_every_active_projects_answer(client, planted, settings: Settings) -> None:
-    _post(client, "lesson", f"Fresh {token()}.", repo="acme/web")  # acme/web's stored answer is now stale
+    post(client, "lesson", f"Fresh {token()}.", repo="acme/web")  # acme/web's stored answer is now stale
     summary = run_cli(settings, "tick", "--no-ai")
     answers = summary["feed_answers"]
     assert answers["computed"] >= 1 and answers["computed"] + answers["stored"] == len(PROJECTS) and answers["skipped"] == 0, answers
     for pid in PROJECTS:
         served, source = _read(client, pid)
         assert source == "stored", pid
-        assert _stable(served) == _stable(_read(client, pid, fresh=True)[0]), pid
+        assert stable(served) == stable(_read(client, pid, fresh=True)[0]), pid
     dry = run_cli(settings, "tick", "--no-ai", "--dry-run")
     assert dry["feed_answers"] == {}
 
@@ -88,10 +87,10 @@ def test_a_database_that_refuses_the_store_still_answers(client, planted, db: Se
     db.execute(text("create function refuse() returns trigger language plpgsql as $$ begin raise exception 'read-only here'; end $$"))
     db.execute(text("create trigger refuse before insert on feed_snapshots for each row execute function refuse()"))
     db.commit()
-    expected = _stable(_read(client, "acme/web", fresh=True, top_n=3)[0])
+    expected = stable(_read(client, "acme/web", fresh=True, top_n=3)[0])
     for _ in range(2):
         feed, source = _read(client, "acme/web", top_n=3)
-        assert source == "live" and _stable(feed) == expected
+        assert source == "live" and stable(feed) == expected
     assert "project feed answer not stored: read-only here" in caplog.text
 
 
@@ -99,7 +98,7 @@ def test_a_write_to_one_project_drops_only_that_projects_answers(client, planted
     for ref in ("acme/web", "web", "acme/billing", "org1/api"):
         _read(client, ref)
     t = token()
-    _post(client, "lesson", f"Fresh lesson {t}.", repo="acme/web")
+    post(client, "lesson", f"Fresh lesson {t}.", repo="acme/web")
     for ref in ("acme/web", "web"):
         feed, source = _read(client, ref)
         assert source == "live" and t in json.dumps(feed), ref
@@ -112,7 +111,7 @@ def test_a_fleet_signal_drops_every_answer(client, planted) -> None:
     for ref in PROJECTS:
         _read(client, ref)
     t = token()
-    _post(client, "signal", f"Fleet-wide {t}.", title=f"Fleet {t}", severity="critical", scope="fleet")
+    post(client, "signal", f"Fleet-wide {t}.", title=f"Fleet {t}", severity="critical", scope="fleet")
     for ref in PROJECTS:
         feed, source = _read(client, ref)
         assert source == "live", ref
@@ -182,15 +181,15 @@ def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> l
         pid = rng.choice(list(PROJECTS))
         kind = rng.choice(("lesson", "decision", "milestone", "signal"))
         extra = {"title": f"T {token()}"} if kind in ("decision", "signal") else {}
-        _post(client, kind, f"Random {kind} {token()}.", **attrs[pid], **extra)
+        post(client, kind, f"Random {kind} {token()}.", **attrs[pid], **extra)
         return f"{kind} for {pid}"
 
     def fleet_signal() -> str:
-        _post(client, "signal", f"Fleet {token()}.", title=f"Fleet {token()}", scope="fleet")
+        post(client, "signal", f"Fleet {token()}.", title=f"Fleet {token()}", scope="fleet")
         return "fleet signal"
 
     def unattributed() -> str:
-        _post(client, "lesson", f"Nobody's {token()}.")
+        post(client, "lesson", f"Nobody's {token()}.")
         return "unattributed lesson"
 
     def reheat() -> str:
@@ -251,7 +250,7 @@ def test_stored_answers_always_equal_a_fresh_computation(client, planted, settin
             served, source = _read(client, ref)
             stored += source == "stored"
             fresh, _ = _read(client, ref, fresh=True)
-            assert _stable(served) == _stable(fresh), f"step {step} ({done}): {ref} served a stale answer"
+            assert stable(served) == stable(fresh), f"step {step} ({done}): {ref} served a stale answer"
     assert stored > 0, "no answer was ever served from storage: the test would prove nothing"
 
 
@@ -444,4 +443,4 @@ def test_every_write_is_in_the_next_read_across_workers(served: Served) -> None:
         for ref in refs:
             served = c.get("/feed", params={"project": ref})
             fresh = c.get("/feed", params={"project": ref}, headers={"Cache-Control": "no-cache"})
-            assert _stable(served.json()) == _stable(fresh.json())
+            assert stable(served.json()) == stable(fresh.json())

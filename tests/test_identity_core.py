@@ -79,7 +79,12 @@ def test_identity_without_project_must_be_unresolved() -> None:
     with pytest.raises(ValueError):
         ProjectIdentity("a", None, None, None, "/x", "basename")
     assert core.unresolved("/x").to_dict() == {
-        "cwd": "/x", "project": None, "repo": None, "root": None, "worktree": None, "source": "unresolved",
+        "cwd": "/x",
+        "project": None,
+        "repo": None,
+        "root": None,
+        "worktree": None,
+        "source": "unresolved",
     }
 
 

@@ -13,15 +13,14 @@ import pytest
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from brain_core.vault import frontmatter
+from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.feed.intent import sentences
-from brain_cli.cli import app
-from brain_kernel.index import entry_rows
+from brain_core.vault import frontmatter
+from brain_kernel.index import entry_rows, rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.keeper import run_tick
-from brain_kernel.index import rebuild
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -29,7 +28,20 @@ NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 def _arc(vault: Vault, sid: str, key: str, repo: str | None, prompt: str, *, hours_ago: float, tools: int = 10, joy: int = 0) -> str:
     start = NOW - dt.timedelta(hours=hours_ago)
     plan = build_plan(
-        [ArcSession(session_id=sid, project=key, repo=repo, project_source="git", cwd=f"/h/{key}", start=start, end=start + dt.timedelta(minutes=30), num_tool_calls=tools, joy_markers=joy, first_user_prompt=prompt)]
+        [
+            ArcSession(
+                session_id=sid,
+                project=key,
+                repo=repo,
+                project_source="git",
+                cwd=f"/h/{key}",
+                start=start,
+                end=start + dt.timedelta(minutes=30),
+                num_tool_calls=tools,
+                joy_markers=joy,
+                first_user_prompt=prompt,
+            )
+        ]
     )
     vault.write_atomic(plan.vault_path, render_arc(plan))
     return plan.vault_path
@@ -60,7 +72,7 @@ def test_tick_writes_heat_and_status_with_targeted_edits(vault: Vault, settings:
         new = vault.read_text(path)
         old_meta, new_meta = frontmatter.parse(old).meta, frontmatter.parse(new).meta
         assert {k for k in old_meta if old_meta[k] != new_meta.get(k)} <= {"heat", "status"}
-        changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines()) if a != b]
+        changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines(), strict=False) if a != b]
         assert all(a.startswith(("heat:", "status:")) for a, _ in changed), changed
         assert len(old.splitlines()) == len(new.splitlines())
     heats = {frontmatter.parse(vault.read_text(p)).meta["title"]: frontmatter.parse(vault.read_text(p)).meta["heat"] for p in before}
@@ -114,11 +126,13 @@ class _FakeLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(self.rfile.read(length))})
                 content = fake.answer if isinstance(fake.answer, str) else json.dumps(fake.answer)
-                data = json.dumps({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
+                data = json.dumps(
+                    {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+                ).encode()
                 self.send_response(fake.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -132,7 +146,7 @@ class _FakeLLM:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
-    def __enter__(self) -> "_FakeLLM":
+    def __enter__(self) -> _FakeLLM:
         self.thread.start()
         return self
 

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from brain_core.vault import frontmatter
 from brain_core.identity import ProjectIdentity
+from brain_core.vault import frontmatter
 from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
 from brain_kernel.identity_repo import record_session
 from brain_kernel.models import Entry, IdempotencyKey, Project
@@ -50,8 +50,15 @@ def index_snapshot(db: Session) -> dict[str, int]:
 
 def test_lesson_with_a_project_is_appended_and_indexed(client, settings: Settings, db: Session) -> None:
     key = uuid.uuid5(uuid.NAMESPACE_URL, "lesson-1").hex
-    r = post(client, "lesson", "Appends need flock.\nRead-modify-write loses entries.", key=key,
-             project="the-cloud-clockwork/agentihooks", session_id="s-1", source="claude-code")
+    r = post(
+        client,
+        "lesson",
+        "Appends need flock.\nRead-modify-write loses entries.",
+        key=key,
+        project="the-cloud-clockwork/agentihooks",
+        session_id="s-1",
+        source="claude-code",
+    )
     assert r.status_code == 201, r.text
     body = r.json()
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
@@ -65,7 +72,11 @@ def test_lesson_with_a_project_is_appended_and_indexed(client, settings: Setting
     assert "[project: agentihooks repo: the-cloud-clockwork/agentihooks]" in text_
     [row] = entries(db, "lesson")
     assert (row.project, row.repo, row.projects, row.content) == (
-        "agentihooks", "the-cloud-clockwork/agentihooks", ["agentihooks"], "Appends need flock.\nRead-modify-write loses entries.")
+        "agentihooks",
+        "the-cloud-clockwork/agentihooks",
+        ["agentihooks"],
+        "Appends need flock.\nRead-modify-write loses entries.",
+    )
     assert row.title == "Appends need flock."
     assert row.meta["session_id"] == "s-1" and row.meta["source"] == "claude-code"
     [project] = db.scalars(select(Project)).all()
@@ -76,8 +87,7 @@ def test_lesson_with_a_project_is_appended_and_indexed(client, settings: Setting
 
 
 def test_signal_file_has_project_severity_and_scope_in_frontmatter(client, settings: Settings, db: Session) -> None:
-    r = post(client, "signal", "Disk at 95% on the runner.", project="api", repo="org1/api", severity="HIGH",
-             title="Disk: full\n---\nnot: frontmatter")
+    r = post(client, "signal", "Disk at 95% on the runner.", project="api", repo="org1/api", severity="HIGH", title="Disk: full\n---\nnot: frontmatter")
     assert r.status_code == 201, r.text
     path = r.json()["vault_path"]
     assert path.startswith("amygdala/") and path.endswith("-high-disk-full-not-frontmatter.md")
@@ -97,8 +107,7 @@ def test_fleet_signal_is_scoped_to_the_fleet(client, db: Session) -> None:
 
 
 def test_decision_gets_an_adr_number_status_and_project(client, settings: Settings, db: Session) -> None:
-    r = post(client, "decision", "We use Postgres for idempotency keys.", project="org1/api", title="Idempotency in Postgres",
-             status="proposed")
+    r = post(client, "decision", "We use Postgres for idempotency keys.", project="org1/api", title="Idempotency in Postgres", status="proposed")
     assert r.status_code == 201, r.text
     path = r.json()["vault_path"]
     assert path == "left/decisions/ADR-0001-idempotency-in-postgres.md"
@@ -345,8 +354,8 @@ def test_purge_removes_only_expired_keys(db: Session) -> None:
 
 
 def test_a_full_reindex_gives_the_rows_the_requests_wrote(client, settings: Settings, db: Session) -> None:
-    from brain_kernel.vault import Vault
     from brain_kernel.index import rebuild
+    from brain_kernel.vault import Vault
 
     post(client, "lesson", "lesson body", project="org1/api", session_id="s1", source="codex")
     post(client, "lesson", "unattributed lesson")

@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 import yaml
 
-from brain_core.vault import frontmatter
-from brain_core.markers import Attribution, body_hash, MarkerInvalid, parse_request
+from brain_core.markers import Attribution, MarkerInvalid, body_hash, parse_request
 from brain_core.text import slugify
+from brain_core.vault import frontmatter
 from brain_core.vault.layout import adr_number, decision_path, lesson_path, milestone_path, signal_path
 from brain_core.vault.logs import render_decision, render_log_entry, render_signal
 from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
@@ -143,8 +143,16 @@ def test_body_hash_ignores_key_order_but_not_values() -> None:
 
 @pytest.mark.parametrize(
     "type_,content,attrs",
-    [("note", "x", {}), ("lesson", "", {}), ("lesson", "x" * 4097, {}), ("lesson", "x", []), ("lesson", "x", {"a": 1}),
-     ("lesson", "a\x00", {}), ("lesson", "x", {"project": "a/../b"}), ("lesson", "x", {"repo": "/abs/path"})],
+    [
+        ("note", "x", {}),
+        ("lesson", "", {}),
+        ("lesson", "x" * 4097, {}),
+        ("lesson", "x", []),
+        ("lesson", "x", {"a": 1}),
+        ("lesson", "a\x00", {}),
+        ("lesson", "x", {"project": "a/../b"}),
+        ("lesson", "x", {"repo": "/abs/path"}),
+    ],
 )
 def test_bad_requests_raise_marker_invalid(type_, content, attrs) -> None:
     with pytest.raises(MarkerInvalid):

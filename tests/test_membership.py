@@ -89,7 +89,11 @@ def test_key_uniqueness_agrees_in_python_sql_and_the_lookup(tx: Session, indexed
         status = lookup_project(tx, key).status
         assert (status == AMBIGUOUS) == (not python), key
     assert {k: key_is_unique(k, known) for k in ("api", "tools", "web", "frontend", "infra")} == {
-        "api": False, "tools": False, "web": True, "frontend": True, "infra": True,
+        "api": False,
+        "tools": False,
+        "web": True,
+        "frontend": True,
+        "infra": True,
     }
     assert lookup_project(tx, "frontend").status == EXACT and lookup_project(tx, "frontend").repo == "acme/web"
 

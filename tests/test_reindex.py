@@ -10,21 +10,33 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from brain_core.vault import frontmatter
-from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_cli.cli import app
+from brain_core.arcs import ArcSession, build_plan, render_arc
+from brain_core.vault import frontmatter
+from brain_kernel.index import entry_rows, rebuild, refresh
 from brain_kernel.models import Entry, Project
-from brain_kernel.index import entry_rows
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_kernel.index import rebuild, refresh
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
 
 def _arc(vault: Vault, sid: str, key: str | None, repo: str | None, prompt: str) -> str:
     start = NOW - dt.timedelta(hours=3)
-    plan = build_plan([ArcSession(session_id=sid, project=key, repo=repo, project_source="git" if key else "unresolved", cwd="/h/x", start=start, end=start + dt.timedelta(minutes=20), first_user_prompt=prompt)])
+    plan = build_plan(
+        [
+            ArcSession(
+                session_id=sid,
+                project=key,
+                repo=repo,
+                project_source="git" if key else "unresolved",
+                cwd="/h/x",
+                start=start,
+                end=start + dt.timedelta(minutes=20),
+                first_user_prompt=prompt,
+            )
+        ]
+    )
     vault.write_atomic(plan.vault_path, render_arc(plan))
     return plan.vault_path
 

@@ -40,10 +40,7 @@ def test_vector_extension_and_tables_exist(tx: Session) -> None:
 
 def test_vector_dimension_defaults_to_256(tx: Session) -> None:
     typ = tx.execute(
-        text(
-            "select format_type(atttypid, atttypmod) from pg_attribute "
-            "where attrelid = 'content_embeddings'::regclass and attname = 'embedding'"
-        )
+        text("select format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'content_embeddings'::regclass and attname = 'embedding'")
     ).scalar()
     assert typ == "vector(256)"
 

@@ -22,8 +22,15 @@ def test_explicit_repo_is_stored_normalised_with_source_attrs(client: TestClient
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert body == {
-        "session_id": "s-1", "agent": "claude", "created": True, "cwd": "/nowhere/api-fix",
-        "project": "api", "repo": "org1/api", "root": None, "worktree": "api-fix", "source": "attrs",
+        "session_id": "s-1",
+        "agent": "claude",
+        "created": True,
+        "cwd": "/nowhere/api-fix",
+        "project": "api",
+        "repo": "org1/api",
+        "root": None,
+        "worktree": "api-fix",
+        "source": "attrs",
     }
     row = db.get(SessionRow, "s-1")
     assert (row.project, row.repo, row.worktree, row.source, row.agent) == ("api", "org1/api", "api-fix", "attrs", "claude")
@@ -39,7 +46,11 @@ def test_cwd_in_a_worktree_resolves_by_git_and_teaches_the_roots(client: TestCli
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert (body["project"], body["repo"], body["root"], body["worktree"], body["source"]) == (
-        "openrig", "acme/openrig", str(repo), "openrig-fix", "git",
+        "openrig",
+        "acme/openrig",
+        str(repo),
+        "openrig-fix",
+        "git",
     )
     assert {r.path for r in db.query(LearnedRoot)} == {str(repo), str(wt)}
     # A worktree the client names is kept, even with no project or repo beside it.
@@ -132,7 +143,6 @@ def test_lookup_refuses_malformed_refs(db: Session) -> None:
             lookup_project(db, ref)
 
 
-
 def test_an_unreadable_catalog_is_a_503_for_the_operator(settings: Settings, tmp_path) -> None:
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text("projects: [unclosed\n")
@@ -147,7 +157,7 @@ def test_an_unreadable_catalog_is_a_503_for_the_operator(settings: Settings, tmp
 
 
 def test_registering_a_session_keeps_the_stored_feed_answer(client: TestClient) -> None:
-    """"Register the session, then read the feed" is served the stored answer (it used to be recomputed)."""
+    """ "Register the session, then read the feed" is served the stored answer (it used to be recomputed)."""
     assert client.post("/marker", json={"type": "lesson", "content": "Cache the resolver.", "attrs": {"repo": "org1/api"}}).status_code == 201
     first = client.get("/feed", params={"project": "org1/api"})
     assert first.headers["X-Brain-Feed"] == "live"

@@ -71,7 +71,19 @@ def test_malformed_non_utf8_and_unknown_lines_are_counted_not_fatal() -> None:
 
 
 def test_garbage_of_every_shape_never_raises() -> None:
-    weird = [json.dumps(v) for v in (None, 1, "s", {"type": None}, {"type": "user", "message": {"content": [1, None, {"type": "text"}]}}, {"type": "response_item", "payload": "x"}, {"type": "session_meta", "payload": {"git": "x"}}, {"type": "response_item", "payload": {"type": "message", "content": "oops"}})]
+    weird = [
+        json.dumps(v)
+        for v in (
+            None,
+            1,
+            "s",
+            {"type": None},
+            {"type": "user", "message": {"content": [1, None, {"type": "text"}]}},
+            {"type": "response_item", "payload": "x"},
+            {"type": "session_meta", "payload": {"git": "x"}},
+            {"type": "response_item", "payload": {"type": "message", "content": "oops"}},
+        )
+    ]
     assert parse_claude(weird, "a").session_id == "a"
     assert parse_codex(weird, "b").session_id == "b"
     assert parse_claude([], "c").lines_read == 0
@@ -109,11 +121,21 @@ def test_assistant_blocks_of_one_message_count_as_one_turn() -> None:
 def test_compaction_evidence_close_in_time_is_one_event_and_marks_resume() -> None:
     base = {"cwd": "/w", "sessionId": "x"}
     lines = [
-        json.dumps({**base, "type": "user", "isCompactSummary": True, "timestamp": "2026-11-28T10:00:00Z", "message": {"content": "This session is being continued from a previous conversation that ran out of context."}}),
+        json.dumps(
+            {
+                **base,
+                "type": "user",
+                "isCompactSummary": True,
+                "timestamp": "2026-11-28T10:00:00Z",
+                "message": {"content": "This session is being continued from a previous conversation that ran out of context."},
+            }
+        ),
         json.dumps({**base, "type": "user", "timestamp": "2026-11-28T10:01:00Z", "message": {"content": "Now wire the retry into the uploader"}}),
         json.dumps({**base, "type": "user", "timestamp": "2026-11-28T11:00:00Z", "message": {"content": "<command-name>/compact</command-name>"}}),
         json.dumps({**base, "type": "system", "subtype": "compact_boundary", "timestamp": "2026-11-28T11:00:20Z"}),
-        json.dumps({**base, "type": "user", "timestamp": "2026-11-28T11:00:30Z", "message": {"content": "Resuming from the previous conversation: the uploader work."}}),
+        json.dumps(
+            {**base, "type": "user", "timestamp": "2026-11-28T11:00:30Z", "message": {"content": "Resuming from the previous conversation: the uploader work."}}
+        ),
     ]
     s = parse_claude(lines, "x")
     assert s.compactions == 2
@@ -151,7 +173,15 @@ def test_codex_old_rollout_format_and_event_only_prompts() -> None:
 
 def test_codex_generated_session_counts_turns_tools_and_errors() -> None:
     lines = codex_lines("c1", "/w/api", T0, ["Add backoff", "Now make the tests pass"], repo_url="git@github.com:acme/api.git")
-    lines.append(json.dumps({"timestamp": "2026-11-28T11:00:00Z", "type": "response_item", "payload": {"type": "function_call_output", "call_id": "z", "output": json.dumps({"output": "boom", "metadata": {"exit_code": 1}})}}))
+    lines.append(
+        json.dumps(
+            {
+                "timestamp": "2026-11-28T11:00:00Z",
+                "type": "response_item",
+                "payload": {"type": "function_call_output", "call_id": "z", "output": json.dumps({"output": "boom", "metadata": {"exit_code": 1}})},
+            }
+        )
+    )
     lines.append(json.dumps({"timestamp": "2026-11-28T11:00:01Z", "type": "compacted", "payload": {"message": "summary"}}))
     s = parse_codex(lines, "c1")
     assert (s.num_user_turns, s.num_assistant_turns, s.num_tool_calls) == (2, 2, 2)

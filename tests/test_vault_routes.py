@@ -8,11 +8,11 @@ import os
 import pytest
 from sqlalchemy.orm import Session
 
-from brain_core.vault import frontmatter
 from brain_core.arcs import ArcSession, build_plan, render_arc
+from brain_core.vault import frontmatter
+from brain_kernel.index import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_kernel.index import rebuild
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
@@ -25,7 +25,20 @@ def _post(client, type_: str, content: str, **attrs: str) -> dict:
 
 def _arc(vault: Vault, sid: str, key: str, repo: str, prompt: str) -> tuple[str, str]:
     start = NOW - dt.timedelta(hours=2)
-    plan = build_plan([ArcSession(session_id=sid, project=key, repo=repo, project_source="git", cwd="/h", start=start, end=start + dt.timedelta(minutes=9), first_user_prompt=prompt)])
+    plan = build_plan(
+        [
+            ArcSession(
+                session_id=sid,
+                project=key,
+                repo=repo,
+                project_source="git",
+                cwd="/h",
+                start=start,
+                end=start + dt.timedelta(minutes=9),
+                first_user_prompt=prompt,
+            )
+        ]
+    )
     vault.write_atomic(plan.vault_path, render_arc(plan))
     return plan.cluster_id, plan.vault_path
 
@@ -168,5 +181,7 @@ def test_project_search_looks_only_inside_the_projects_own_entries_of_a_shared_l
     own = client.get("/vault/search", params={"q": "resolver", "project": "org1/api"}).json()
     assert own["count"] == 1 and [s["text"] for s in own["results"][0]["snippets"]] == ["Always pin the resolver version."]
     header = client.get("/vault/search", params={"q": "fix", "project": "org1/api"}).json()
-    assert [s["text"] for s in header["results"][0]["snippets"]] == [next(line for line in (settings.vault / mine["vault_path"]).read_text().splitlines() if line.endswith("] Fix"))]
+    assert [s["text"] for s in header["results"][0]["snippets"]] == [
+        next(line for line in (settings.vault / mine["vault_path"]).read_text().splitlines() if line.endswith("] Fix"))
+    ]
     assert client.get("/vault/search", params={"q": "secretq", "project": "acme/web"}).json()["count"] == 1

@@ -37,7 +37,7 @@ def test_concurrent_appends_keep_every_entry_whole(tmp_path: Path) -> None:
         list(pool.map(lambda e: vault.append("left/reference/lessons-2026-11-29.md", e, header="# Lessons\n"), entries))
     text = (tmp_path / "left/reference/lessons-2026-11-29.md").read_text()
     assert text.startswith("# Lessons\n") and text.count("# Lessons\n") == 1
-    assert sorted(text[len("# Lessons\n"):].split("## ")[1:]) == sorted(e[3:] for e in entries)
+    assert sorted(text[len("# Lessons\n") :].split("## ")[1:]) == sorted(e[3:] for e in entries)
 
 
 def test_claimed_numbers_are_unique(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.gitrepo import add_worktree, git, make_repo
 
-__all__ = ["add_worktree", "git", "make_repo", "claude_lines", "codex_lines", "write_claude", "write_codex"]
+__all__ = ["add_worktree", "claude_lines", "codex_lines", "git", "make_repo", "write_claude", "write_codex"]
 
 
 def _iso(when: dt.datetime) -> str:
@@ -38,14 +38,20 @@ def claude_lines(
     base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session_id, "version": "2.0.31", "gitBranch": branch}
     lines = [json.dumps({"type": "summary", "summary": "Generated session", "leafUuid": "x"})]
     t = start
-    lines.append(json.dumps({**base, "type": "user", "message": {"role": "user", "content": "<command-name>/clear</command-name>"}, "uuid": "u0", "timestamp": _iso(t)}))
+    lines.append(
+        json.dumps({**base, "type": "user", "message": {"role": "user", "content": "<command-name>/clear</command-name>"}, "uuid": "u0", "timestamp": _iso(t)})
+    )
     filler = "x" * filler_chars
     for n, prompt in enumerate(prompts):
         t += dt.timedelta(seconds=30)
         lines.append(json.dumps({**base, "type": "user", "message": {"role": "user", "content": prompt}, "uuid": f"u{n}a", "timestamp": _iso(t)}))
         for k, tool in enumerate(tools):
             t += dt.timedelta(seconds=10)
-            msg = {"id": f"msg_{n}_{k}", "role": "assistant", "content": [{"type": "text", "text": "Working on it."}, {"type": "tool_use", "id": f"toolu_{n}_{k}", "name": tool, "input": {"command": "ls"}}]}
+            msg = {
+                "id": f"msg_{n}_{k}",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Working on it."}, {"type": "tool_use", "id": f"toolu_{n}_{k}", "name": tool, "input": {"command": "ls"}}],
+            }
             lines.append(json.dumps({**base, "type": "assistant", "message": msg, "uuid": f"a{n}{k}", "timestamp": _iso(t)}))
             result = {"role": "user", "content": [{"tool_use_id": f"toolu_{n}_{k}", "type": "tool_result", "content": "ok " + filler}]}
             lines.append(json.dumps({**base, "type": "user", "message": result, "uuid": f"r{n}{k}", "timestamp": _iso(t)}))
@@ -82,25 +88,66 @@ def codex_lines(
 ) -> list[str]:
     """The lines of a Codex rollout: session_meta, injected context, then prompt/call/answer turns."""
     t = start
-    meta: dict[str, object] = {"id": session_id, "timestamp": _iso(t), "cwd": cwd, "originator": "codex_cli_rs", "cli_version": "0.63.0", "instructions": None, "source": "cli", "model_provider": "openai"}
+    meta: dict[str, object] = {
+        "id": session_id,
+        "timestamp": _iso(t),
+        "cwd": cwd,
+        "originator": "codex_cli_rs",
+        "cli_version": "0.63.0",
+        "instructions": None,
+        "source": "cli",
+        "model_provider": "openai",
+    }
     if repo_url:
         meta["git"] = {"commit_hash": "9f2c1e0a7b", "branch": branch, "repository_url": repo_url}
     lines = [json.dumps({"timestamp": _iso(t), "type": "session_meta", "payload": meta})]
     env = f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <approval_policy>on-request</approval_policy>\n</environment_context>"
-    lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": env}]}}))
+    lines.append(
+        json.dumps(
+            {"timestamp": _iso(t), "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": env}]}}
+        )
+    )
     filler = "y" * filler_chars
     for n, prompt in enumerate(prompts):
         t += dt.timedelta(seconds=20)
-        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]}}))
+        lines.append(
+            json.dumps(
+                {
+                    "timestamp": _iso(t),
+                    "type": "response_item",
+                    "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]},
+                }
+            )
+        )
         lines.append(json.dumps({"timestamp": _iso(t), "type": "event_msg", "payload": {"type": "user_message", "message": prompt, "images": []}}))
-        lines.append(json.dumps({"timestamp": _iso(t), "type": "turn_context", "payload": {"cwd": cwd, "approval_policy": "on-request", "model": "gpt-5-codex"}}))
+        lines.append(
+            json.dumps({"timestamp": _iso(t), "type": "turn_context", "payload": {"cwd": cwd, "approval_policy": "on-request", "model": "gpt-5-codex"}})
+        )
         t += dt.timedelta(seconds=5)
         args = json.dumps({"command": ["bash", "-lc", "rg -n upload src"]})
-        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": {"type": "function_call", "name": "shell", "arguments": args, "call_id": f"call_{n}"}}))
+        lines.append(
+            json.dumps(
+                {
+                    "timestamp": _iso(t),
+                    "type": "response_item",
+                    "payload": {"type": "function_call", "name": "shell", "arguments": args, "call_id": f"call_{n}"},
+                }
+            )
+        )
         output = json.dumps({"output": "src/x.py:1 " + filler, "metadata": {"exit_code": 0}})
-        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": {"type": "function_call_output", "call_id": f"call_{n}", "output": output}}))
+        lines.append(
+            json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": {"type": "function_call_output", "call_id": f"call_{n}", "output": output}})
+        )
         t += dt.timedelta(minutes=minutes_per_turn)
-        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}}))
+        lines.append(
+            json.dumps(
+                {
+                    "timestamp": _iso(t),
+                    "type": "response_item",
+                    "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+                }
+            )
+        )
     return lines
 
 

@@ -20,12 +20,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from brain_core.vault import frontmatter
 from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan, plan_clusters, refresh_changes, render_arc
+from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone
 from brain_kernel.errors import ConfigError
-from brain_kernel.vault import Vault
 from brain_kernel.index import refresh
+from brain_kernel.vault import Vault
 
 Progress = Callable[[int, int], None]
 
@@ -46,7 +46,7 @@ class ExistingArcs:
     tombstones: set[str] = field(default_factory=set)
 
     @classmethod
-    def scan(cls, vault: Vault) -> "ExistingArcs":
+    def scan(cls, vault: Vault) -> ExistingArcs:
         """Read the frontmatter of every arc file in the vault."""
         found = cls()
         for path in vault.iter_files("clusters"):

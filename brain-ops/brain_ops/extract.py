@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
 from brain_core.keys import InvalidKey, parse_project_ref
-from brain_core.transcripts import ClaudeParser, codex_id_from_name, CodexParser, SessionSummary
+from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.settings import Settings
@@ -139,9 +139,7 @@ def iter_summaries(
             stats.skipped["no_activity"] += 1
             continue
         last = summary.end or summary.start
-        if (since is not None and last is not None and last < since) or (
-            until is not None and summary.start is not None and summary.start > until
-        ):
+        if (since is not None and last is not None and last < since) or (until is not None and summary.start is not None and summary.start > until):
             stats.skipped["outside_window"] += 1
             continue
         if summary.num_turns < min_turns:
@@ -257,4 +255,3 @@ def run_extract(
         "by_source": dict(sorted(Counter(s["project_source"] for s in sessions).items())),
         "sessions": sessions,
     }
-

@@ -181,7 +181,9 @@ def run_tick(
     arcs = _hottest([r for r in records if r.kind == "arc"])
     hot = arcs[:HOT_ARCS]
     summary.hot_arcs = [digest(a).cluster_id for a in hot]
-    signals = _newest([r for r in records if r.kind == "signal" and signal_is_active(r) and r.occurred_at and r.occurred_at >= now - dt.timedelta(days=SIGNAL_DAYS)])[:MAX_SIGNALS]
+    signals = _newest(
+        [r for r in records if r.kind == "signal" and signal_is_active(r) and r.occurred_at and r.occurred_at >= now - dt.timedelta(days=SIGNAL_DAYS)]
+    )[:MAX_SIGNALS]
     lessons = _newest([r for r in records if r.kind == "lesson" and r.occurred_at and r.occurred_at >= now - dt.timedelta(days=LESSON_DAYS)])[:MAX_LESSONS]
     blocks = [r for r in records if r.kind == "inject" and inject_is_fleet(r)]
     summary.signals, summary.lessons, summary.inject_blocks = len(signals), len(lessons), len(blocks)
@@ -197,9 +199,7 @@ def run_tick(
     for pid, ref in refs.items():
         unique = key_is_unique(ref.key, known.values())
         project_arcs[pid] = [a for a in arcs if belongs(a, ref.key, ref.repo, key_is_unique=unique)][:INTENT_ARCS]
-    result = project_intents(
-        settings, {pid: [digest(a) for a in arcs_] for pid, arcs_ in project_arcs.items()}, use_ai=use_ai, transport=llm_transport
-    )
+    result = project_intents(settings, {pid: [digest(a) for a in arcs_] for pid, arcs_ in project_arcs.items()}, use_ai=use_ai, transport=llm_transport)
     summary.active_projects = sorted(refs)
     summary.llm_calls, summary.llm_error = result.llm_calls, result.error
     for source in result.sources.values():
@@ -232,4 +232,3 @@ def run_tick(
     index = replace_all(session, records, scan_started=scan_started)
     summary.index = index.as_dict() | {"refreshed": True, "skipped": scratch.skipped + index.skipped}
     return summary
-

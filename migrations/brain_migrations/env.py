@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from alembic import context
+from pgvector.sqlalchemy import Vector
 
 from brain_kernel.db import make_engine, normalise_url
 from brain_kernel.models import Base
-from pgvector.sqlalchemy import Vector
 
 config = context.config
 target_metadata = Base.metadata
@@ -27,7 +27,7 @@ def _url() -> str:
     return normalise_url(url)
 
 
-def _compare_type(ctx, inspected_column, metadata_column, inspected_type, metadata_type):  # noqa: ANN001
+def _compare_type(ctx, inspected_column, metadata_column, inspected_type, metadata_type):
     # The vector dimension is a deployment setting (BRAIN_EMBED_DIM), not model drift.
     if isinstance(metadata_type, Vector):
         return not isinstance(inspected_type, Vector)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -61,9 +61,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {k: v for k, v in err.items() if k in ("loc", "msg", "type")} for err in exc.errors()
-        ]
+        errors = [{k: v for k, v in err.items() if k in ("loc", "msg", "type")} for err in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
     for router in _routers():

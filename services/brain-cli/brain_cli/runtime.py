@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from brain_kernel.db import check_reachable, make_engine
 from brain_kernel.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.errors import ConfigError
-from brain_migrations.runner import upgrade_to_head
 from brain_kernel.settings import Settings, export_to_environ
 from brain_kernel.vault import Vault
+from brain_migrations.runner import upgrade_to_head
 
 log = logging.getLogger(__name__)
 

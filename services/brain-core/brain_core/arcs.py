@@ -86,7 +86,7 @@ class ArcSession:
     title_hint: str | None = None
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "ArcSession":
+    def from_mapping(cls, data: Mapping[str, Any]) -> ArcSession:
         """Build from one session of an extract bundle (unknown keys ignored)."""
 
         def _int(key: str) -> int:
@@ -291,9 +291,7 @@ _BARE_PATH = re.compile(r"^(?:[~.]?/|[A-Za-z]:\\)?[\w.\-~]+(?:[/\\][\w.\-~ ]*)+/
 _URL_ONLY = re.compile(r"^(?:https?|file|ssh)://\S+$", re.I)
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _NOISE_LINE = re.compile(r"^\s*(```|~~~|[-=*_]{3,}\s*$|\||>|\$ |[\[{(]\s*$)")
-_LOW_VALUE = frozenset(
-    {"yes", "y", "no", "ok", "okay", "continue", "go", "go on", "proceed", "do it", "next", "retry", "again", "thanks", "thank you", "done"}
-)
+_LOW_VALUE = frozenset({"yes", "y", "no", "ok", "okay", "continue", "go", "go on", "proceed", "do it", "next", "retry", "again", "thanks", "thank you", "done"})
 
 
 def _title_line(text: str) -> str | None:
@@ -474,5 +472,3 @@ def arc_last_active(meta: Mapping[str, Any]) -> dt.datetime | None:
             return max(recorded)
     known = [t for t in (parse_time(meta.get(k)) for k in _TIME_KEYS) if t is not None]
     return max(known) if known else None
-
-

@@ -410,9 +410,7 @@ def parse_catalog(data: Any, user_home: str | None = None) -> tuple[CatalogProje
     return tuple(out)
 
 
-def from_catalog(
-    path: str | None, catalog: Iterable[CatalogProject], cwd: str | None, user_home: str | None = None
-) -> ProjectIdentity | None:
+def from_catalog(path: str | None, catalog: Iterable[CatalogProject], cwd: str | None, user_home: str | None = None) -> ProjectIdentity | None:
     """Identity from the catalog: the project with the deepest root containing ``path``."""
     if not path:
         return None
@@ -444,9 +442,7 @@ class LearnedRoot:
     worktree: str | None = None
 
 
-def from_learned(
-    path: str | None, learned: Iterable[LearnedRoot], cwd: str | None, user_home: str | None = None
-) -> ProjectIdentity | None:
+def from_learned(path: str | None, learned: Iterable[LearnedRoot], cwd: str | None, user_home: str | None = None) -> ProjectIdentity | None:
     """Identity from learned roots: the deepest learned folder containing ``path``."""
     if not path:
         return None
@@ -480,15 +476,11 @@ def compile_layout(pattern: str, user_home: str | None) -> re.Pattern[str] | Non
             parts.append(r"[^/]+")
         else:
             pieces = re.split(r"(\{project\}|\*)", segment)
-            parts.append("".join(
-                r"(?P<project>[^/]+)" if p == "{project}" else r"[^/]*" if p == "*" else re.escape(p) for p in pieces
-            ))
+            parts.append("".join(r"(?P<project>[^/]+)" if p == "{project}" else r"[^/]*" if p == "*" else re.escape(p) for p in pieces))
     return re.compile("^/" + "/".join(parts) + r"(?:/.*)?$")
 
 
-def from_layout(
-    path: str | None, patterns: Iterable[str], cwd: str | None, user_home: str | None = None
-) -> ProjectIdentity | None:
+def from_layout(path: str | None, patterns: Iterable[str], cwd: str | None, user_home: str | None = None) -> ProjectIdentity | None:
     """Identity from the first layout pattern matching ``path`` (key = the ``{project}`` folder)."""
     if not path:
         return None

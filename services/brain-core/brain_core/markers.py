@@ -39,6 +39,7 @@ _ATTR_LIMITS = {"session_id": 200, "source": 64, "target": 200, "cwd": 4096}
 class MarkerInvalid(ValueError):
     """A marker request that must be refused (4xx) before anything is written."""
 
+
 @dataclass(frozen=True)
 class MarkerRequest:
     """A validated ``POST /marker`` body."""
@@ -57,6 +58,7 @@ class MarkerRequest:
     status: str | None = None
     target: str | None = None
 
+
 @dataclass(frozen=True)
 class Attribution:
     """The project a marker is written under (all None = unattributed)."""
@@ -66,10 +68,12 @@ class Attribution:
     worktree: str | None = None
     source: str | None = None  # how the project was resolved (attrs, session, git, ...)
 
+
 def body_hash(type_: Any, content: Any, attrs: Any) -> str:
     """SHA-256 of the canonical JSON of a marker body (what idempotency compares)."""
     canonical = json.dumps({"type": type_, "content": content, "attrs": attrs or {}}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
 
 def check_idempotency_key(value: str | None) -> str | None:
     """The idempotency key a client sent (None when absent); MarkerInvalid when unusable."""
@@ -80,9 +84,11 @@ def check_idempotency_key(value: str | None) -> str | None:
         raise MarkerInvalid("X-Idempotency-Key must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
     return text
 
+
 def _no_nul(value: str, where: str) -> None:
     if "\x00" in value:
         raise MarkerInvalid(f"{where} contains a NUL byte")
+
 
 def _plain_attr(attrs: Mapping[str, str], name: str) -> str | None:
     value = attrs.get(name)
@@ -96,6 +102,7 @@ def _plain_attr(attrs: Mapping[str, str], name: str) -> str | None:
         raise MarkerInvalid(f"attrs.{name} is longer than {limit} characters")
     return text
 
+
 def _token(attrs: Mapping[str, str], name: str) -> str | None:
     value = attrs.get(name)
     if value is None or not value.strip():
@@ -105,8 +112,10 @@ def _token(attrs: Mapping[str, str], name: str) -> str | None:
         raise MarkerInvalid(f"attrs.{name} {value!r} must be a short lower-case word (letters, digits, '-', '_')")
     return text
 
+
 def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
 
 def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> MarkerRequest:
     """Validate a marker body; raise MarkerInvalid with the reason when it must be refused."""
@@ -168,6 +177,7 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         status=_token(attrs, "status"),
         target=_plain_attr(attrs, "target"),
     )
+
 
 def default_title(content: str, limit: int = 120) -> str:
     """A title from content: its first non-empty line, cut at ``limit`` characters on a word."""

@@ -84,9 +84,7 @@ def is_boilerplate(text: str) -> bool:
     if stripped.startswith(_BOILERPLATE_PREFIXES):
         return True
     match = _LEADING_TAG.match(stripped)
-    if match and (match.group(1) in _BOILERPLATE_TAGS or _WHOLE_TAG_BLOCK.match(stripped)):
-        return True
-    return False
+    return bool(match and (match.group(1) in _BOILERPLATE_TAGS or _WHOLE_TAG_BLOCK.match(stripped)))
 
 
 def is_continuation(text: str) -> bool:
@@ -235,10 +233,9 @@ class _Parser:
         return when
 
     def compaction(self, when: dt.datetime | None) -> None:
-        if when is not None and self._last_compaction is not None:
-            if abs((when - self._last_compaction).total_seconds()) <= _COMPACTION_DEDUPE_SECONDS:
-                self._last_compaction = when
-                return
+        if when is not None and self._last_compaction is not None and abs((when - self._last_compaction).total_seconds()) <= _COMPACTION_DEDUPE_SECONDS:
+            self._last_compaction = when
+            return
         self.s.compactions += 1
         self._last_compaction = when
 
@@ -271,9 +268,7 @@ class _Parser:
         self.s.tool_counts[str(name) if name else "unknown"] += 1
 
 
-_CLAUDE_IGNORED = frozenset(
-    {"summary", "system", "file-history-snapshot", "progress", "queue-operation", "attachment", "custom-title"}
-)
+_CLAUDE_IGNORED = frozenset({"summary", "system", "file-history-snapshot", "progress", "queue-operation", "attachment", "custom-title"})
 
 
 class ClaudeParser(_Parser):
@@ -447,11 +442,7 @@ class CodexParser(_Parser):
         itype = item.get("type")
         if itype == "message":
             role = item.get("role")
-            texts = [
-                block.get("text", "")
-                for block in item.get("content") or ()
-                if isinstance(block, dict) and isinstance(block.get("text"), str)
-            ]
+            texts = [block.get("text", "") for block in item.get("content") or () if isinstance(block, dict) and isinstance(block.get("text"), str)]
             text = "\n".join(texts)
             if role == "user":
                 if self.s.cwd is None and "<environment_context>" in text:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from functools import lru_cache
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import ColumnElement, DateTime, Integer, Text, and_, any_, bindparam, case, func, literal, or_, select, union_all
@@ -59,8 +59,20 @@ def _record_at(row: Any, at: int) -> EntryRecord:
     """The record of a row whose ``_COLUMNS`` start at position ``at`` (positional access)."""
     (id_, kind, vault_path, title, content, project, projects, repo, scope, status, severity, heat, occurred_at, meta) = row[at : at + 14]
     return EntryRecord(
-        id_, kind, vault_path, title, content, project, tuple(projects or ()), repo, scope, status, severity,
-        float(heat or 0.0), occurred_at, dict(meta or {}),
+        id_,
+        kind,
+        vault_path,
+        title,
+        content,
+        project,
+        tuple(projects or ()),
+        repo,
+        scope,
+        status,
+        severity,
+        float(heat or 0.0),
+        occurred_at,
+        dict(meta or {}),
     )
 
 
@@ -219,9 +231,7 @@ def _project_sql(dialect: Any, with_repo: bool) -> str:
 # intent's or inject block's whole metadata (few rows), nothing for the other kinds.
 # Decoding every row's JSONB was a fifth of the statement's client-side cost.
 _FEED_META = case(
-    (Entry.kind == "arc", func.jsonb_build_object(
-        "cluster_id", Entry.meta["cluster_id"], "summary", Entry.meta["summary"], "region", Entry.meta["region"]
-    )),
+    (Entry.kind == "arc", func.jsonb_build_object("cluster_id", Entry.meta["cluster_id"], "summary", Entry.meta["summary"], "region", Entry.meta["region"])),
     (Entry.kind.in_(("intent", "inject")), Entry.meta),
 ).label("meta")
 
@@ -270,10 +280,7 @@ def project_memory(
 def fleet_signals(session: Session, *, since: dt.datetime) -> list[EntryRecord]:
     """Active fleet-wide signals since ``since``, newest first (what an unknown project still gets)."""
     stmt = (
-        select(*_COLUMNS)
-        .where(_fleet_signal(), _active_signal(), Entry.occurred_at >= since)
-        .order_by(Entry.occurred_at.desc(), Entry.id)
-        .limit(MAX_SIGNALS)
+        select(*_COLUMNS).where(_fleet_signal(), _active_signal(), Entry.occurred_at >= since).order_by(Entry.occurred_at.desc(), Entry.id).limit(MAX_SIGNALS)
     )
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
@@ -285,9 +292,7 @@ def inject_blocks(session: Session) -> list[EntryRecord]:
 
 def hot_arcs(session: Session, *, limit: int = 10) -> list[EntryRecord]:
     """The hottest live arcs of the whole fleet."""
-    stmt = select(*_COLUMNS).where(Entry.kind == "arc").order_by(
-        Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id
-    ).limit(limit)
+    stmt = select(*_COLUMNS).where(Entry.kind == "arc").order_by(Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
@@ -324,12 +329,7 @@ def _like(text: str) -> str:
 
 def arc_absorbing(session: Session, cluster_id: str) -> EntryRecord | None:
     """The live arc whose ``merged_from`` lists ``cluster_id`` (a merge recorded on the survivor)."""
-    stmt = (
-        select(*_COLUMNS)
-        .where(Entry.kind == "arc", Entry.meta["merged_from"].contains([cluster_id]))
-        .order_by(Entry.vault_path)
-        .limit(1)
-    )
+    stmt = select(*_COLUMNS).where(Entry.kind == "arc", Entry.meta["merged_from"].contains([cluster_id])).order_by(Entry.vault_path).limit(1)
     row = session.execute(stmt).first()
     return _record_at(row, 0) if row is not None else None
 
@@ -374,9 +374,7 @@ def list_projects(session: Session) -> list[ProjectSummary]:
     projects = [p for p in rows if p.repo or p.root or p.key not in with_repo]
     unique = unique_keys(KnownProject(p.key, p.repo, p.root, tuple(p.aliases or ())) for p in projects)
     # One row per (entry, member key): unnest in the select list, then group.
-    flat = select(
-        func.unnest(Entry.projects).label("member_key"), Entry.repo, Entry.project, Entry.kind, Entry.occurred_at
-    ).subquery()
+    flat = select(func.unnest(Entry.projects).label("member_key"), Entry.repo, Entry.project, Entry.kind, Entry.occurred_at).subquery()
     is_primary = func.coalesce(flat.c.project == flat.c.member_key, False).label("is_primary")
     stmt = select(
         flat.c.member_key,

@@ -57,8 +57,7 @@ ON CONFLICT (ref, top_n, lesson_days, vault_root) DO UPDATE
 """
 
 _COLLECT = (
-    "UPDATE feed_horizon SET horizon = GREATEST(horizon, pending), "
-    f"pending = GREATEST(pending, {_XMIN}) WHERE id = 1",
+    f"UPDATE feed_horizon SET horizon = GREATEST(horizon, pending), pending = GREATEST(pending, {_XMIN}) WHERE id = 1",
     "DELETE FROM feed_snapshots WHERE valid_until <= now() OR built_xmin < (SELECT horizon FROM feed_horizon WHERE id = 1)",
     "DELETE FROM feed_changes WHERE xid < (SELECT horizon FROM feed_horizon WHERE id = 1)",
 )

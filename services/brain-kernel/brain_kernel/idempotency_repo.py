@@ -37,23 +37,16 @@ def claim(session: Session, key: str, *, scope: str, body_hash: str, ttl_seconds
     fresh = {"scope": scope, "body_hash": body_hash, "status_code": 0, "response": {}, "expires_at": expires}
     # A row can vanish between the statements (purged when expired), hence the retry.
     for _ in range(3):
-        inserted = session.execute(
-            insert(table).values(key=key, **fresh).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.key)
-        ).first()
+        inserted = session.execute(insert(table).values(key=key, **fresh).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.key)).first()
         if inserted is not None:
             return Claim("new")
         # An expired key is taken over in place; the row lock serialises concurrent takers.
         renewed = session.execute(
-            update(table)
-            .where(table.c.key == key, table.c.expires_at <= func.now())
-            .values(created_at=func.now(), **fresh)
-            .returning(table.c.key)
+            update(table).where(table.c.key == key, table.c.expires_at <= func.now()).values(created_at=func.now(), **fresh).returning(table.c.key)
         ).first()
         if renewed is not None:
             return Claim("new")
-        row = session.execute(
-            select(table.c.scope, table.c.body_hash, table.c.status_code, table.c.response).where(table.c.key == key)
-        ).first()
+        row = session.execute(select(table.c.scope, table.c.body_hash, table.c.status_code, table.c.response).where(table.c.key == key)).first()
         if row is None:
             continue
         if row.scope != scope or row.body_hash != body_hash:

@@ -33,7 +33,16 @@ from brain_kernel.settings import Settings, environ_snapshot
 
 GIT_TIMEOUT_S = 10
 # Variables that would point git at another repository than the folder asked about.
-_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_NAMESPACE")
+_GIT_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_NAMESPACE",
+)
 
 
 def load_catalog(settings: Settings) -> tuple[CatalogProject, ...]:
@@ -107,7 +116,7 @@ class IdentityResolver:
     ) -> ProjectIdentity:
         """The identity of a session or folder, first hit in DESIGN order; InvalidKey for bad attrs."""
         shown = self._display(cwd)
-        self.catalog  # a broken catalog fails every resolution alike, not only the paths it covers
+        _ = self.catalog  # a broken catalog fails every resolution alike, not only the paths it covers
         hit = core.from_attrs(attrs, shown)
         if hit is not None:
             return hit

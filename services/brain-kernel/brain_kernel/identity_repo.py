@@ -118,7 +118,4 @@ def learned_roots_containing(db: Session, path: str) -> list[LearnedRoot]:
         .where((LearnedRootRow.path == probe) | func.starts_with(probe, LearnedRootRow.path + "/"))
         .order_by(func.length(LearnedRootRow.path).desc())
     )
-    return [
-        LearnedRoot(path=r.path, project=r.project, repo=r.repo, root=r.root, worktree=r.worktree)
-        for r in db.scalars(stmt)
-    ]
+    return [LearnedRoot(path=r.path, project=r.project, repo=r.repo, root=r.root, worktree=r.worktree) for r in db.scalars(stmt)]

@@ -87,9 +87,7 @@ def post_marker(
     if idempotency_key is not None:
         if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
             idempotency_repo.purge_expired(db)  # garbage collection only: claim() handles expired keys itself
-        claim = idempotency_repo.claim(
-            db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds
-        )
+        claim = idempotency_repo.claim(db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds)
         if claim.state == "conflict":
             raise IdempotencyConflict(f"idempotency key {idempotency_key!r} was already used with a different body")
         if claim.state == "replay":

@@ -223,6 +223,15 @@ class ContentEmbedding(Base):
 
 
 __all__ = [
-    "Base", "Entry", "SessionRow", "Project", "LearnedRoot", "IdempotencyKey",
-    "FeedSnapshot", "FeedChange", "FeedHorizon", "ContentEmbedding", "text",
+    "Base",
+    "ContentEmbedding",
+    "Entry",
+    "FeedChange",
+    "FeedHorizon",
+    "FeedSnapshot",
+    "IdempotencyKey",
+    "LearnedRoot",
+    "Project",
+    "SessionRow",
+    "text",
 ]

@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.feed.envelope import answer_body
-from brain_core.feed.project import project_feed, ProjectMemory, ProjectRef
+from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel import feed_repo, feed_snapshots
 from brain_kernel.feed_snapshots import SnapshotKey
@@ -83,8 +83,14 @@ def project_answer(
     rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
     subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
     payload = project_feed(
-        subject, rows.memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n,
-        key_is_unique=rows.key_is_unique, ref=ref,
+        subject,
+        rows.memory,
+        now=now,
+        vault_root=vault_root,
+        lesson_days=lesson_days,
+        top_n=top_n,
+        key_is_unique=rows.key_is_unique,
+        ref=ref,
     )
     body = answer_body(payload)
     scopes = {s for s in (asked_key, asked_slug, found.key, found.repo) if s}

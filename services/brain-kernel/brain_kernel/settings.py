@@ -40,9 +40,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True, case_sensitive=True)
 
     vault: Path = Field(Path("vault"), validation_alias=AliasChoices("BRAIN_VAULT", "VAULT_ROOT"))
-    database_url: str | None = Field(
-        None, validation_alias=AliasChoices("DATABASE_URL", "POSTGRES_URL")
-    )
+    database_url: str | None = Field(None, validation_alias=AliasChoices("DATABASE_URL", "POSTGRES_URL"))
     home: Path = Field(Path(".brain"), validation_alias=AliasChoices("BRAIN_HOME"))
     tokens: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -53,9 +51,7 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=64, validation_alias=AliasChoices("BRAIN_WORKERS"))
 
     # Identity resolution (DESIGN section 3).
-    user_home: Path = Field(
-        default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME")
-    )
+    user_home: Path = Field(default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME"))
     catalog_path: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CATALOG"))
     layout_patterns: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_LAYOUT_PATTERNS),
@@ -68,9 +64,7 @@ class Settings(BaseSettings):
 
     # Markers.
     marker_max_chars: int = Field(4096, ge=1, validation_alias=AliasChoices("BRAIN_MARKER_MAX_CHARS"))
-    idempotency_ttl_seconds: int = Field(
-        86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS")
-    )
+    idempotency_ttl_seconds: int = Field(86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS"))
 
     # Embeddings and LLM (OpenAI-compatible endpoints; unset = offline defaults).
     embed_dim: int = Field(256, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM"))
@@ -105,14 +99,14 @@ class Settings(BaseSettings):
     def resolved_codex_dir(self) -> Path:
         return (self.codex_dir or self.user_home / ".codex").expanduser()
 
-    def with_overrides(self, **overrides: Any) -> "Settings":
+    def with_overrides(self, **overrides: Any) -> Settings:
         """Return a copy with the non-None overrides applied (CLI flags)."""
         data = self.model_dump()
         data.update({k: v for k, v in overrides.items() if v is not None})
         return type(self).explicit(**data)
 
     @classmethod
-    def explicit(cls, **values: Any) -> "Settings":
+    def explicit(cls, **values: Any) -> Settings:
         """Build settings from the given values only, ignoring the environment (tests, copies)."""
         return _ExplicitSettings(**values)
 

@@ -11,6 +11,7 @@ take the same one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -20,7 +21,6 @@ from pathlib import Path
 
 from brain_core.vault.layout import SCAFFOLD
 from brain_kernel.errors import ConfigError
-
 
 
 class VaultPathError(ValueError):
@@ -149,10 +149,8 @@ class Vault:
                     raise
                 self._create_excl_direct(target, data)  # a filesystem without hard links
         finally:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
         return len(data)
 
     @staticmethod

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
 from brain_api.deps import AuthDep, ClockDep, SessionDep, SettingsDep, VaultDep
-from brain_core.markers import check_idempotency_key, MarkerInvalid, parse_request
+from brain_core.markers import MarkerInvalid, check_idempotency_key, parse_request
 from brain_kernel import markers as service
 
 router = APIRouter(tags=["markers"], dependencies=[AuthDep])

@@ -17,10 +17,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
-from brain_core.vault import frontmatter
 from brain_core.membership import signal_is_fleet
-from brain_core.times import iso
 from brain_core.textsearch import Hit, search_text, tokens
+from brain_core.times import iso
+from brain_core.vault import frontmatter
 from brain_core.vault.records import entry_line_spans
 from brain_kernel import feed_repo
 from brain_kernel.projects import EXACT, resolve_project

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,7 +18,7 @@ from brain_cli.progress import reporter
 from brain_kernel.errors import ConfigError
 
 
-def _read_bundle(bundle: Optional[Path]) -> dict:
+def _read_bundle(bundle: Path | None) -> dict:
     """The bundle from a file, or from stdin when no file (or ``-``) is given."""
     try:
         text = sys.stdin.read() if bundle is None or str(bundle) == "-" else bundle.read_text(encoding="utf-8")
@@ -36,11 +35,21 @@ def _read_bundle(bundle: Optional[Path]) -> dict:
 
 @operator_errors
 def cluster(
-    bundle: Optional[Path] = typer.Option(None, help="Bundle written by brain extract (default: read stdin). Example: --bundle bundle.json"),
-    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Vault to write arcs into, or its clusters/ folder (default BRAIN_VAULT). Example: --out-dir ./vault"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report the arcs that would be written, write nothing. Example: brain cluster --bundle b.json --out-dir ./vault --dry-run"),
-    gap_minutes: int = typer.Option(240, "--gap-minutes", min=1, help="Split a project's sessions into arcs where they are further apart than this. Example: --gap-minutes 120"),
-    database_url: Optional[str] = typer.Option(None, "--database-url", help="Postgres URL to index the written arcs (default DATABASE_URL; unset = vault only). Example: --database-url postgresql://brain@db/brain"),
+    bundle: Path | None = typer.Option(None, help="Bundle written by brain extract (default: read stdin). Example: --bundle bundle.json"),
+    out_dir: Path | None = typer.Option(
+        None, "--out-dir", help="Vault to write arcs into, or its clusters/ folder (default BRAIN_VAULT). Example: --out-dir ./vault"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Report the arcs that would be written, write nothing. Example: brain cluster --bundle b.json --out-dir ./vault --dry-run"
+    ),
+    gap_minutes: int = typer.Option(
+        240, "--gap-minutes", min=1, help="Split a project's sessions into arcs where they are further apart than this. Example: --gap-minutes 120"
+    ),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Postgres URL to index the written arcs (default DATABASE_URL; unset = vault only). Example: --database-url postgresql://brain@db/brain",
+    ),
 ) -> None:
     """Group a bundle's sessions into arcs by canonical project and write them to the vault.
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -21,12 +20,20 @@ from brain_cli.progress import reporter
 @operator_errors
 def extract(
     since: str = typer.Option("24h", help="Only sessions active after this: a duration back from now or an ISO date. Example: --since 7d"),
-    until: Optional[str] = typer.Option(None, help="Only sessions started before this (duration or ISO date). Example: --until 2026-11-28"),
-    claude_dir: Optional[Path] = typer.Option(None, "--claude-dir", help="Claude Code transcripts (default BRAIN_CLAUDE_DIR, else ~/.claude/projects). Example: --claude-dir /mnt/claude/projects"),
-    codex_dir: Optional[Path] = typer.Option(None, "--codex-dir", help="Codex home holding sessions/ (default BRAIN_CODEX_DIR or CODEX_HOME, else ~/.codex). Example: --codex-dir ~/.codex"),
-    project: Optional[str] = typer.Option(None, help="Keep only sessions of this project (short key or owner/name). Example: --project acme/widget"),
+    until: str | None = typer.Option(None, help="Only sessions started before this (duration or ISO date). Example: --until 2026-11-28"),
+    claude_dir: Path | None = typer.Option(
+        None, "--claude-dir", help="Claude Code transcripts (default BRAIN_CLAUDE_DIR, else ~/.claude/projects). Example: --claude-dir /mnt/claude/projects"
+    ),
+    codex_dir: Path | None = typer.Option(
+        None, "--codex-dir", help="Codex home holding sessions/ (default BRAIN_CODEX_DIR or CODEX_HOME, else ~/.codex). Example: --codex-dir ~/.codex"
+    ),
+    project: str | None = typer.Option(None, help="Keep only sessions of this project (short key or owner/name). Example: --project acme/widget"),
     min_turns: int = typer.Option(5, "--min-turns", min=0, help="Skip sessions with fewer user+assistant turns. Example: --min-turns 2"),
-    database_url: Optional[str] = typer.Option(None, "--database-url", help="Postgres URL for the session index (default DATABASE_URL; unset = no database). Example: --database-url postgresql://brain@db/brain"),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Postgres URL for the session index (default DATABASE_URL; unset = no database). Example: --database-url postgresql://brain@db/brain",
+    ),
 ) -> None:
     """Print a JSON bundle of sessions, each with agent, project, repo, worktree, project_source.
 
@@ -41,7 +48,7 @@ def extract(
 
     settings = load_settings(database_url=database_url)
     window = {"since": parse_when(since), "until": parse_when(until)}
-    options = dict(claude_dir=claude_dir, codex_dir=codex_dir, project=project, min_turns=min_turns, progress=reporter("extract"))
+    options = {"claude_dir": claude_dir, "codex_dir": codex_dir, "project": project, "min_turns": min_turns, "progress": reporter("extract")}
     if settings.database_url:
         with job_session(settings) as (ready, db):
             bundle = run_extract(ready, **window, **options, db=db)

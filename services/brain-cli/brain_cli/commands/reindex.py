@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,9 +13,11 @@ from brain_cli.progress import reporter
 
 @operator_errors
 def reindex(
-    vault: Optional[Path] = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault"),
-    database_url: Optional[str] = typer.Option(
-        None, "--database-url", help="Postgres URL (default DATABASE_URL; unset = embedded under BRAIN_HOME). Example: --database-url postgresql://brain@db/brain"
+    vault: Path | None = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault"),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Postgres URL (default DATABASE_URL; unset = embedded under BRAIN_HOME). Example: --database-url postgresql://brain@db/brain",
     ),
 ) -> None:
     """Rebuild the index from the vault: every arc, lesson, decision, signal, milestone,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
 
 import typer
 
@@ -21,8 +20,14 @@ from brain_kernel.identity import IdentityResolver
 def whereis(
     paths: list[str] = typer.Argument(..., help="Working folders to resolve, e.g. . or ~/dev/api/src."),
     as_json: bool = typer.Option(True, "--json/--text", help="One JSON object per line (default), or a plain table. Example: brain whereis . --text"),
-    learn: bool = typer.Option(True, "--learn/--no-learn", help="With a database, record the roots git finds (default on). Example: brain whereis ~/dev/api --no-learn"),
-    database_url: Optional[str] = typer.Option(None, "--database-url", help="Postgres URL for learned roots (default DATABASE_URL; unset = no database). Example: --database-url postgresql://brain@db/brain"),
+    learn: bool = typer.Option(
+        True, "--learn/--no-learn", help="With a database, record the roots git finds (default on). Example: brain whereis ~/dev/api --no-learn"
+    ),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Postgres URL for learned roots (default DATABASE_URL; unset = no database). Example: --database-url postgresql://brain@db/brain",
+    ),
 ) -> None:
     """Print the project of each PATH: cwd, project, repo, root, worktree, source.
 

@@ -30,6 +30,7 @@ PRIORITY = {
     "no-memory": 12,
 }
 
+
 @dataclass(frozen=True)
 class FeedEntry:
     """One feed entry as clients read it."""
@@ -54,11 +55,13 @@ class FeedEntry:
             "metadata": dict(self.metadata),
         }
 
+
 def feed_hash(payload: Mapping[str, Any]) -> str:
     """A stable hash of a feed payload (``generated_at`` excluded)."""
     data = {k: v for k, v in payload.items() if k not in ("generated_at", "hash")}
     text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
 
 def envelope(
     *,
@@ -84,14 +87,16 @@ def envelope(
     payload["generated_at"] = iso(now)
     return payload
 
+
 def answer_body(payload: Mapping[str, Any]) -> str:
     """A feed payload as compact JSON without ``generated_at`` (what a stored answer keeps)."""
     data = {k: v for k, v in payload.items() if k != "generated_at"}
     return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
 
 def stamp_answer(body: str, now: dt.datetime) -> bytes:
     """``answer_body`` output with ``generated_at`` appended: the bytes a client receives."""
     if not body.endswith("}"):
         raise ValueError("an answer body is a JSON object")
     sep = "" if body == "{}" else ","
-    return f'{body[:-1]}{sep}"generated_at":{json.dumps(iso(now))}}}'.encode("utf-8")
+    return f'{body[:-1]}{sep}"generated_at":{json.dumps(iso(now))}}}'.encode()

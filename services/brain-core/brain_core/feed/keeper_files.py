@@ -36,6 +36,7 @@ FEED_FILES: dict[str, tuple[str, str, int]] = {
 
 SEVERITY_ORDER = {"info": 0, "low": 0, "warning": 1, "alert": 1, "high": 2, "critical": 2, "nuclear": 3}
 
+
 def severity_max(values: Iterable[str | None]) -> str:
     """The most severe of the given severities (info when none)."""
     best, rank = "info", -1
@@ -47,6 +48,7 @@ def severity_max(values: Iterable[str | None]) -> str:
             best, rank = str(value).lower(), r
     return best
 
+
 def _file(vault_path: str, now: dt.datetime, body: str, severity: str = "info", **extra: Any) -> str:
     ident, title, priority = FEED_FILES[vault_path]
     meta: dict[str, Any] = {"id": ident, "title": title, "priority": priority, "ttl": DEFAULT_TTL, "severity": severity}
@@ -54,10 +56,12 @@ def _file(vault_path: str, now: dt.datetime, body: str, severity: str = "info", 
     meta.update(extra)
     return frontmatter.render(meta, body.rstrip("\n") + "\n")
 
+
 def render_hot_arcs_file(arcs: Sequence[EntryRecord], now: dt.datetime) -> str:
     """``brain-feed/hot-arcs.md``: the top arcs of the whole fleet."""
     body = f"\n## Hot Arcs ({day(now)})\n\n{hot_arcs_table(arcs)}\n"
     return _file(HOT_ARCS_FILE, now, body, arcs=[cluster_id_of(a) for a in arcs])
+
 
 def render_signals_file(signals: Sequence[EntryRecord], now: dt.datetime) -> str:
     """``brain-feed/signals.md``: every active signal, fleet-wide ones labelled."""
@@ -71,10 +75,12 @@ def render_signals_file(signals: Sequence[EntryRecord], now: dt.datetime) -> str
         body = "\n".join(lines) + "\n"
     return _file(SIGNALS_FILE, now, body, severity=severity_max(s.severity for s in signals))
 
+
 def render_lessons_file(lessons: Sequence[EntryRecord], now: dt.datetime) -> str:
     """``brain-feed/lessons.md``: the most recent lessons of the fleet, newest first."""
     body = "\n" + (lessons_markdown(lessons, with_project=True) or "No recent lessons.") + "\n"
     return _file(LESSONS_FILE, now, body)
+
 
 def render_inject_file(blocks: Sequence[EntryRecord], now: dt.datetime) -> str:
     """``brain-feed/inject-blocks.md``: the blocks targeted at every session, for file-reading clients."""
@@ -82,9 +88,11 @@ def render_inject_file(blocks: Sequence[EntryRecord], now: dt.datetime) -> str:
     body = "".join(parts) if parts else "\nNo inject blocks.\n"
     return _file(INJECT_FILE, now, body)
 
+
 def render_fleet_intent_file(intent: str, now: dt.datetime, *, source: str) -> str:
     """``brain-feed/intent.md``: the fleet intent, the fallback for sessions without a project."""
     return _file(FLEET_INTENT_FILE, now, f"\n{intent}\n", source=source)
+
 
 def render_project_intent_file(project: ProjectRef, intent: str, focus: str, now: dt.datetime, *, source: str) -> str:
     """A project's ``intent.md`` (frontmatter carries project, repo and the focus line)."""
@@ -102,13 +110,12 @@ def render_project_intent_file(project: ProjectRef, intent: str, focus: str, now
     }
     return frontmatter.render(meta, f"\n{intent}\n")
 
+
 def feed_file_entry(vault_path: str, text: str) -> FeedEntry:
     """A feed entry from one ``brain-feed/*.md`` file (frontmatter id, priority, ttl, severity)."""
     doc = frontmatter.parse(text)
     meta = doc.meta
-    default_id, default_title, default_priority = FEED_FILES.get(
-        vault_path, (vault_path.rsplit("/", 1)[-1][:-3], vault_path.rsplit("/", 1)[-1][:-3], 5)
-    )
+    default_id, default_title, default_priority = FEED_FILES.get(vault_path, (vault_path.rsplit("/", 1)[-1][:-3], vault_path.rsplit("/", 1)[-1][:-3], 5))
     extra = {k: v for k, v in meta.items() if k not in ("id", "title", "priority", "ttl", "severity")}
     extra.update({"vault_path": vault_path, "scope": "fleet", "project": None})
     return FeedEntry(
@@ -120,6 +127,7 @@ def feed_file_entry(vault_path: str, text: str) -> FeedEntry:
         severity=str(meta.get("severity") or "info"),
         metadata=extra,
     )
+
 
 def global_feed(
     files: Sequence[tuple[str, str]],

@@ -23,6 +23,7 @@ from brain_core.membership import inject_applies, inject_is_fleet
 from brain_core.text import one_line
 from brain_core.times import iso
 
+
 @dataclass(frozen=True)
 class ProjectRef:
     """The project a feed is for: canonical id (slug, else key), key, repo, whether it is known."""
@@ -36,6 +37,7 @@ class ProjectRef:
     def id(self) -> str:
         """The project id: the repo slug when known, else the key."""
         return self.repo or self.key
+
 
 @dataclass(frozen=True)
 class ProjectMemory:
@@ -61,8 +63,10 @@ class ProjectMemory:
         times = [r.occurred_at for r in windowed if r.occurred_at is not None]
         return min(times) + dt.timedelta(days=lesson_days) if times else None
 
+
 def _meta(scope: str, project: str | None, **extra: Any) -> dict[str, Any]:
     return {"scope": scope, "project": project, **extra}
+
 
 def _signal_entry(signal: EntryRecord, *, fleet: bool, project: ProjectRef) -> FeedEntry:
     label = "Fleet signal" if fleet else f"Signal ({project.id})"
@@ -81,6 +85,7 @@ def _signal_entry(signal: EntryRecord, *, fleet: bool, project: ProjectRef) -> F
         ),
     )
 
+
 def no_memory_entry(ref: str) -> FeedEntry:
     """The short entry an unknown project gets."""
     return FeedEntry(
@@ -90,6 +95,7 @@ def no_memory_entry(ref: str) -> FeedEntry:
         priority=PRIORITY["no-memory"],
         metadata=_meta("project", ref),
     )
+
 
 def project_feed(
     project: ProjectRef,

@@ -21,9 +21,11 @@ HOT_ARCS_HEADER = "| Arc ID | Heat | Region | Status | Project | What it is |"
 
 HOT_ARCS_RULE = "|---|---|---|---|---|---|"
 
+
 def day(value: dt.datetime | None) -> str:
     """The UTC date of ``value`` (dashes when unknown)."""
     return value.astimezone(dt.timezone.utc).date().isoformat() if value else "----------"
+
 
 def cluster_id_of(record: EntryRecord) -> str:
     """The arc's cluster id: from its frontmatter, else its file name."""
@@ -32,6 +34,7 @@ def cluster_id_of(record: EntryRecord) -> str:
         return str(cid)
     name = record.vault_path.rsplit("/", 1)[-1]
     return name[:-3] if name.endswith(".md") else name
+
 
 def digest(record: EntryRecord) -> ArcDigest:
     """An arc record as the intent helpers see it."""
@@ -46,12 +49,14 @@ def digest(record: EntryRecord) -> ArcDigest:
         region=str(region) if region else None,
     )
 
+
 def project_label(record: EntryRecord) -> str:
     """What the Project column shows: the repo slug (else key), plus any other projects of a merged arc."""
     primary = record.repo or record.project or ""
     others = [p for p in record.projects if p and p != record.project]
     label = ", ".join([primary, *others]) if primary else ", ".join(others)
     return label or "-"
+
 
 def hot_arcs_table(arcs: Sequence[EntryRecord]) -> str:
     """The markdown table of hot arcs, hottest first, blurb from summary else title."""
@@ -74,6 +79,7 @@ def hot_arcs_table(arcs: Sequence[EntryRecord]) -> str:
         )
     return "\n".join(lines)
 
+
 def hot_arc_item(record: EntryRecord) -> dict[str, Any]:
     """One arc of the top-level ``hot_arcs`` list."""
     d = digest(record)
@@ -91,6 +97,7 @@ def hot_arc_item(record: EntryRecord) -> dict[str, Any]:
         "last_active": iso(record.occurred_at),
     }
 
+
 def inject_item(record: EntryRecord, scope: str, project: str | None) -> dict[str, Any]:
     """One block of the top-level ``inject_blocks`` list."""
     return {
@@ -105,6 +112,7 @@ def inject_item(record: EntryRecord, scope: str, project: str | None) -> dict[st
         "project": project,
     }
 
+
 def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = False) -> str:
     """One bullet per lesson (or milestone): date, (project,) title and content."""
     lines = []
@@ -115,6 +123,7 @@ def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = Fal
         text = content if not title or content.startswith(title) else f"{title}: {content}"
         lines.append(f"- {day(lesson.occurred_at)}{where} {text}")
     return "\n".join(lines)
+
 
 def decisions_markdown(decisions: Sequence[EntryRecord]) -> str:
     """One bullet per decision: date, title, status and the content clipped on a word."""
