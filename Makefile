@@ -10,6 +10,8 @@ serve: $(VENV)/.installed
 	$(BIN)/brain serve
 
 test: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
 $(VENV)/.installed: pyproject.toml constraints.txt

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -26,6 +26,16 @@ if TYPE_CHECKING:  # commands that never touch the database do not pay for impor
     from sqlalchemy.orm import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The options every command that opens the vault or the index shares.
+VaultOption = Annotated[Path | None, typer.Option("--vault", help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault")]
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="Postgres URL (default DATABASE_URL; unset = embedded Postgres under BRAIN_HOME). Example: --database-url postgresql://brain@db/brain",
+    ),
+]
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 
-from brain_cli.common import job_session, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, job_session, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 
 
 @operator_errors
 def reindex(
-    vault: Path | None = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault"),
-    database_url: str | None = typer.Option(
-        None,
-        "--database-url",
-        help="Postgres URL (default DATABASE_URL; unset = embedded under BRAIN_HOME). Example: --database-url postgresql://brain@db/brain",
-    ),
+    vault: VaultOption = None,
+    database_url: DatabaseOption = None,
 ) -> None:
     """Rebuild the index from the vault: every arc, lesson, decision, signal, milestone,
     intent and inject block, and the projects they name.

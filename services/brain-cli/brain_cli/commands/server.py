@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 
-from brain_cli.common import load_settings, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, load_settings, operator_errors
 
 
 @operator_errors
 def serve(
     host: str = typer.Option(None, help="Interface to bind (default 127.0.0.1, BRAIN_HOST)."),
     port: int = typer.Option(None, help="Port to listen on (default 8080, BRAIN_PORT)."),
-    vault: Path = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT)."),
-    database_url: str = typer.Option(None, "--database-url", help="Postgres URL; unset = embedded Postgres under BRAIN_HOME."),
+    vault: VaultOption = None,
+    database_url: DatabaseOption = None,
     workers: int = typer.Option(None, help="Worker processes (default 1, BRAIN_WORKERS)."),
 ) -> None:
     """Run the HTTP API.
@@ -35,7 +34,7 @@ def serve(
 
 @operator_errors
 def migrate(
-    database_url: str = typer.Option(None, "--database-url", help="Postgres URL; unset = embedded Postgres under BRAIN_HOME."),
+    database_url: DatabaseOption = None,
 ) -> None:
     """Upgrade the index schema to the latest revision (alembic upgrade head).
 

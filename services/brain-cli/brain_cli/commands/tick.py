@@ -5,23 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from pathlib import Path
 
 import typer
 
-from brain_cli.common import job_engine, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
 
 
 @operator_errors
 def tick(
     no_ai: bool = typer.Option(False, "--no-ai", help="Derive intents from hot arcs even when an LLM endpoint is configured. Example: brain tick --no-ai"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and report, write nothing (no vault file, no index row). Example: brain tick --dry-run"),
-    vault: Path | None = typer.Option(None, help="Vault folder (default ./vault, BRAIN_VAULT). Example: --vault /srv/vault"),
-    database_url: str | None = typer.Option(
-        None,
-        "--database-url",
-        help="Postgres URL (default DATABASE_URL; unset = embedded under BRAIN_HOME). Example: --database-url postgresql://brain@db/brain",
-    ),
+    vault: VaultOption = None,
+    database_url: DatabaseOption = None,
 ) -> None:
     """Run one keeper pass: score arcs (heat, status), write brain-feed/ (hot-arcs.md,
     signals.md, lessons.md, inject-blocks.md, intent.md), write one intent per project
