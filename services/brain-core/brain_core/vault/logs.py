@@ -1,0 +1,215 @@
+"""Marker text in the vault (pure): the log-entry codec of lessons and milestones, and the files
+of signals and decisions.
+
+Log entry format (ADR 0004)::
+
+    ## 2026-11-28T14:03:22Z [project: api repo: org1/api] Title on one line
+    <!-- brain {"kind": "lesson", "id": "9f0c...", "source": "claude-code"} -->
+
+    content, with any line starting "## " escaped as "\\## "
+
+The ``[...]`` tag always follows the stamp in new entries (``[unattributed]``
+when no project is known), so a title can never pose as a tag. Old headers
+(``## 14:03 — text``, ``## anything``) have no tag and parse as unattributed;
+old entries without the ``brain`` comment get an id anchored on their header
+and its position among identical headers, stable in an append-only file.
+``split_log`` also reports each entry's line span, so a search can look inside
+one entry of a log shared by many projects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
+from brain_core.markers import DEFAULT_SEVERITY, DEFAULT_STATUS, Attribution, MarkerRequest
+from brain_core.text import one_line
+from brain_core.times import iso, parse_time
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import BLOCKS_PATH
+
+_HEADER = "## "
+
+_ESCAPED_HEADER = re.compile(r"^(\\*)## ")
+
+_META_LINE = re.compile(r"^<!-- brain (\{.*\}) -->$")
+
+_STAMP = re.compile(
+    r"^(?P<stamp>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{1,2}:\d{2}(?::\d{2})?Z?)(?=\s|$)"
+)
+
+_TAG = re.compile(r"^\[(?:project: (?P<project>[^\]\s]+)(?: repo: (?P<repo>[^\]\s]+))?|(?P<none>unattributed))\]")
+
+_DATE_IN_PATH = re.compile(r"(\d{4}-\d{2}-\d{2})")
+
+
+def log_file_header(kind: str, vault_path: str) -> str:
+    """The heading a new log file starts with."""
+    name = vault_path.rsplit("/", 1)[-1].removesuffix(".md")
+    if kind == "lesson":
+        return f"# Lessons {name.removeprefix('lessons-')}\n\n"
+    match = BLOCKS_PATH.match(vault_path)
+    if match:
+        return f"# {match.group(1)}: milestones\n\n"
+    return f"# {name}\n\n"
+
+def _tag(who: Attribution) -> str:
+    if not who.project:
+        return "[unattributed]"
+    return f"[project: {who.project} repo: {who.repo}]" if who.repo else f"[project: {who.project}]"
+
+def _meta_comment(meta: Mapping[str, Any]) -> str:
+    # ">" never occurs in JSON syntax, only inside strings, so escaping it keeps "-->" out.
+    payload = json.dumps({k: v for k, v in meta.items() if v is not None}, ensure_ascii=False, separators=(", ", ": "))
+    return "<!-- brain " + payload.replace(">", "\\u003e") + " -->"
+
+def _escape_body(content: str) -> str:
+    return "\n".join(("\\" + line) if _ESCAPED_HEADER.match(line) else line for line in content.split("\n"))
+
+def _unescape_body(lines: list[str]) -> list[str]:
+    return [line[1:] if _ESCAPED_HEADER.match(line) and line.startswith("\\") else line for line in lines]
+
+def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
+    """A lesson or milestone entry as appended to its log (header, meta comment, body)."""
+    meta = {
+        "kind": kind,
+        "id": marker_id,
+        "session_id": req.session_id,
+        "source": req.source,
+        "worktree": who.worktree,
+        "project_source": who.source,
+    }
+    header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}".rstrip()
+    return f"{header}\n{_meta_comment(meta)}\n\n{_escape_body(req.content)}\n\n"
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One entry of a log file: its header parts, ``brain`` comment, content, and lines in the file.
+
+    ``first_line`` and ``last_line`` are 1-based and inclusive, counting lines
+    as ``text.split("\\n")`` does (the codec's own notion of a line).
+    """
+
+    header: str
+    stamp: str | None
+    project: str | None
+    repo: str | None
+    title: str
+    meta: dict[str, Any]
+    content: str
+    ordinal: int
+    first_line: int
+    last_line: int
+
+def split_log(text: str) -> list[LogEntry]:
+    """Entries of a log file, in order; text before the first ``## `` header is skipped."""
+    entries: list[LogEntry] = []
+    seen: dict[str, int] = {}
+    current: list[str] | None = None
+    blocks: list[tuple[int, list[str]]] = []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline ending the file ends the last line; it starts no line of its own
+    for number, line in enumerate(lines, 1):
+        if line.startswith(_HEADER):
+            current = [line.rstrip("\r")]
+            blocks.append((number, current))
+        elif current is not None:
+            current.append(line.rstrip("\r"))
+    for first_line, block in blocks:
+        header = block[0]
+        rest = header[len(_HEADER):].strip()
+        stamp_text = None
+        match = _STAMP.match(rest)
+        if match:
+            stamp_text = match.group("stamp")
+            rest = rest[match.end():].strip()
+        project = repo = None
+        tag = _TAG.match(rest)
+        if tag:
+            project, repo = valid_ref(tag.group("project"), tag.group("repo"))
+            rest = rest[tag.end():].strip()
+        title = rest.lstrip("—–-·:|").strip()
+        body = block[1:]
+        meta: dict[str, Any] = {}
+        if body:
+            found = _META_LINE.match(body[0].strip())
+            if found:
+                try:
+                    loaded = json.loads(found.group(1))
+                except ValueError:
+                    loaded = None
+                if isinstance(loaded, dict):
+                    meta = loaded
+                    body = body[1:]
+        content = "\n".join(_unescape_body(body)).strip("\n")
+        ordinal = seen.get(header, 0)
+        seen[header] = ordinal + 1
+        last_line = first_line + len(block) - 1
+        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line))
+    return entries
+
+def valid_ref(project: str | None, repo: str | None) -> tuple[str | None, str | None]:
+    """A (key, slug) read back from a file, dropped when it is not a valid key (never trusted blindly)."""
+    if not project:
+        return None, None
+    try:
+        key, slug = parse_project_ref(project)
+        return key, normalise_slug(repo) if repo else slug
+    except InvalidKey:
+        return None, None
+
+def occurred_at(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
+    """A UTC datetime from a header stamp; time-only stamps take the date in the file name."""
+    if not stamp_text:
+        return None
+    text = stamp_text.strip().replace(" ", "T")
+    if "T" not in text and ":" in text:
+        day = _DATE_IN_PATH.search(vault_path.rsplit("/", 1)[-1])
+        if not day:
+            return None
+        hour, _, rest = text.partition(":")
+        text = f"{day.group(1)}T{hour.zfill(2)}:{rest}"  # older headers wrote 9:05 for 09:05
+    return parse_time(text)
+
+def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[str, Any]:
+    meta = {
+        "project": who.project,
+        "repo": who.repo,
+        "worktree": who.worktree,
+        "project_source": who.source,
+        "session_id": req.session_id,
+        "source": req.source,
+        "target": req.target,
+        "id": marker_id,
+    }
+    return {k: v for k, v in meta.items() if v is not None}
+
+def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
+    """A signal file: frontmatter (title, severity, scope, project, repo, ...) and the content."""
+    meta: dict[str, Any] = {
+        "type": "signal",
+        "title": req.title,
+        "severity": req.severity or DEFAULT_SEVERITY,
+        "scope": req.scope,
+        "created": iso(at),
+        **_provenance(req, who, marker_id),
+    }
+    return frontmatter.render(meta, f"\n# {one_line(req.title)}\n\n{req.content}\n")
+
+def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker_id: str, at: dt.datetime) -> str:
+    """A decision (ADR) file: frontmatter (adr, title, status, project, repo, ...) and the content."""
+    meta: dict[str, Any] = {
+        "type": "decision",
+        "adr": number,
+        "title": req.title,
+        "status": req.status or DEFAULT_STATUS,
+        "created": iso(at),
+        **_provenance(req, who, marker_id),
+    }
+    return frontmatter.render(meta, f"\n# ADR-{number:04d}: {one_line(req.title)}\n\n{req.content}\n")

@@ -1,0 +1,338 @@
+"""Index records from vault files (pure): every ``*_record`` parser, and the one dispatch over them.
+
+``records_for(vault_path, text)`` is the single entry both the full
+``brain reindex`` and the incremental refresh after a write use, so the two
+give the same rows by construction: a file's rows depend on its path and
+text only. The request path builds a marker's row by parsing the text it
+just rendered with these same functions. ``project_activity`` derives the
+projects table (key, repo, last activity) from the same rows, so a wiped
+index comes back whole from the vault alone.
+
+Old files stay readable: arcs written before projects existed read as
+unattributed (their basename ``project`` kept as ``legacy_project``), old
+untagged log headers as unattributed entries, flat frontmatter through the
+codec's lenient reader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from brain_core.arcs import arc_last_active
+from brain_core.entries import EntryRecord, entry_id
+from brain_core.markers import DEFAULT_SEVERITY, default_title
+from brain_core.membership import inject_is_fleet
+from brain_core.text import text_or_none
+from brain_core.times import parse_time
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, blocks_project, is_tombstone, kind_of_path
+from brain_core.vault.logs import LogEntry, occurred_at, split_log, valid_ref
+
+ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
+_SIGNAL_NAME = re.compile(r"^(\d{8})-(\d{6})-([a-z0-9_]+)-")
+
+
+
+# -- log entries (lessons, milestones) ------------------------------------------
+
+def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """The JSONB metadata of a row: the marker's id and provenance, strings only."""
+    out: dict[str, Any] = {}
+    if meta.get("id"):
+        out["marker_id"] = str(meta["id"])
+    for name in ("session_id", "source", "worktree", "project_source", "target"):
+        value = meta.get(name)
+        if isinstance(value, str) and value:
+            out[name] = value
+    out.update({k: v for k, v in extra.items() if v is not None})
+    return out
+
+def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None, repo: str | None) -> EntryRecord:
+    anchor = f"id:{entry.meta['id']}" if entry.meta.get("id") else f"header:{entry.header}#{entry.ordinal}"
+    return EntryRecord(
+        id=entry_id(kind, vault_path, anchor),
+        kind=kind,
+        vault_path=vault_path,
+        title=entry.title or default_title(entry.content),
+        content=entry.content,
+        project=project,
+        repo=repo if project else None,
+        scope="project",
+        occurred_at=occurred_at(entry.stamp, vault_path),
+        meta=_entry_meta(entry.meta),
+    )
+
+def _log_entries(kind: str, text: str, vault_path: str) -> list[tuple[EntryRecord, LogEntry]]:
+    """The rows of a shared log with the entries they come from.
+
+    Lessons: every entry; old untagged headers are unattributed. Milestones:
+    in ``left/projects/<p>/BLOCKS.md`` every entry is a milestone of ``p``
+    unless its own tag names the project; in a daily note only entries marked
+    as milestones (``brain`` comment, or a header saying "milestone") count.
+    """
+    folder = blocks_project(vault_path) if kind == "milestone" else None
+    path_project = valid_ref(folder, None)[0] if folder else None
+    out = []
+    for entry in split_log(text):
+        if kind == "milestone" and folder is None and entry.meta.get("kind") != "milestone" and "milestone" not in entry.header.lower():
+            continue
+        project, repo = (entry.project, entry.repo) if entry.project else (path_project, None)
+        out.append((_log_record(kind, entry, vault_path, project, repo), entry))
+    return out
+
+
+def lesson_records(text: str, vault_path: str) -> list[EntryRecord]:
+    """Index rows of a lesson log (or of one rendered entry); old untagged headers are unattributed."""
+    return [record for record, _ in _log_entries("lesson", text, vault_path)]
+
+
+def milestone_records(text: str, vault_path: str) -> list[EntryRecord]:
+    """Index rows of milestones in a project's BLOCKS.md or a daily note (see ``_log_entries``)."""
+    return [record for record, _ in _log_entries("milestone", text, vault_path)]
+
+
+# -- files with frontmatter (signals, decisions) -----------------------------------
+
+def _body_without_heading(body: str) -> tuple[str | None, str]:
+    """(first ``# `` heading text or None, the rest) of a file body."""
+    text = body.strip("\n")
+    first, _, rest = text.partition("\n")
+    if first.startswith("# "):
+        return first[2:].strip(), rest.strip("\n")
+    return None, text
+
+def _created(meta: Mapping[str, Any], vault_path: str) -> dt.datetime | None:
+    created = text_or_none(meta.get("created")) or text_or_none(meta.get("date")) or text_or_none(meta.get("timestamp"))
+    return occurred_at(created, vault_path) if created else None
+
+def signal_record(text: str, vault_path: str) -> EntryRecord:
+    """The index row of a signal file; ``scope: fleet`` makes it fleet-wide."""
+    doc = frontmatter.parse(text)
+    meta = doc.meta
+    heading, content = _body_without_heading(doc.body)
+    name = _SIGNAL_NAME.match(vault_path.rsplit("/", 1)[-1])
+    occurred = _created(meta, vault_path)
+    if occurred is None and name:
+        occurred = dt.datetime.strptime(name.group(1) + name.group(2), "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
+    project, repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
+    scope = "fleet" if text_or_none(meta.get("scope")) == "fleet" or meta.get("fleet") is True else "project"
+    return EntryRecord(
+        id=entry_id("signal", vault_path),
+        kind="signal",
+        vault_path=vault_path,
+        title=text_or_none(meta.get("title")) or heading or default_title(content),
+        content=content,
+        project=project,
+        repo=repo,
+        scope=scope,
+        severity=(text_or_none(meta.get("severity")) or (name.group(3) if name else None) or DEFAULT_SEVERITY).lower()[:32],
+        occurred_at=occurred,
+        meta=_entry_meta(meta),
+    )
+
+def decision_record(text: str, vault_path: str) -> EntryRecord:
+    """The index row of a decision (ADR) file; the number comes from frontmatter or the name."""
+    doc = frontmatter.parse(text)
+    meta = doc.meta
+    heading, content = _body_without_heading(doc.body)
+    number = meta.get("adr") if isinstance(meta.get("adr"), int) else adr_number(vault_path)
+    if heading:
+        heading = re.sub(r"^ADR-\d+\s*[:\-—]\s*", "", heading, flags=re.I).strip() or None
+    project, repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
+    status = text_or_none(meta.get("status"))
+    return EntryRecord(
+        id=entry_id("decision", vault_path),
+        kind="decision",
+        vault_path=vault_path,
+        title=text_or_none(meta.get("title")) or heading or default_title(content),
+        content=content,
+        project=project,
+        repo=repo,
+        scope="project",
+        status=status.lower()[:32] if status else None,
+        occurred_at=_created(meta, vault_path),
+        meta=_entry_meta(meta, adr=number),
+    )
+
+
+# -- arcs --------------------------------------------------------------------------
+
+def _heat(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+def arc_record(text: str, vault_path: str) -> EntryRecord | None:
+    """Index entry of an arc file; None for merge tombstones.
+
+    Attribution is trusted only from arcs written with project fields
+    (``projects`` or ``project_source`` present). Older arcs carry a
+    ``project`` that was the basename of a working folder, often wrong; they
+    read as unattributed (kept in ``meta.legacy_project``) until the backfill
+    rewrites them.
+    """
+    return arc_record_of(frontmatter.parse(text), vault_path)
+
+def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | None:
+    """``arc_record`` for an arc already parsed (the keeper parses every arc once)."""
+    if is_tombstone(vault_path):
+        return None
+    meta = doc.meta
+    if meta.get("merged_into"):
+        return None
+    attributed = "projects" in meta or "project_source" in meta
+    project = text_or_none(meta.get("project")) if attributed else None
+    raw_projects = meta.get("projects") if attributed else None
+    projects = tuple(str(p) for p in raw_projects if p) if isinstance(raw_projects, list) else ()
+    if project is None and projects:
+        project = projects[0]
+    title = text_or_none(meta.get("title")) or text_or_none(meta.get("cluster_id")) or vault_path.rsplit("/", 1)[-1][:-3]
+    summary = text_or_none(meta.get("summary"))
+    body = doc.body.strip()
+    extra = {
+        k: meta.get(k)
+        for k in ("cluster_id", "region", "worktrees", "cwd", "git_branch", "project_source", "source_sessions", "signals", "edges", "synthesized", "created")
+        if k in meta
+    }
+    extra["summary"] = summary
+    if not attributed and meta.get("project"):
+        extra["legacy_project"] = meta.get("project")
+    return EntryRecord(
+        id=entry_id("arc", vault_path),
+        kind="arc",
+        vault_path=vault_path,
+        title=title,
+        content=summary or body[:4000],
+        project=project.lower() if project else None,
+        projects=tuple(p.lower() for p in projects),
+        repo=text_or_none(meta.get("repo")) if attributed else None,
+        scope="project",
+        status=text_or_none(meta.get("status")),
+        heat=_heat(meta.get("heat")),
+        occurred_at=arc_last_active(meta),
+        meta=extra,
+    )
+
+
+# -- the keeper's files (intents, inject blocks) ------------------------------------
+
+def inject_record(text: str, vault_path: str) -> EntryRecord:
+    """The index record of one inject block file (``brain-feed/inject/<id>.md``)."""
+    doc = frontmatter.parse(text)
+    meta = dict(doc.meta)
+    return EntryRecord(
+        id=entry_id("inject", vault_path),
+        kind="inject",
+        vault_path=vault_path,
+        title=str(meta.get("title") or meta.get("id") or vault_path.rsplit("/", 1)[-1][:-3]),
+        content=doc.body.strip(),
+        scope="fleet" if inject_is_fleet(meta) else "project",
+        severity=str(meta.get("severity") or "info"),
+        occurred_at=parse_time(meta.get("created") or meta.get("generated")),
+        meta=meta,
+    )
+
+def intent_record(text: str, vault_path: str) -> EntryRecord:
+    """The index record of an intent file (per project, or the fleet's ``brain-feed/intent.md``)."""
+    doc = frontmatter.parse(text)
+    meta = dict(doc.meta)
+    project = meta.get("project")
+    fleet = vault_path == FLEET_INTENT_FILE or not project
+    return EntryRecord(
+        id=entry_id("intent", vault_path),
+        kind="intent",
+        vault_path=vault_path,
+        title=str(meta.get("title") or "Operator Intent"),
+        content=str(meta.get("intent") or doc.body.strip()),
+        project=None if fleet else str(project),
+        repo=None if fleet else (str(meta["repo"]) if meta.get("repo") else None),
+        scope="fleet" if fleet else "project",
+        occurred_at=parse_time(meta.get("generated")),
+        meta={k: v for k, v in meta.items() if k in ("id", "focus", "source", "priority", "ttl", "severity", "generated")},
+    )
+
+
+# -- every file ------------------------------------------------------------------------
+
+def records_for(vault_path: str, text: str) -> list[EntryRecord]:
+    """Every index entry one vault file holds (none for tombstones and unrelated files)."""
+    kind = kind_of_path(vault_path)
+    if kind == "arc":
+        record = arc_record(text, vault_path)
+        return [record] if record is not None else []
+    if kind == "lesson":
+        return lesson_records(text, vault_path)
+    if kind == "decision":
+        return [decision_record(text, vault_path)]
+    if kind == "signal":
+        return [signal_record(text, vault_path)]
+    if kind == "milestone":
+        return milestone_records(text, vault_path)
+    if kind == "intent":
+        return [intent_record(text, vault_path)]
+    if kind == "inject":
+        return [inject_record(text, vault_path)]
+    return []
+
+@dataclass(frozen=True)
+class ProjectActivity:
+    """One project as the vault shows it: key, repo slug (or None), latest entry time."""
+
+    key: str
+    repo: str | None
+    last_active: dt.datetime | None
+
+def project_activity(records: Iterable[EntryRecord]) -> list[ProjectActivity]:
+    """The projects named by entries, with their last activity.
+
+    A key seen with exactly one repo folds its repo-less mentions (secondary
+    projects of merged arcs, markers that named only the key) into that
+    repo; a key seen with several repos keeps them apart and drops the
+    repo-less mentions, which could belong to either; a key never seen with
+    a repo is a project of its own.
+    """
+    by_repo: dict[tuple[str, str], dt.datetime | None] = {}
+    bare: dict[str, dt.datetime | None] = {}
+
+    def later(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
+        return b if a is None else a if b is None else max(a, b)
+
+    for record in records:
+        if record.kind not in ACTIVITY_KINDS:
+            continue
+        for key in record.projects:
+            if key == record.project and record.repo:
+                slot = (key, record.repo)
+                by_repo[slot] = later(by_repo.get(slot), record.occurred_at) if slot in by_repo else record.occurred_at
+            else:
+                bare[key] = later(bare.get(key), record.occurred_at) if key in bare else record.occurred_at
+    repos_of: dict[str, list[str]] = {}
+    for key, repo in by_repo:
+        repos_of.setdefault(key, []).append(repo)
+    out = [ProjectActivity(key, repo, when) for (key, repo), when in by_repo.items()]
+    for key, when in bare.items():
+        repos = repos_of.get(key, [])
+        if len(repos) == 1:
+            index = next(i for i, p in enumerate(out) if p.key == key and p.repo == repos[0])
+            out[index] = ProjectActivity(key, repos[0], later(out[index].last_active, when))
+        elif not repos:
+            out.append(ProjectActivity(key, None, when))
+    return sorted(out, key=lambda p: (p.key, p.repo or ""))
+
+
+def entry_line_spans(vault_path: str, text: str) -> dict[str, tuple[int, int]]:
+    """Entry id -> (first line, last line) of each entry in a shared log (lessons, milestones).
+
+    Lines are 1-based and inclusive, as ``text.split("\\n")`` counts them.
+    Files of one entry each (arcs, signals, decisions, ...) give {}: the whole
+    file is the entry.
+    """
+    kind = kind_of_path(vault_path)
+    if kind not in LOG_KINDS:
+        return {}
+    return {record.id: (entry.first_line, entry.last_line) for record, entry in _log_entries(kind, text, vault_path)}
