@@ -39,9 +39,7 @@ _ESCAPED_HEADER = re.compile(r"^(\\*)## ")
 
 _META_LINE = re.compile(r"^<!-- brain (\{.*\}) -->$")
 
-_STAMP = re.compile(
-    r"^(?P<stamp>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{1,2}:\d{2}(?::\d{2})?Z?)(?=\s|$)"
-)
+_STAMP = re.compile(r"^(?P<stamp>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{1,2}:\d{2}(?::\d{2})?Z?)(?=\s|$)")
 
 _TAG = re.compile(r"^\[(?:project: (?P<project>[^\]\s]+)(?: repo: (?P<repo>[^\]\s]+))?|(?P<none>unattributed))\]")
 
@@ -58,21 +56,26 @@ def log_file_header(kind: str, vault_path: str) -> str:
         return f"# {match.group(1)}: milestones\n\n"
     return f"# {name}\n\n"
 
+
 def _tag(who: Attribution) -> str:
     if not who.project:
         return "[unattributed]"
     return f"[project: {who.project} repo: {who.repo}]" if who.repo else f"[project: {who.project}]"
+
 
 def _meta_comment(meta: Mapping[str, Any]) -> str:
     # ">" never occurs in JSON syntax, only inside strings, so escaping it keeps "-->" out.
     payload = json.dumps({k: v for k, v in meta.items() if v is not None}, ensure_ascii=False, separators=(", ", ": "))
     return "<!-- brain " + payload.replace(">", "\\u003e") + " -->"
 
+
 def _escape_body(content: str) -> str:
     return "\n".join(("\\" + line) if _ESCAPED_HEADER.match(line) else line for line in content.split("\n"))
 
+
 def _unescape_body(lines: list[str]) -> list[str]:
     return [line[1:] if _ESCAPED_HEADER.match(line) and line.startswith("\\") else line for line in lines]
+
 
 def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
     """A lesson or milestone entry as appended to its log (header, meta comment, body)."""
@@ -86,6 +89,7 @@ def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_
     }
     header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}".rstrip()
     return f"{header}\n{_meta_comment(meta)}\n\n{_escape_body(req.content)}\n\n"
+
 
 @dataclass(frozen=True)
 class LogEntry:
@@ -106,6 +110,7 @@ class LogEntry:
     first_line: int
     last_line: int
 
+
 def split_log(text: str) -> list[LogEntry]:
     """Entries of a log file, in order; text before the first ``## `` header is skipped."""
     entries: list[LogEntry] = []
@@ -123,17 +128,17 @@ def split_log(text: str) -> list[LogEntry]:
             current.append(line.rstrip("\r"))
     for first_line, block in blocks:
         header = block[0]
-        rest = header[len(_HEADER):].strip()
+        rest = header[len(_HEADER) :].strip()
         stamp_text = None
         match = _STAMP.match(rest)
         if match:
             stamp_text = match.group("stamp")
-            rest = rest[match.end():].strip()
+            rest = rest[match.end() :].strip()
         project = repo = None
         tag = _TAG.match(rest)
         if tag:
             project, repo = valid_ref(tag.group("project"), tag.group("repo"))
-            rest = rest[tag.end():].strip()
+            rest = rest[tag.end() :].strip()
         title = rest.lstrip("—–-·:|").strip()
         body = block[1:]
         meta: dict[str, Any] = {}
@@ -154,6 +159,7 @@ def split_log(text: str) -> list[LogEntry]:
         entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line))
     return entries
 
+
 def valid_ref(project: str | None, repo: str | None) -> tuple[str | None, str | None]:
     """A (key, slug) read back from a file, dropped when it is not a valid key (never trusted blindly)."""
     if not project:
@@ -163,6 +169,7 @@ def valid_ref(project: str | None, repo: str | None) -> tuple[str | None, str | 
         return key, normalise_slug(repo) if repo else slug
     except InvalidKey:
         return None, None
+
 
 def occurred_at(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
     """A UTC datetime from a header stamp; time-only stamps take the date in the file name."""
@@ -177,6 +184,7 @@ def occurred_at(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
         text = f"{day.group(1)}T{hour.zfill(2)}:{rest}"  # older headers wrote 9:05 for 09:05
     return parse_time(text)
 
+
 def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[str, Any]:
     meta = {
         "project": who.project,
@@ -190,6 +198,7 @@ def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[st
     }
     return {k: v for k, v in meta.items() if v is not None}
 
+
 def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
     """A signal file: frontmatter (title, severity, scope, project, repo, ...) and the content."""
     meta: dict[str, Any] = {
@@ -201,6 +210,7 @@ def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: d
         **_provenance(req, who, marker_id),
     }
     return frontmatter.render(meta, f"\n# {one_line(req.title)}\n\n{req.content}\n")
+
 
 def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker_id: str, at: dt.datetime) -> str:
     """A decision (ADR) file: frontmatter (adr, title, status, project, repo, ...) and the content."""

@@ -36,8 +36,8 @@ ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
 _SIGNAL_NAME = re.compile(r"^(\d{8})-(\d{6})-([a-z0-9_]+)-")
 
 
-
 # -- log entries (lessons, milestones) ------------------------------------------
+
 
 def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     """The JSONB metadata of a row: the marker's id and provenance, strings only."""
@@ -50,6 +50,7 @@ def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
             out[name] = value
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
+
 
 def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None, repo: str | None) -> EntryRecord:
     anchor = f"id:{entry.meta['id']}" if entry.meta.get("id") else f"header:{entry.header}#{entry.ordinal}"
@@ -65,6 +66,7 @@ def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None
         occurred_at=occurred_at(entry.stamp, vault_path),
         meta=_entry_meta(entry.meta),
     )
+
 
 def _log_entries(kind: str, text: str, vault_path: str) -> list[tuple[EntryRecord, LogEntry]]:
     """The rows of a shared log with the entries they come from.
@@ -97,6 +99,7 @@ def milestone_records(text: str, vault_path: str) -> list[EntryRecord]:
 
 # -- files with frontmatter (signals, decisions) -----------------------------------
 
+
 def _body_without_heading(body: str) -> tuple[str | None, str]:
     """(first ``# `` heading text or None, the rest) of a file body."""
     text = body.strip("\n")
@@ -105,9 +108,11 @@ def _body_without_heading(body: str) -> tuple[str | None, str]:
         return first[2:].strip(), rest.strip("\n")
     return None, text
 
+
 def _created(meta: Mapping[str, Any], vault_path: str) -> dt.datetime | None:
     created = text_or_none(meta.get("created")) or text_or_none(meta.get("date")) or text_or_none(meta.get("timestamp"))
     return occurred_at(created, vault_path) if created else None
+
 
 def signal_record(text: str, vault_path: str) -> EntryRecord:
     """The index row of a signal file; ``scope: fleet`` makes it fleet-wide."""
@@ -133,6 +138,7 @@ def signal_record(text: str, vault_path: str) -> EntryRecord:
         occurred_at=occurred,
         meta=_entry_meta(meta),
     )
+
 
 def decision_record(text: str, vault_path: str) -> EntryRecord:
     """The index row of a decision (ADR) file; the number comes from frontmatter or the name."""
@@ -161,11 +167,13 @@ def decision_record(text: str, vault_path: str) -> EntryRecord:
 
 # -- arcs --------------------------------------------------------------------------
 
+
 def _heat(value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
+
 
 def arc_record(text: str, vault_path: str) -> EntryRecord | None:
     """Index entry of an arc file; None for merge tombstones.
@@ -177,6 +185,7 @@ def arc_record(text: str, vault_path: str) -> EntryRecord | None:
     rewrites them.
     """
     return arc_record_of(frontmatter.parse(text), vault_path)
+
 
 def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | None:
     """``arc_record`` for an arc already parsed (the keeper parses every arc once)."""
@@ -221,6 +230,7 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
 
 # -- the keeper's files (intents, inject blocks) ------------------------------------
 
+
 def inject_record(text: str, vault_path: str) -> EntryRecord:
     """The index record of one inject block file (``brain-feed/inject/<id>.md``)."""
     doc = frontmatter.parse(text)
@@ -236,6 +246,7 @@ def inject_record(text: str, vault_path: str) -> EntryRecord:
         occurred_at=parse_time(meta.get("created") or meta.get("generated")),
         meta=meta,
     )
+
 
 def intent_record(text: str, vault_path: str) -> EntryRecord:
     """The index record of an intent file (per project, or the fleet's ``brain-feed/intent.md``)."""
@@ -259,6 +270,7 @@ def intent_record(text: str, vault_path: str) -> EntryRecord:
 
 # -- every file ------------------------------------------------------------------------
 
+
 def records_for(vault_path: str, text: str) -> list[EntryRecord]:
     """Every index entry one vault file holds (none for tombstones and unrelated files)."""
     kind = kind_of_path(vault_path)
@@ -279,6 +291,7 @@ def records_for(vault_path: str, text: str) -> list[EntryRecord]:
         return [inject_record(text, vault_path)]
     return []
 
+
 @dataclass(frozen=True)
 class ProjectActivity:
     """One project as the vault shows it: key, repo slug (or None), latest entry time."""
@@ -286,6 +299,7 @@ class ProjectActivity:
     key: str
     repo: str | None
     last_active: dt.datetime | None
+
 
 def project_activity(records: Iterable[EntryRecord]) -> list[ProjectActivity]:
     """The projects named by entries, with their last activity.
