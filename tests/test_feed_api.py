@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,32 @@ from sqlalchemy.orm import Session
 
 from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
-from tests.planting import PLANTED_AT, PROJECTS, Planted, run_cli, stable
+from tests.conftest import make_settings
+from tests.planting import PLANTED_AT, PROJECTS, Planted, plant_and_tick, run_cli, stable
 
 NOW = PLANTED_AT
+
+
+@dataclass(frozen=True)
+class World:
+    """The module's planted memory behind its own app, built once: for tests that only read it."""
+
+    client: object
+    settings: Settings
+    planted: Planted
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[World]:
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+    from brain_kernel.vault import Vault
+
+    settings = make_settings(tmp_path_factory.mktemp("world"), module_database_url)
+    Vault(settings.vault).scaffold()
+    with TestClient(create_app(settings)) as client:
+        yield World(client, settings, plant_and_tick(client, settings))
 
 
 def _feed(client, project: str, **params: object) -> dict:
@@ -29,7 +54,8 @@ def _feed(client, project: str, **params: object) -> dict:
     return r.json()
 
 
-def test_each_project_feed_holds_its_memory_and_nothing_unrelated(client, planted: Planted) -> None:
+def test_each_project_feed_holds_its_memory_and_nothing_unrelated(world: World) -> None:
+    client, planted = world.client, world.planted
     everything = planted.everything()
     for pid in PROJECTS:
         feed = _feed(client, pid)
@@ -62,12 +88,14 @@ def test_each_project_feed_holds_its_memory_and_nothing_unrelated(client, plante
         assert kinds == sorted(kinds, key=lambda s: s != "project")
 
 
-def test_unique_short_keys_and_slugs_give_the_same_feed(client, planted: Planted) -> None:
+def test_unique_short_keys_and_slugs_give_the_same_feed(world: World) -> None:
+    client, planted = world.client, world.planted
     assert stable(_feed(client, "web"))["project"] == stable(_feed(client, "acme/web"))["project"]
     assert stable(_feed(client, "web"))["entries"] == stable(_feed(client, "ACME/Web"))["entries"]
 
 
-def test_top_n_and_lesson_days_bound_the_feed(client, planted: Planted) -> None:
+def test_top_n_and_lesson_days_bound_the_feed(world: World) -> None:
+    client, planted = world.client, world.planted
     feed = _feed(client, "acme/web", top_n=1)
     assert len(feed["hot_arcs"]) == 1
     wide = json.dumps(_feed(client, "org1/api", lesson_days=60))
@@ -92,7 +120,8 @@ def test_after_a_reindex_of_a_wiped_index_the_same_feeds_come_back(client, plant
     assert client.get("/projects").json() == projects_before
 
 
-def test_unknown_project_is_known_false_with_fleet_signals_only(client, planted: Planted) -> None:
+def test_unknown_project_is_known_false_with_fleet_signals_only(world: World) -> None:
+    client, planted = world.client, world.planted
     feed = _feed(client, "nobody-here")
     assert feed["project"] == {"key": "nobody-here", "repo": None, "known": False, "last_active": None}
     body = json.dumps(feed)
@@ -102,7 +131,8 @@ def test_unknown_project_is_known_false_with_fleet_signals_only(client, planted:
     assert feed["hot_arcs"] == []
 
 
-def test_ambiguous_short_key_is_409_with_candidates(client, planted: Planted) -> None:
+def test_ambiguous_short_key_is_409_with_candidates(world: World) -> None:
+    client, planted = world.client, world.planted
     r = client.get("/feed", params={"project": "api"})
     assert r.status_code == 409
     assert r.json()["candidates"] == ["org1/api", "org2/api"]
@@ -116,7 +146,8 @@ def test_malformed_project_is_422(client, ref: str) -> None:
     assert "detail" in r.json()
 
 
-def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(client, planted: Planted, settings: Settings) -> None:
+def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(world: World) -> None:
+    client, planted, settings = world.client, world.planted, world.settings
     feed = client.get("/feed").json()
     assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
     ids = {e["id"] for e in feed["entries"]}
@@ -132,7 +163,8 @@ def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(client, planted:
         assert {"id", "title", "priority", "ttl", "severity"} <= set(doc.meta)
 
 
-def test_per_project_intents_are_written_for_active_projects(planted: Planted, settings: Settings) -> None:
+def test_per_project_intents_are_written_for_active_projects(world: World) -> None:
+    planted, settings = world.planted, world.settings
     for pid in PROJECTS:
         path = settings.vault / "brain-feed" / "projects" / pid / "intent.md"
         doc = frontmatter.parse(path.read_text())
@@ -141,7 +173,8 @@ def test_per_project_intents_are_written_for_active_projects(planted: Planted, s
         assert doc.body.strip().endswith((".", "!", "?"))
 
 
-def test_the_feed_reads_no_vault_file(client, planted: Planted, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_feed_reads_no_vault_file(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    client, planted, settings = world.client, world.planted, world.settings
     import builtins
     import io
     import pathlib
