@@ -89,7 +89,7 @@ def test_each_project_feed_holds_its_memory_and_nothing_unrelated(world: World) 
 
 
 def test_unique_short_keys_and_slugs_give_the_same_feed(world: World) -> None:
-    client, planted = world.client, world.planted
+    client = world.client
     assert stable(_feed(client, "web"))["project"] == stable(_feed(client, "acme/web"))["project"]
     assert stable(_feed(client, "web"))["entries"] == stable(_feed(client, "ACME/Web"))["entries"]
 
@@ -132,7 +132,7 @@ def test_unknown_project_is_known_false_with_fleet_signals_only(world: World) ->
 
 
 def test_ambiguous_short_key_is_409_with_candidates(world: World) -> None:
-    client, planted = world.client, world.planted
+    client = world.client
     r = client.get("/feed", params={"project": "api"})
     assert r.status_code == 409
     assert r.json()["candidates"] == ["org1/api", "org2/api"]
@@ -147,7 +147,7 @@ def test_malformed_project_is_422(client, ref: str) -> None:
 
 
 def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(world: World) -> None:
-    client, planted, settings = world.client, world.planted, world.settings
+    client, settings = world.client, world.settings
     feed = client.get("/feed").json()
     assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
     ids = {e["id"] for e in feed["entries"]}
@@ -164,7 +164,7 @@ def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(world: World) ->
 
 
 def test_per_project_intents_are_written_for_active_projects(world: World) -> None:
-    planted, settings = world.planted, world.settings
+    settings = world.settings
     for pid in PROJECTS:
         path = settings.vault / "brain-feed" / "projects" / pid / "intent.md"
         doc = frontmatter.parse(path.read_text())
@@ -174,7 +174,7 @@ def test_per_project_intents_are_written_for_active_projects(world: World) -> No
 
 
 def test_the_feed_reads_no_vault_file(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    client, planted, settings = world.client, world.planted, world.settings
+    client, settings = world.client, world.settings
     import builtins
     import io
     import pathlib
