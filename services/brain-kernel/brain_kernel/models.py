@@ -14,6 +14,7 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     Index,
@@ -81,6 +82,8 @@ class Entry(Base):
             "id",
             postgresql_where=text("kind = 'arc'"),
         ),
+        # Markers written before their session was known, found again when it is (``attribute_sessions``).
+        Index("ix_entries_unattributed_session", text("(metadata ->> 'session_id')"), postgresql_where=text("project IS NULL")),
     )
 
 
@@ -144,6 +147,7 @@ class IdempotencyKey(Base):
 
     key: Mapped[str] = mapped_column(Text, primary_key=True)
     scope: Mapped[str] = mapped_column(String(64), nullable=False, server_default="marker")
+    state: Mapped[str] = mapped_column(String(16), nullable=False, server_default="done")  # pending until the write commits
     body_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     status_code: Mapped[int] = mapped_column(Integer, nullable=False, server_default="201")
     response: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")
@@ -151,6 +155,25 @@ class IdempotencyKey(Base):
     expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
     __table_args__ = (Index("ix_idempotency_keys_expires_at", "expires_at"),)
+
+
+class TickRequest(Base):
+    """A queued keeper tick (``POST /tick``), run by ``brain tick-drain``; its result kept on the row."""
+
+    __tablename__ = "tick_requests"
+
+    job_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    requested_at: Mapped[dt.datetime] = _now()
+    dry_run: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    no_ai: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("false"))
+    source: Mapped[str] = mapped_column(Text, nullable=False, server_default="brain-api")
+    status: Mapped[str] = mapped_column(String(16), nullable=False, server_default="pending")  # pending, running, completed, failed
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_tick_requests_status_requested_at", "status", "requested_at"),)
 
 
 class FeedSnapshot(Base):
@@ -233,5 +256,6 @@ __all__ = [
     "LearnedRoot",
     "Project",
     "SessionRow",
+    "TickRequest",
     "text",
 ]
