@@ -110,7 +110,7 @@ def test_sessions_need_a_token_when_auth_is_on(settings: Settings) -> None:
     with TestClient(create_app(secured)) as client:
         body = {"session_id": "s-5", "project": "api", "cwd": "/x"}
         assert client.post("/sessions", json=body).status_code == 401
-        assert client.post("/sessions", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 403
+        assert client.post("/sessions", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert client.post("/sessions", json=body, headers={"Authorization": "Bearer t0ken"}).status_code == 200
 
 

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from brain_kernel.clock import Clock
@@ -63,22 +62,25 @@ async def get_read_db(request: Request) -> AsyncIterator[Session]:
         session.close()
 
 
-_bearer = HTTPBearer(auto_error=False)
+_PREFIX = "Bearer "  # case-sensitive, as upstream's clients send it
 
 
-async def require_auth(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Bearer-token check; with no tokens configured, auth is off."""
+async def require_auth(request: Request) -> None:
+    """Bearer-token check as upstream answers it (UPSTREAM.md 1.1): 401 for a missing or unknown token.
+
+    With no tokens configured, auth is off. Tokens are compared in constant
+    time. 403 is kept for scope refusals (a known token asking outside its
+    projects).
+    """
     tokens: list[str] = request.app.state.settings.tokens
     if not tokens:
         return
-    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+    header = request.headers.get("authorization", "")
+    if not header.startswith(_PREFIX) or not header[len(_PREFIX) :].strip():
         raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-    offered = credentials.credentials.encode()
+    offered = header[len(_PREFIX) :].strip().encode()
     if not any(hmac.compare_digest(offered, token.encode()) for token in tokens):
-        raise HTTPException(status_code=403, detail="invalid token")
+        raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

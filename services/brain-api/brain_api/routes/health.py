@@ -1,6 +1,15 @@
-"""Liveness and readiness: ``GET /health`` (no auth) and ``GET /health/deep``."""
+"""Liveness and readiness: ``GET /health`` (no auth), ``GET /health/deep`` and ``GET /health/ready``.
+
+``/health`` and ``/health/deep`` keep upstream's shapes (UPSTREAM.md 1.2,
+1.3): deep health always answers 200 with ``status: ok|degraded`` and one
+entry per check, so existing dashboards keep reading it. Probes (compose,
+Kubernetes) need a status code instead: ``/health/ready`` runs the same
+checks and answers 503 while any fails.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
@@ -11,37 +20,57 @@ from brain_kernel.errors import ConfigError
 from brain_migrations.runner import current_revision, head_revision
 
 router = APIRouter(tags=["health"])
+SERVICE = "brain-api"
 
 
 @router.get("/health")
-def health() -> dict[str, str]:
-    """Liveness: the process answers."""
-    return {"status": "ok"}
+def health(request: Request) -> dict[str, Any]:
+    """Liveness: the process answers (and says where its vault is)."""
+    root = request.app.state.vault.root
+    return {"status": "ok", "service": SERVICE, "vault_root": str(root), "vault_mounted": root.exists()}
 
 
-@router.get("/health/deep", dependencies=[Depends(require_auth)])
-def health_deep(request: Request) -> JSONResponse:
-    """Readiness: vault writable, database reachable, schema at head."""
+def _checks(request: Request) -> dict[str, dict[str, object]]:
+    """Vault writable, database reachable, schema at head: each ``{ok, ...}``."""
     state = request.app.state
+    root = str(state.vault.root)
     checks: dict[str, dict[str, object]] = {}
     try:
         state.vault.check_writable()
-        checks["vault"] = {"ok": True, "path": str(state.vault.root)}
+        checks["vault"] = {"ok": True, "root": root, "writable": True}
     except ConfigError as exc:
-        checks["vault"] = {"ok": False, "error": str(exc)}
+        checks["vault"] = {"ok": False, "root": root, "error": str(exc)}
     engine = state.engine
     if engine is None:
         checks["database"] = {"ok": False, "error": "database is not configured"}
         checks["schema"] = {"ok": False, "error": "database is not configured"}
-    else:
-        try:
-            with engine.connect() as conn:
-                conn.execute(text("select 1"))
-            checks["database"] = {"ok": True}
-            current, head = current_revision(engine), head_revision()
-            checks["schema"] = {"ok": current == head, "current": current, "head": head}
-        except Exception as exc:  # any failure here is "not ready", reported, not raised
-            checks.setdefault("database", {"ok": False, "error": str(exc).splitlines()[0]})
-            checks.setdefault("schema", {"ok": False, "error": "database unreachable"})
+        return checks
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        checks["database"] = {"ok": True}
+        current, head = current_revision(engine), head_revision()
+        checks["schema"] = {"ok": current == head, "current": current, "head": head}
+    except Exception as exc:  # any failure here is "not ready", reported, not raised
+        checks.setdefault("database", {"ok": False, "error": str(exc).splitlines()[0]})
+        checks.setdefault("schema", {"ok": False, "error": "database unreachable"})
+    return checks
+
+
+def _report(request: Request) -> dict[str, Any]:
+    checks = _checks(request)
     ok = all(bool(c["ok"]) for c in checks.values())
-    return JSONResponse({"status": "ok" if ok else "degraded", "checks": checks}, status_code=200 if ok else 503)
+    return {"status": "ok" if ok else "degraded", "service": SERVICE, "checks": checks}
+
+
+@router.get("/health/deep", dependencies=[Depends(require_auth)])
+def health_deep(request: Request) -> dict[str, Any]:
+    """Every check, always 200: ``status`` is ``ok`` or ``degraded`` (upstream's contract)."""
+    return _report(request)
+
+
+@router.get("/health/ready")
+def health_ready(request: Request) -> JSONResponse:
+    """Readiness for probes: the deep checks, 503 while any fails (no auth, like ``/health``)."""
+    report = _report(request)
+    return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
