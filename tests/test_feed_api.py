@@ -73,13 +73,12 @@ def test_each_project_feed_holds_its_memory_and_nothing_unrelated(world: World) 
         for fleet_token in planted.fleet:
             entry = next(e for e in feed["entries"] if fleet_token in e["title"] or fleet_token in e["content"])
             assert entry["metadata"]["scope"] == "fleet"
-        for entry in feed["entries"]:
+        for entry in feed["hot_arcs"] + feed["inject_blocks"] + feed["entries"]:
             assert entry["metadata"]["scope"] in ("project", "fleet")
             if entry["metadata"]["scope"] == "project":
                 assert entry["metadata"]["project"] == pid
-        titles = [e["title"] for e in feed["entries"]]
-        assert "Active Hot Arcs" in titles
-        hot = next(e for e in feed["entries"] if e["title"] == "Active Hot Arcs")
+        assert [e["title"] for e in feed["hot_arcs"]] == ["Active Hot Arcs"]  # upstream's bucket, by id
+        hot = feed["hot_arcs"][0]
         assert hot["content"].splitlines()[0] == "| Arc ID | Heat | Region | Status | Project | What it is |"
         intent = next(e for e in feed["entries"] if e["id"] == "project-intent")
         assert intent["content"].startswith("Focus: ")
@@ -97,7 +96,7 @@ def test_unique_short_keys_and_slugs_give_the_same_feed(world: World) -> None:
 def test_top_n_and_lesson_days_bound_the_feed(world: World) -> None:
     client, planted = world.client, world.planted
     feed = _feed(client, "acme/web", top_n=1)
-    assert len(feed["hot_arcs"]) == 1
+    assert len(feed["arcs"]) == 1 and [e["id"] for e in feed["hot_arcs"]] == ["hot-arcs"]
     wide = json.dumps(_feed(client, "org1/api", lesson_days=60))
     assert all(t in wide for t in planted.out_of_range["org1/api"])
 
@@ -128,7 +127,7 @@ def test_unknown_project_is_known_false_with_fleet_signals_only(world: World) ->
     assert "No project memory yet" in body
     assert all(t in body for t in planted.fleet)
     assert not [t for t in planted.everything() - planted.fleet - planted.inject_all if t in body]
-    assert feed["hot_arcs"] == []
+    assert feed["hot_arcs"] == [] and feed["arcs"] == []
 
 
 def test_ambiguous_short_key_is_409_with_candidates(world: World) -> None:
@@ -149,14 +148,14 @@ def test_malformed_project_is_422(client, ref: str) -> None:
 def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(world: World) -> None:
     client, settings = world.client, world.settings
     feed = client.get("/feed").json()
-    assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
+    assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root", "arcs", "blocks"}
     ids = {e["id"] for e in feed["entries"]}
-    assert {"hot-arcs", "signals", "lessons", "operator-intent"} <= ids
-    hot = next(e for e in feed["entries"] if e["id"] == "hot-arcs")
+    assert {"signals", "lessons", "operator-intent"} <= ids and "hot-arcs" not in ids  # each entry in one bucket
+    hot = next(e for e in feed["hot_arcs"] if e["id"] == "hot-arcs")
     assert hot["title"] == "Active Hot Arcs" and hot["priority"] == 10 and hot["ttl"] == 3600
     assert "| Arc ID | Heat | Region | Status | Project | What it is |" in hot["content"]
-    assert len(feed["hot_arcs"]) == 10
-    assert [b["id"] for b in feed["inject_blocks"]] == ["inject-all"]
+    assert len(feed["arcs"]) == 10 and [e["title"] for e in feed["hot_arcs"]] == ["Active Hot Arcs"]
+    assert [b["id"] for b in feed["blocks"]] == ["inject-all"] and [e["id"] for e in feed["inject_blocks"]] == ["inject-blocks"]
     assert feed["vault_root"] == str(Path(settings.vault).resolve())
     for path in ("hot-arcs", "signals", "lessons", "inject-blocks", "intent"):
         doc = frontmatter.parse((settings.vault / "brain-feed" / f"{path}.md").read_text())

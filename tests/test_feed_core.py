@@ -187,9 +187,11 @@ def test_global_feed_has_the_unchanged_shape() -> None:
         for path, (ident, title, prio) in FEED_FILES.items()
     ]
     feed = global_feed(files, [_arc("arc-1", "t")], [], now=NOW, vault_root="/v")
-    assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
-    assert feed["entry_count"] == len(feed["entries"]) == len(FEED_FILES) - 1  # inject digest is served as inject_blocks
-    for entry in feed["entries"]:
+    assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root", "arcs", "blocks"}
+    assert [e["id"] for e in feed["hot_arcs"]] == ["hot-arcs"] and [e["id"] for e in feed["inject_blocks"]] == ["inject-blocks"]  # upstream's buckets, by id
+    assert feed["entry_count"] == len(feed["entries"]) + 2 == len(FEED_FILES)
+    assert [a["cluster_id"] for a in feed["arcs"]] == ["arc-1"]  # structured records under a key of their own
+    for entry in feed["hot_arcs"] + feed["inject_blocks"] + feed["entries"]:
         assert set(entry) == {"id", "title", "content", "priority", "ttl", "severity", "metadata"}
     priorities = [e["priority"] for e in feed["entries"]]
     assert priorities == sorted(priorities, reverse=True)
@@ -237,7 +239,7 @@ def test_project_feed_labels_every_entry_and_puts_own_signals_before_fleet_ones(
     feed = project_feed(ref, memory, now=NOW, vault_root="/v", lesson_days=14, top_n=10)
     assert feed["scope"] == "project"
     assert feed["project"] == {"key": "api", "repo": "org1/api", "known": True, "last_active": "2026-11-29T12:00:00Z"}
-    for entry in feed["entries"]:
+    for entry in feed["hot_arcs"] + feed["inject_blocks"] + feed["entries"]:
         assert entry["metadata"]["scope"] in ("project", "fleet")
         assert "project" in entry["metadata"]
     ids = [e["id"] for e in feed["entries"]]
@@ -246,7 +248,7 @@ def test_project_feed_labels_every_entry_and_puts_own_signals_before_fleet_ones(
     assert fleet["metadata"]["scope"] == "fleet" and fleet["title"].startswith("Fleet signal")
     intent = next(e for e in feed["entries"] if e["id"] == "project-intent")
     assert intent["content"].startswith("Focus: ARCTOKEN work (active, last active 2026-11-29)")
-    hot = next(e for e in feed["entries"] if e["title"] == "Active Hot Arcs")
+    hot = next(e for e in feed["hot_arcs"] if e["title"] == "Active Hot Arcs")  # upstream's bucket, by id
     assert "ARCTOKEN" in hot["content"] and HOT_ARCS_HEADER in hot["content"]
 
 
@@ -268,12 +270,13 @@ def test_inject_blocks_reach_all_or_their_target_only() -> None:
     feed = project_feed(
         ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=False
     )
-    assert [b["id"] for b in feed["inject_blocks"]] == ["everyone", "slug"]
-    assert [b["scope"] for b in feed["inject_blocks"]] == ["fleet", "project"]
+    assert [b["id"] for b in feed["blocks"]] == ["everyone", "slug"]
+    assert [b["scope"] for b in feed["blocks"]] == ["fleet", "project"]
+    assert [e["id"] for e in feed["inject_blocks"]] == ["inject:everyone", "inject:slug"]  # the entries clients read
     unique = project_feed(
         ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=True
     )
-    assert [b["id"] for b in unique["inject_blocks"]] == ["everyone", "slug", "bykey"]
+    assert [b["id"] for b in unique["blocks"]] == ["everyone", "slug", "bykey"]
 
 
 def test_membership_matches_by_slug_when_a_key_is_shared() -> None:
@@ -362,3 +365,30 @@ def test_a_stored_answer_is_the_payload_with_generated_at_restamped() -> None:
     assert served == payload | {"generated_at": "2026-11-29T15:00:00Z"}
     assert list(served) == list(payload)  # same key order: generated_at stays last
     assert json.loads(stamp_answer("{}", later)) == {"generated_at": "2026-11-29T15:00:00Z"}
+
+
+def test_global_feed_reads_feed_files_as_upstream_does() -> None:
+    """UPSTREAM.md 1.4: skipped files, defaults only for absent keys, one bucket per id, upstream's hash."""
+    import hashlib
+
+    files = [
+        ("brain-feed/README.md", "# The feed folder\n\nNo frontmatter: skipped.\n"),
+        ("brain-feed/empty.md", "---\nid: empty\n---\n\n   \n"),
+        ("brain-feed/bare.md", "---\n---\nbody of a file with empty frontmatter\n"),
+        ("brain-feed/hot-arcs.md", "---\nid: hot-arcs-2026-11-29\ntitle: Active Hot Arcs\npriority: 10\n---\n| Arc ID | Heat |\n"),
+        ("brain-feed/inject.md", "---\nid: inject\ntitle: Brain Inject\npriority: nine\n---\n**[all]** be kind\n"),
+        ("brain-feed/shot.md", "---\ntitle: Screenshot\nttl: 60\n---\nnot a hot arcs entry\n"),
+        ("brain-feed/blank.md", "---\nid: ''\ntitle:\nseverity:\n---\npresent but empty keys\n"),
+    ]
+    feed = global_feed(files, [], [], now=NOW, vault_root="/v")
+    assert [e["id"] for e in feed["hot_arcs"]] == ["hot-arcs-2026-11-29"]
+    assert [(e["id"], e["priority"]) for e in feed["inject_blocks"]] == [("inject", 5)]  # unparseable priority: 5
+    rest = {e["id"]: e for e in feed["entries"]}
+    assert set(rest) == {"shot", ""}  # the stem when id is absent; "" when present but empty
+    assert (rest["shot"]["title"], rest["shot"]["ttl"], rest["shot"]["severity"]) == ("Screenshot", 60, "info")
+    assert (rest[""]["title"], rest[""]["severity"]) == ("", "")
+    assert rest["shot"]["metadata"]["ttl"] == "60"  # the frontmatter, as text
+    assert feed["entry_count"] == 4
+    ordered = sorted([*feed["hot_arcs"], *feed["inject_blocks"], *feed["entries"]], key=lambda e: -e["priority"])
+    expected = hashlib.sha256("|".join(f"{e['id']}:{e['priority']}:{e['content'][:32]}" for e in ordered).encode()).hexdigest()[:16]
+    assert feed["hash"] == expected

@@ -1,31 +1,58 @@
-"""Token search over vault text (pure): what ``GET /vault/search`` ranks by.
+"""Token search over vault text (pure): what ``GET /vault/search`` matches and ranks by.
 
-A query is split into lower-case tokens; a document matches when every token
-occurs in it (case-insensitive substring), its score is the total number of
-occurrences, and its snippets are the first lines holding any token, with
-their 1-based line numbers (a line ends at ``\n``, as the vault's log codec
-counts them). ``allowed`` restricts matching to some line numbers, which is
-how a project filter searches only the spans of that project's own entries
-inside a log shared with other projects.
+A query is lower-cased and split on whitespace into tokens, each a literal
+case-insensitive substring. A line that holds any token is a hit line; a
+token inside the lower-cased file name (extension included) is a filename
+hit; a document matches with at least one of either. Its score is
+``min(hit lines, 30) + 10 × filename hits + 20`` when every token occurs
+somewhere in its text, and the first three hit lines get snippets with their
+1-based line numbers (a line ends at ``\\n``, as the vault's log codec counts
+them) and ``context_lines`` of context. ``allowed`` restricts matching, and
+context, to some line numbers: that is how a project filter searches only the
+spans of that project's own entries inside a log shared with other projects.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
+SEARCH_SUFFIXES = (".md", ".markdown", ".txt")
 SNIPPET_CHARS = 240
-MAX_SNIPPETS = 5
+MAX_SNIPPETS = 3
+MAX_LINE_SCORE = 30
+FILENAME_WEIGHT = 10
+ALL_TOKENS_BONUS = 20
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One matching document: score and line snippets."""
+    """One matching document: its score, what matched and its line snippets."""
 
     path: str
     score: int
+    match_count: int
+    tokens_matched: int
+    tokens_total: int
+    filename_match: bool
+    title: str
     snippets: list[dict[str, object]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The result item ``GET /vault/search`` answers."""
+        return {
+            "path": self.path,
+            "score": self.score,
+            "match_count": self.match_count,
+            "tokens_matched": self.tokens_matched,
+            "tokens_total": self.tokens_total,
+            "filename_match": self.filename_match,
+            "snippets": self.snippets,
+            "title": self.title,
+        }
 
 
 def tokens(query: str) -> list[str]:
@@ -37,6 +64,11 @@ def tokens(query: str) -> list[str]:
     return seen
 
 
+def is_searchable(path: str) -> bool:
+    """Whether a file's lower-cased suffix is one search reads (``.md``, ``.markdown``, ``.txt``)."""
+    return posixpath.splitext(path)[1].lower() in SEARCH_SUFFIXES
+
+
 def lines_of(text: str) -> list[str]:
     """The lines of a document as search numbers them (``\n`` ends a line; a final newline starts none)."""
     lines = [line.rstrip("\r") for line in text.split("\n")]
@@ -45,23 +77,57 @@ def lines_of(text: str) -> list[str]:
     return lines
 
 
-def search_text(path: str, text: str, query_tokens: list[str], *, allowed: Collection[int] | None = None) -> Hit | None:
-    """Match one document (only its ``allowed`` line numbers, when given); None when some token is missing."""
+def _context(lines: list[str], index: int, context_lines: int, keep: set[int] | None) -> str:
+    """The hit line at ``index`` (0-based) with up to ``context_lines`` either side, never past an unallowed line."""
+    start = end = index
+    # Context stops at the first line outside ``allowed``: in a shared log that line is
+    # another project's entry, which a project-filtered search must not show.
+    while start > 0 and index - start < context_lines and (keep is None or start in keep):
+        start -= 1
+    while end < len(lines) - 1 and end - index < context_lines and (keep is None or end + 2 in keep):
+        end += 1
+    return "\n".join(lines[start : end + 1]).rstrip()
+
+
+def search_text(
+    path: str,
+    text: str,
+    query_tokens: list[str],
+    *,
+    context_lines: int = 2,
+    allowed: Collection[int] | None = None,
+) -> Hit | None:
+    """Match one document (only its ``allowed`` line numbers, when given); None when nothing matched."""
     if not query_tokens:
         return None
-    numbered = list(enumerate(lines_of(text), 1))
-    if allowed is not None:
-        keep = set(allowed)
-        numbered = [(i, line) for i, line in numbered if i in keep]
+    lines = lines_of(text)
+    keep = set(allowed) if allowed is not None else None
+    numbered = [(i, line) for i, line in enumerate(lines, 1) if keep is None or i in keep]
     haystack = "\n".join(line for _, line in numbered).lower()
-    counts = [haystack.count(t) for t in query_tokens]
-    if not all(counts):
+    name = posixpath.basename(path).lower()
+    filename_hits = sum(1 for t in query_tokens if t in name)
+    hit_lines = [(i, line) for i, line in numbered if any(t in line.lower() for t in query_tokens)]
+    if not hit_lines and not filename_hits:
         return None
-    snippets: list[dict[str, object]] = []
-    for number, line in numbered:
-        low = line.lower()
-        if any(t in low for t in query_tokens):
-            snippets.append({"line": number, "text": line.strip()[:SNIPPET_CHARS]})
-            if len(snippets) >= MAX_SNIPPETS:
-                break
-    return Hit(path=path, score=sum(counts), snippets=snippets)
+    matched = sum(1 for t in query_tokens if t in haystack)
+    score = min(len(hit_lines), MAX_LINE_SCORE) + FILENAME_WEIGHT * filename_hits
+    if matched == len(query_tokens):
+        score += ALL_TOKENS_BONUS
+    snippets: list[dict[str, object]] = [
+        {
+            "line": number,
+            "snippet": _context(lines, number - 1, context_lines, keep),
+            "text": line.strip()[:SNIPPET_CHARS],  # the hit line alone, which existing kernel clients read
+        }
+        for number, line in hit_lines[:MAX_SNIPPETS]
+    ]
+    return Hit(
+        path=path,
+        score=score,
+        match_count=len(hit_lines),
+        tokens_matched=matched,
+        tokens_total=len(query_tokens),
+        filename_match=filename_hits > 0,
+        title=posixpath.splitext(posixpath.basename(path))[0],
+        snippets=snippets,
+    )

@@ -1,8 +1,17 @@
-"""The feed envelope (pure): the entry shape clients read, priorities, the stable hash, stored bodies.
+"""The feed envelope (pure): the entry shape clients read, buckets, priorities, hashes, stored bodies.
 
-The ``hash`` covers everything but ``generated_at``, so two reads of
-unchanged memory give the same hash; a stored answer keeps the body without
-``generated_at`` and ``stamp_answer`` adds it per response.
+Every entry lands in exactly one of upstream's buckets, by id (UPSTREAM.md
+1.4, with its defect 5 fixed: a prefix test, never a substring anywhere):
+``hot_arcs`` for ids starting ``hot-arcs``, ``inject_blocks`` for ``inject``
+and ids starting ``inject``, ``entries`` for the rest. Clients read the
+three buckets in that order, deduplicate by id and drop items without an id
+or content, so structured records (arcs, inject blocks) never go in a bucket:
+they travel under keys of their own (``arcs``, ``blocks``).
+
+The global feed's ``hash`` is upstream's (first 16 hex of SHA-256 over
+``id:priority:<first 32 characters of content>`` joined by ``|``); the
+project feed's covers everything but ``generated_at``. A stored answer keeps
+the body without ``generated_at`` and ``stamp_answer`` adds it per response.
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,27 +72,43 @@ def feed_hash(payload: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def upstream_hash(entries: Sequence[FeedEntry]) -> str:
+    """Upstream's feed hash: ``id:priority:<content[:32]>`` of every entry, joined by ``|``."""
+    text = "|".join(f"{e.id}:{e.priority}:{e.content[:32]}" for e in entries)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def bucket_of(entry_id: str) -> str:
+    """The bucket an entry id goes to: ``hot_arcs``, ``inject_blocks`` or ``entries`` (exactly one)."""
+    low = entry_id.lower()
+    if low.startswith("hot-arcs"):
+        return "hot_arcs"
+    if low.startswith("inject"):
+        return "inject_blocks"
+    return "entries"
+
+
 def envelope(
+    entries: Sequence[FeedEntry],
     *,
-    hot_arcs: list[dict[str, Any]],
-    inject_blocks: list[dict[str, Any]],
-    entries: list[FeedEntry],
     now: dt.datetime,
     vault_root: str,
     extra: Mapping[str, Any] | None = None,
+    upstream: bool = False,
 ) -> dict[str, Any]:
-    """The envelope around ``entries`` (highest priority first), hashed, stamped ``now``."""
+    """The envelope: ``entries`` by priority (highest first, stable) into their buckets, hashed, stamped ``now``.
+
+    ``upstream`` selects upstream's hash (the global feed); otherwise the
+    hash covers the whole payload but ``generated_at`` (the project feed).
+    """
     ordered = sorted(entries, key=lambda e: -e.priority)  # stable: equal priorities keep their order
-    payload: dict[str, Any] = {
-        "hot_arcs": hot_arcs,
-        "inject_blocks": inject_blocks,
-        "entries": [e.to_dict() for e in ordered],
-        "entry_count": len(ordered),
-        "vault_root": vault_root,
-    }
+    buckets: dict[str, list[dict[str, Any]]] = {"hot_arcs": [], "inject_blocks": [], "entries": []}
+    for entry in ordered:
+        buckets[bucket_of(entry.id)].append(entry.to_dict())
+    payload: dict[str, Any] = {**buckets, "entry_count": len(ordered), "vault_root": vault_root}
     if extra:
         payload.update(extra)
-    payload["hash"] = feed_hash(payload)
+    payload["hash"] = upstream_hash(ordered) if upstream else feed_hash(payload)
     payload["generated_at"] = iso(now)
     return payload
 

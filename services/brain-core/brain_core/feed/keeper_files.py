@@ -10,6 +10,7 @@ id, priority, ttl and severity from each file's frontmatter.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -111,21 +112,47 @@ def render_project_intent_file(project: ProjectRef, intent: str, focus: str, now
     return frontmatter.render(meta, f"\n{intent}\n")
 
 
-def feed_file_entry(vault_path: str, text: str) -> FeedEntry:
-    """A feed entry from one ``brain-feed/*.md`` file (frontmatter id, priority, ttl, severity)."""
+def _meta_text(value: Any) -> str | None:
+    """A frontmatter value as upstream's metadata carries it: text (lists and mappings as JSON)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def feed_file_entry(vault_path: str, text: str) -> FeedEntry | None:
+    """A feed entry from one ``brain-feed/*.md`` file, as upstream serves it (UPSTREAM.md 1.4).
+
+    None for files upstream skips: no frontmatter, empty frontmatter, empty
+    body. ``id`` and ``title`` default to the file stem, ``priority`` to 5,
+    ``ttl`` to 3600 and ``severity`` to ``info`` only when the key is absent
+    (a key present but empty gives ""), an unreadable number to its default;
+    ``metadata`` is the whole frontmatter as text, plus the kernel's
+    ``vault_path``, ``scope`` and ``project``.
+    """
     doc = frontmatter.parse(text)
+    body = doc.body.strip()
+    if not doc.has_frontmatter or not doc.meta or not body:
+        return None
     meta = doc.meta
-    default_id, default_title, default_priority = FEED_FILES.get(vault_path, (vault_path.rsplit("/", 1)[-1][:-3], vault_path.rsplit("/", 1)[-1][:-3], 5))
-    extra = {k: v for k, v in meta.items() if k not in ("id", "title", "priority", "ttl", "severity")}
-    extra.update({"vault_path": vault_path, "scope": "fleet", "project": None})
+    stem = vault_path.rsplit("/", 1)[-1].removesuffix(".md")
+
+    def present(key: str, default: str) -> str:
+        return default if key not in meta else ("" if meta[key] is None else str(meta[key]))
+
+    metadata: dict[str, Any] = {str(k): _meta_text(v) for k, v in meta.items()}
+    metadata.update({"vault_path": vault_path, "scope": "fleet", "project": None})
     return FeedEntry(
-        id=str(meta.get("id") or default_id),
-        title=str(meta.get("title") or default_title),
-        content=doc.body.strip(),
-        priority=int_or(meta.get("priority"), default_priority),
+        id=present("id", stem),
+        title=present("title", stem),
+        content=body,
+        priority=int_or(meta.get("priority"), 5),
         ttl=int_or(meta.get("ttl"), DEFAULT_TTL),
-        severity=str(meta.get("severity") or "info"),
-        metadata=extra,
+        severity=present("severity", "info"),
+        metadata=metadata,
     )
 
 
@@ -137,12 +164,12 @@ def global_feed(
     now: dt.datetime,
     vault_root: str,
 ) -> dict[str, Any]:
-    """The global feed: one entry per keeper file (the inject digest is served as ``inject_blocks``)."""
-    entries = [feed_file_entry(path, text) for path, text in files if path != INJECT_FILE]
+    """The global feed: one entry per keeper file in upstream's buckets; the index's records under ``arcs``, ``blocks``."""
+    entries = [entry for path, text in files if (entry := feed_file_entry(path, text)) is not None]
     return envelope(
-        hot_arcs=[hot_arc_item(a) for a in hot_arcs],
-        inject_blocks=[inject_item(b, "fleet", None) for b in inject if inject_is_fleet(b)],
-        entries=entries,
+        entries,
         now=now,
         vault_root=vault_root,
+        upstream=True,
+        extra={"arcs": [hot_arc_item(a) for a in hot_arcs], "blocks": [inject_item(b, "fleet", None) for b in inject if inject_is_fleet(b)]},
     )

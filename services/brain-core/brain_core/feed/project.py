@@ -177,12 +177,12 @@ def project_feed(
             )
         )
     return envelope(
-        hot_arcs=[hot_arc_item(a) for a in memory.arcs] if project.known else [],
-        inject_blocks=blocks,
-        entries=entries,
+        entries,
         now=now,
         vault_root=vault_root,
         extra={
+            "arcs": [hot_arc_item(a) for a in memory.arcs] if project.known else [],
+            "blocks": blocks,
             "project": {"key": project.key, "repo": project.repo, "known": project.known, "last_active": iso(project.last_active)},
             "scope": "project",
         },
