@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 from brain_kernel.settings import Settings
-from brain_ops.extract import ScanStats, find_transcripts, iter_summaries, run_extract
+from brain_kernel.transcripts import find_transcripts
+from brain_ops.extract import ScanStats, iter_summaries, run_extract
 from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

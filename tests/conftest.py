@@ -128,6 +128,7 @@ _RESET = (
     "DELETE FROM learned_roots",
     "DELETE FROM idempotency_keys",
     "DELETE FROM content_embeddings",
+    "DELETE FROM tick_requests",
 )
 
 

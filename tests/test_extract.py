@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from brain_kernel.models import LearnedRoot, SessionRow
 from brain_kernel.settings import Settings
-from brain_ops.extract import TranscriptFile, parse_when, read_summary, run_extract
+from brain_kernel.transcripts import TranscriptFile, read_summary
+from brain_ops.extract import parse_when, run_extract
 from tests.conftest import REPO_ROOT, make_settings, settings_env
 from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex
 

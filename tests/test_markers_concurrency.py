@@ -86,5 +86,5 @@ def test_20_replays_of_one_key_across_workers_write_once(served: Served) -> None
     path = originals[0]["vault_path"]
     assert len(lesson_records((settings.vault / path).read_text(), path)) == 1
     assert count(db, "lesson") == 1
-    conflict = httpx.post(f"{base}/marker", json={**body, "content": "another body"}, headers={"X-Idempotency-Key": key}, timeout=30)
-    assert conflict.status_code == 409
+    other = httpx.post(f"{base}/marker", json={**body, "content": "another body"}, headers={"X-Idempotency-Key": key}, timeout=30)
+    assert other.status_code == 201 and other.json()["body_mismatch"] is True  # replayed, never refused

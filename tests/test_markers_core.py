@@ -34,13 +34,32 @@ def test_old_lesson_headers_without_a_project_parse_as_unattributed() -> None:
     assert [r.content for r in records] == ["First old lesson.", "Same header, other lesson.", "no blank line before content", "Still a lesson."]
     assert all(r.project is None and r.repo is None and r.projects == () for r in records)
     assert len({r.id for r in records}) == 4
-    assert records[0].title == "from claude-code"
+    assert records[0].title == "First old lesson." and records[0].meta["source"] == "from claude-code"  # upstream's "— <source>"
     assert records[0].occurred_at == dt.datetime(2026, 11, 27, 14, 3, tzinfo=dt.timezone.utc)
     assert records[2].occurred_at == dt.datetime(2026, 11, 27, 9, 15, tzinfo=dt.timezone.utc)
     assert records[3].occurred_at is None and records[3].title == "A header with no time at all"
     # ids are stable: parsing again (or after more appends) gives the same ids
     more = old + render_log_entry("lesson", req(), API, marker_id="m1", at=AT)
     assert [r.id for r in lesson_records(more, "left/reference/lessons-2026-11-27.md")[:4]] == [r.id for r in records]
+
+
+def test_upstream_lesson_headers_give_their_source_and_session() -> None:
+    old = "## 2026-04-10T12:00:00+00:00 — claude-code — `3f2a9c1e`\n\nPin the resolver.\n\n## 2026-04-10T12:05:00+00:00 — unknown\n\nNo session.\n"
+    first, second = lesson_records(old, "left/reference/lessons-2026-04-10.md")
+    assert (first.title, first.content, first.meta) == ("Pin the resolver.", "Pin the resolver.", {"source": "claude-code", "session_id": "3f2a9c1e"})
+    assert second.meta == {} and first.project is None
+
+
+def test_new_headers_keep_upstreams_source_and_session_after_the_title() -> None:
+    text = render_log_entry("lesson", req(content="Cache it.", source="claude-code", session_id="s-9"), API, marker_id="m1", at=AT)
+    header = text.splitlines()[0]
+    assert header.endswith("] Cache it. — claude-code — `s-9`"), header
+    [record] = lesson_records(text, "left/reference/lessons-2026-11-29.md")
+    assert record.title == "Cache it." and record.meta["session_id"] == "s-9"
+    milestone = render_log_entry("milestone", req("milestone", "Shipped.", scope="kb-router"), API, marker_id="m2", at=AT)
+    assert milestone.splitlines()[0].endswith("] Shipped. — unknown — scope=kb-router — status=done")
+    [m] = milestone_records(milestone, "left/projects/api/BLOCKS.md")
+    assert (m.title, m.meta["scope"], m.meta["status"]) == ("Shipped.", "kb-router", "done")
 
 
 def test_a_rendered_entry_parses_the_same_alone_and_inside_its_file() -> None:
@@ -103,7 +122,7 @@ def test_hostile_titles_cannot_break_signal_or_decision_frontmatter(title: str) 
     assert (record.title, record.project, record.severity, record.content) == (title, "api", "high", "Body text.")
     decision = render_decision(req("decision", title=title), API, number=3, marker_id="x", at=AT)
     record = decision_record(decision, decision_path(3, title))
-    assert (record.title, record.project, record.status, record.meta["adr"]) == (title, "api", "accepted", 3)
+    assert (record.title, record.project, record.status, record.meta["adr"]) == (title, "api", "proposed", 3)  # upstream's default
     assert frontmatter.parse(decision).meta["repo"] == "org1/api"
 
 
@@ -147,16 +166,42 @@ def test_body_hash_ignores_key_order_but_not_values() -> None:
         ("note", "x", {}),
         ("lesson", "", {}),
         ("lesson", "x" * 4097, {}),
-        ("lesson", "x", []),
-        ("lesson", "x", {"a": 1}),
+        ("lesson", "x", ["a"]),
+        ("lesson", "x", "project=api"),
         ("lesson", "a\x00", {}),
-        ("lesson", "x", {"project": "a/../b"}),
-        ("lesson", "x", {"repo": "/abs/path"}),
+        ("lesson", "   ", {}),
     ],
 )
 def test_bad_requests_raise_marker_invalid(type_, content, attrs) -> None:
     with pytest.raises(MarkerInvalid):
         parse_request(type_, content, attrs, max_chars=4096)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        [],
+        None,
+        {"a": 1, "nested": {"x": [1, 2]}},
+        {"project": "a/../b"},
+        {"repo": "/abs/path"},
+        {"project": "web", "repo": "org/api"},
+        {"severity": "very bad!", "status": "maybe / later", "scope": "phase-7"},
+        {"session_id": "s\x00", "title": {"a": 1}},
+    ],
+)
+def test_any_attrs_are_accepted_and_unusable_ones_ignored(attrs) -> None:
+    r = parse_request("milestone", "x", attrs, max_chars=4096)
+    assert r.type == "milestone" and r.content == "x"
+    assert r.identity is None or r.identity.project in ("api",)  # a contradiction keeps the repo, never a guess
+
+
+def test_a_project_that_is_a_path_is_a_working_folder() -> None:
+    r = req(project="/home/op/dev/api")
+    assert r.identity is None and r.cwd == "/home/op/dev/api"
+    assert req("milestone", scope="kb-router").label == "kb-router" and req("milestone", scope="kb-router").scope == "project"
+    assert req("signal", scope="fleet").scope == "fleet" and req("signal", fleet="true").scope == "fleet"
+    assert req("milestone", scope="fleet").scope == "project"  # only a signal is ever fleet-wide
 
 
 def test_slugs_and_adr_numbers() -> None:

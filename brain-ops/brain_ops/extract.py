@@ -28,15 +28,15 @@ from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
 from brain_core.keys import InvalidKey, parse_project_ref
-from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name
+from brain_core.transcripts import SessionSummary
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.settings import Settings
+from brain_kernel.transcripts import TranscriptFile, find_transcripts, read_summary
 
 Progress = Callable[[int, int], None]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_READ_BUFFER = 1 << 20
 
 
 def parse_when(text: str | None, now: dt.datetime | None = None) -> dt.datetime | None:
@@ -55,15 +55,6 @@ def parse_when(text: str | None, now: dt.datetime | None = None) -> dt.datetime 
     return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when
 
 
-@dataclass(frozen=True)
-class TranscriptFile:
-    """One transcript on disk and the parser that reads it."""
-
-    path: Path
-    agent: str
-    session_id: str
-
-
 @dataclass
 class ScanStats:
     """Counters of one scan; ``skipped`` is by reason, sessions and lines apart."""
@@ -72,30 +63,6 @@ class ScanStats:
     sessions_scanned: int = 0
     skipped: Counter = field(default_factory=Counter)
     lines: Counter = field(default_factory=Counter)
-
-
-def find_transcripts(claude_dir: Path | None, codex_dir: Path | None) -> list[TranscriptFile]:
-    """Transcript files under the two sources, in a stable order (missing folders give none)."""
-    found: list[TranscriptFile] = []
-    if claude_dir is not None and claude_dir.is_dir():
-        for path in sorted(claude_dir.glob("*/*.jsonl")):
-            if path.name.startswith("agent-"):
-                continue  # a subagent's sidechain: part of its parent session, not a session
-            found.append(TranscriptFile(path, "claude", path.stem))
-    sessions = codex_dir / "sessions" if codex_dir is not None else None
-    if sessions is not None and sessions.is_dir():
-        for path in sorted(sessions.glob("[0-9]*/[0-9]*/[0-9]*/rollout-*.jsonl")):
-            found.append(TranscriptFile(path, "codex", codex_id_from_name(path.name)))
-    return found
-
-
-def read_summary(item: TranscriptFile) -> SessionSummary:
-    """Parse one transcript by streaming its lines; OSError propagates to the caller."""
-    parser = ClaudeParser(item.session_id) if item.agent == "claude" else CodexParser(item.session_id)
-    with open(item.path, "rb", buffering=_READ_BUFFER) as handle:
-        for line in handle:
-            parser.feed(line)
-    return parser.finish()
 
 
 def iter_summaries(

@@ -15,14 +15,15 @@ from brain_kernel.db import make_engine, read_session_factory, session_factory
 from brain_kernel.errors import ConfigError
 from brain_kernel.projects import AmbiguousProject
 from brain_kernel.settings import Settings
+from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
 
 
 def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import feed, health, markers, projects, sessions, vault
+    from brain_api.routes import feed, health, markers, projects, sessions, tick, vault
 
-    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router]
+    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router]
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
@@ -37,6 +38,8 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     app = FastAPI(title="brain kernel", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.clock = clock
+    # Finds a marker's session transcript by id; its cache only saves directory walks (a miss looks again).
+    app.state.transcripts = TranscriptLocator(settings.resolved_claude_dir, settings.resolved_codex_dir)
     app.state.vault = Vault(settings.vault)
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from brain_cli.commands import cluster, extract, reindex, server, tick, whereis
+from brain_cli.commands import cluster, drain, extract, reindex, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -22,6 +22,7 @@ app = typer.Typer(
 
 for command in (server.serve, server.migrate, whereis.whereis, extract.extract, cluster.cluster, tick.tick, reindex.reindex):
     app.command()(command)
+app.command("tick-drain")(drain.tick_drain)
 
 
 def main() -> None:

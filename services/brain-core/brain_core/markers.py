@@ -1,8 +1,9 @@
 """Marker requests: what an agent may post as a lesson, milestone, signal or decision (pure).
 
-``parse_request`` holds every rule a ``POST /marker`` body must satisfy before
-anything is written; a failure is a ``MarkerInvalid`` with the reason, which
-the HTTP layer answers with a 4xx. The text a marker becomes in the vault is
+``parse_request`` holds upstream's rules for a ``POST /marker`` body
+(UPSTREAM.md 1.6): only the type, the content and the shape of ``attrs`` can
+refuse it (``MarkerInvalid``, a 400 with upstream's reason); every attr is
+read leniently. ``body_hash`` and ``idempotency_key`` derive upstream's keys. The text a marker becomes in the vault is
 ``brain_core.vault.logs``; its index rows are ``brain_core.vault.records``.
 """
 
@@ -20,43 +21,41 @@ from brain_core.keys import InvalidKey
 from brain_core.text import clip_words
 
 MARKER_TYPES = ("lesson", "milestone", "signal", "decision")
-
-SIGNAL_SCOPES = ("project", "fleet")
-
-DEFAULT_SEVERITY = "info"
-
-DEFAULT_STATUS = "accepted"
-
-_TOKEN = re.compile(r"^[a-z][a-z0-9_\-]{0,31}$")
-
-_IDEM_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$")
-
-_CONTROL_EXCEPT_WS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-_ATTR_LIMITS = {"session_id": 200, "source": 64, "target": 200, "cwd": 4096}
+# Signal severities kept as sent (lowercased); any other value, or none, is upstream's default.
+SEVERITIES = frozenset({"info", "low", "warning", "alert", "high", "critical", "nuclear", "resolved"})
+DEFAULT_SEVERITY = "warning"
+DEFAULT_STATUS = "proposed"  # a decision's status when none is sent (upstream's)
+DEFAULT_MILESTONE_STATUS = "done"
+FLEET = "fleet"
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ATTR_LIMITS = {"session_id": 200, "source": 200, "target": 200, "cwd": 4096, "scope": 200, "status": 32}
+_KEY_SAFE = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
 class MarkerInvalid(ValueError):
-    """A marker request that must be refused (4xx) before anything is written."""
+    """A marker request that must be refused (400) before anything is written."""
 
 
 @dataclass(frozen=True)
 class MarkerRequest:
-    """A validated ``POST /marker`` body."""
+    """A ``POST /marker`` body as the kernel uses it (every attr read leniently, as upstream does)."""
 
     type: str
     content: str
     title: str
     body_hash: str
-    identity: ProjectIdentity | None = None  # from attrs project/repo, when sent
+    identity: ProjectIdentity | None = None  # from attrs project/repo, when they name one validly
     worktree: str | None = None
-    cwd: str | None = None
+    cwd: str | None = None  # attrs cwd, or a ``project`` that was a folder path
     session_id: str | None = None
     source: str | None = None
     severity: str | None = None
-    scope: str = "project"
+    scope: str = "project"  # "fleet" only for a fleet-wide signal; see ``label`` for upstream's free scope
+    label: str | None = None  # attrs.scope as sent: a free label (milestones record it, as upstream)
     status: str | None = None
     target: str | None = None
+    title_given: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,46 +69,44 @@ class Attribution:
 
 
 def body_hash(type_: Any, content: Any, attrs: Any) -> str:
-    """SHA-256 of the canonical JSON of a marker body (what idempotency compares)."""
-    canonical = json.dumps({"type": type_, "content": content, "attrs": attrs or {}}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """Upstream's body hash: first 16 hex of SHA-256 over sorted-key JSON of ``{type, content, attrs}``.
+
+    ``type`` is the normalised type, ``content`` as sent, ``attrs`` as sent
+    (``{}`` when falsy); JSON with Python's default separators and non-ASCII
+    escaped, so the same body hashes the same here and upstream.
+    """
+    normalised = type_.strip().lower() if isinstance(type_, str) else type_
+    canonical = json.dumps({"type": normalised, "content": content, "attrs": attrs or {}}, sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def check_idempotency_key(value: str | None) -> str | None:
-    """The idempotency key a client sent (None when absent); MarkerInvalid when unusable."""
-    if value is None or not value.strip():
+def idempotency_key(header: str | None, body_digest: str) -> str:
+    """The key a write is remembered under: the header trimmed, else the body hash; never a refusal.
+
+    A header that is blank after trimming counts as absent (upstream keyed
+    every such request on ``""``, defect 5). A key that is not 1-128 visible
+    ASCII characters is stored as a digest of itself, so it still dedupes.
+    """
+    text = (header or "").strip()
+    if not text:
+        return body_digest
+    if _KEY_SAFE.match(text):
+        return text
+    return "h:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _text(attrs: Mapping[str, Any], name: str) -> str | None:
+    """An attr as one line of text: strings, numbers and booleans; anything else, or unusable text, is ignored."""
+    value = attrs.get(name)
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
-    if not _IDEM_KEY.match(text):
-        raise MarkerInvalid("X-Idempotency-Key must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
-    return text
-
-
-def _no_nul(value: str, where: str) -> None:
-    if "\x00" in value:
-        raise MarkerInvalid(f"{where} contains a NUL byte")
-
-
-def _plain_attr(attrs: Mapping[str, str], name: str) -> str | None:
-    value = attrs.get(name)
-    if value is None or not value.strip():
+    if _CONTROL.search(text) or "\n" in text or "\r" in text or len(text) > _ATTR_LIMITS.get(name, 200):
         return None
-    text = value.strip()
-    if _CONTROL_EXCEPT_WS.search(text) or "\n" in text or "\r" in text:
-        raise MarkerInvalid(f"attrs.{name} contains control characters")
-    limit = _ATTR_LIMITS.get(name, 200)
-    if len(text) > limit:
-        raise MarkerInvalid(f"attrs.{name} is longer than {limit} characters")
-    return text
-
-
-def _token(attrs: Mapping[str, str], name: str) -> str | None:
-    value = attrs.get(name)
-    if value is None or not value.strip():
-        return None
-    text = value.strip().lower()
-    if not _TOKEN.match(text):
-        raise MarkerInvalid(f"attrs.{name} {value!r} must be a short lower-case word (letters, digits, '-', '_')")
     return text
 
 
@@ -117,51 +114,69 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _identity(attrs: Mapping[str, Any]) -> tuple[ProjectIdentity | None, str | None]:
+    """(identity from project/repo, a folder path sent as ``project``): what validly names a project, else nothing.
+
+    Upstream's outbox stores ``CLAUDE_PROJECT_DIR`` as ``project``: a path is a
+    working folder to resolve, never a key. A value that is not a valid key or
+    slug is dropped (attribution falls to the other evidence), not refused.
+    """
+    project, repo = _text(attrs, "project"), _text(attrs, "repo")
+    cwd = None
+    if project and project.startswith(("/", "~")):
+        cwd, project = project, None
+    for candidate in ({"project": project, "repo": repo}, {"repo": repo}, {"project": project}):
+        if not any(candidate.values()):
+            continue
+        try:
+            found = from_attrs(candidate, None)
+        except InvalidKey:
+            continue
+        if found is not None:
+            return found, cwd
+    return None, cwd
+
+
 def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> MarkerRequest:
-    """Validate a marker body; raise MarkerInvalid with the reason when it must be refused."""
-    if not isinstance(type_, str):
-        raise MarkerInvalid("type must be a string")
-    _no_nul(type_, "type")
+    """Validate a marker body as upstream does; MarkerInvalid (400) only for type, content and attrs' shape.
+
+    Every attr of any JSON type is accepted: the ones the kernel uses are read
+    when they are usable and ignored otherwise, so a payload upstream took is
+    never refused (a refused POST stops the client's outbox for good).
+    """
+    if not isinstance(type_, str) or "\x00" in type_:
+        raise MarkerInvalid(f"invalid marker type: {type_!r}")
     marker_type = type_.strip().lower()
     if marker_type not in MARKER_TYPES:
-        raise MarkerInvalid(f"unknown marker type {type_!r}; expected one of {', '.join(MARKER_TYPES)}")
-    if not isinstance(content, str):
-        raise MarkerInvalid("content must be a string")
-    _no_nul(content, "content")
-    text = _normalise_newlines(content).strip("\n")
-    if not text.strip():
-        raise MarkerInvalid("content is empty")
-    if len(text) > max_chars:
-        raise MarkerInvalid(f"content is longer than {max_chars} characters")
-    if attrs is None:
+        raise MarkerInvalid(f"invalid marker type: {marker_type!r}")
+    if not attrs:
         attrs = {}
     if not isinstance(attrs, Mapping):
         raise MarkerInvalid("attrs must be an object")
-    for key, value in attrs.items():
-        if not isinstance(key, str):
-            raise MarkerInvalid("attrs keys must be strings")
-        _no_nul(key, "an attrs key")
-        if not isinstance(value, str):
-            raise MarkerInvalid(f"attrs.{key} must be a string")
-        _no_nul(value, f"attrs.{key}")
+    if not isinstance(content, str):
+        raise MarkerInvalid("content is required")
+    if "\x00" in content:
+        raise MarkerInvalid("content contains a NUL byte")
+    text = _normalise_newlines(content).strip("\n")  # kept as written, but for surrounding blank lines
+    if not text.strip():
+        raise MarkerInvalid("content is required")
+    if len(text.strip()) > max_chars:  # upstream measures the trimmed content
+        raise MarkerInvalid("content exceeds 4KB limit" if max_chars == 4096 else f"content exceeds the {max_chars}-character limit")
+    identity, path_project = _identity(attrs)
     try:
-        identity = from_attrs(attrs, None)
-        worktree = normalise_worktree(attrs.get("worktree"))
-    except InvalidKey as exc:
-        raise MarkerInvalid(str(exc)) from None
-    cwd = _plain_attr(attrs, "cwd")
-    if cwd is not None and not cwd.startswith(("/", "~")):
-        raise MarkerInvalid("attrs.cwd must be an absolute path")
-    scope = _token(attrs, "scope") or "project"
-    if scope not in SIGNAL_SCOPES:
-        raise MarkerInvalid(f"attrs.scope {scope!r} must be 'project' or 'fleet'")
+        worktree = normalise_worktree(attrs.get("worktree")) if isinstance(attrs.get("worktree"), str) else None
+    except InvalidKey:
+        worktree = None
+    cwd = _text(attrs, "cwd")
+    cwd = cwd if cwd and cwd.startswith(("/", "~")) else path_project
+    label = _text(attrs, "scope")
+    fleet = marker_type == "signal" and ((label or "").lower() == FLEET or (_text(attrs, "fleet") or "").lower() in _TRUE)
     raw_title = attrs.get("title")
-    if raw_title is not None and raw_title.strip():
-        title = _normalise_newlines(raw_title).strip()
-        if len(title) > max_chars:
-            raise MarkerInvalid(f"attrs.title is longer than {max_chars} characters")
-    else:
-        title = default_title(text)
+    title_given = isinstance(raw_title, str) and bool(raw_title.strip()) and "\x00" not in raw_title
+    title = _normalise_newlines(raw_title).strip() if title_given else default_title(text)
+    title = title if len(title) <= 200 else clip_words(title, 200)  # the codec quotes any title; a huge one is clipped
+    severity = (_text(attrs, "severity") or "").lower()
+    status = (_text(attrs, "status") or "").lower() or None
     return MarkerRequest(
         type=marker_type,
         content=text,
@@ -170,12 +185,14 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         identity=identity,
         worktree=worktree,
         cwd=cwd,
-        session_id=_plain_attr(attrs, "session_id"),
-        source=_plain_attr(attrs, "source"),
-        severity=_token(attrs, "severity"),
-        scope=scope,
-        status=_token(attrs, "status"),
-        target=_plain_attr(attrs, "target"),
+        session_id=_text(attrs, "session_id"),
+        source=_text(attrs, "source"),
+        severity=severity if severity in SEVERITIES else None,
+        scope=FLEET if fleet else "project",
+        label=label,
+        status=status,
+        target=_text(attrs, "target"),
+        title_given=title_given,
     )
 
 

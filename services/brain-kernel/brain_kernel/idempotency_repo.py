@@ -1,11 +1,19 @@
-"""SQL repository of idempotency keys: replays answered from Postgres, shared by every worker.
+"""SQL repository of idempotency keys: every marker write is remembered, durably and across replicas.
 
-A write claims its key with ``INSERT ... ON CONFLICT DO NOTHING`` inside the
-request's transaction. The unique index makes a concurrent replay of the same
-key wait until the first transaction ends: after a commit it finds the row and
-replays the stored response, after a rollback its own insert goes through and
-it does the work itself. So exactly one request per key writes, across
-workers and replicas, with no lock held in process memory (ADR 0005).
+A write goes through three statements (ADR 0012):
+
+1. ``reserve`` inserts the key as ``pending`` in a transaction of its own,
+   committed before the vault is touched, with the moment the write is made
+   (``created_at``). So a crash between the vault write and the request's
+   commit leaves a trace the retry finds.
+2. ``lock`` takes the key's row ``FOR UPDATE`` inside the request's
+   transaction: a concurrent request for the same key waits until the first
+   one commits (then replays its response) or dies (then takes over).
+3. ``finish`` marks the key ``done`` with the response, in the request's
+   transaction, so the answer and the index rows commit together.
+
+Replays never refuse (``conflict`` is gone): the same key with another body
+replays the original response and says so. Nothing lives in process memory.
 """
 
 from __future__ import annotations
@@ -20,49 +28,71 @@ from sqlalchemy.orm import Session
 
 from brain_kernel.models import IdempotencyKey
 
+PENDING, DONE = "pending", "done"
+
 
 @dataclass(frozen=True)
-class Claim:
-    """The outcome of claiming a key: ``new`` (do the work), ``replay`` or ``conflict``."""
+class KeyRow:
+    """A remembered key: its state, the body it was first used with, when, and the stored response."""
 
     state: str
+    body_hash: str
+    created_at: dt.datetime
     status_code: int = 0
     response: dict[str, Any] | None = None
 
 
-def claim(session: Session, key: str, *, scope: str, body_hash: str, ttl_seconds: int) -> Claim:
-    """Claim ``key`` for this transaction, or report the stored outcome of an earlier claim."""
-    table = IdempotencyKey.__table__
-    expires = func.now() + dt.timedelta(seconds=ttl_seconds)
-    fresh = {"scope": scope, "body_hash": body_hash, "status_code": 0, "response": {}, "expires_at": expires}
-    # A row can vanish between the statements (purged when expired), hence the retry.
-    for _ in range(3):
-        inserted = session.execute(insert(table).values(key=key, **fresh).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.key)).first()
-        if inserted is not None:
-            return Claim("new")
-        # An expired key is taken over in place; the row lock serialises concurrent takers.
-        renewed = session.execute(
-            update(table).where(table.c.key == key, table.c.expires_at <= func.now()).values(created_at=func.now(), **fresh).returning(table.c.key)
-        ).first()
-        if renewed is not None:
-            return Claim("new")
-        row = session.execute(select(table.c.scope, table.c.body_hash, table.c.status_code, table.c.response).where(table.c.key == key)).first()
-        if row is None:
-            continue
-        if row.scope != scope or row.body_hash != body_hash:
-            return Claim("conflict")
-        return Claim("replay", row.status_code, dict(row.response))
-    raise RuntimeError(f"idempotency key {key!r} could not be claimed")
+_TABLE = IdempotencyKey.__table__
+_COLUMNS = (_TABLE.c.state, _TABLE.c.body_hash, _TABLE.c.created_at, _TABLE.c.status_code, _TABLE.c.response)
 
 
-def record_response(session: Session, key: str, *, status_code: int, response: dict[str, Any]) -> None:
-    """Store the response of a claimed key so replays can return it."""
-    table = IdempotencyKey.__table__
-    session.execute(update(table).where(table.c.key == key).values(status_code=status_code, response=response))
+def _row(found: Any) -> KeyRow | None:
+    return KeyRow(found.state, found.body_hash, found.created_at, found.status_code, dict(found.response or {})) if found is not None else None
+
+
+def lookup(session: Session, key: str) -> KeyRow | None:
+    """The key's row when it is remembered and not expired."""
+    stmt = select(*_COLUMNS).where(_TABLE.c.key == key, _TABLE.c.expires_at > func.now())
+    return _row(session.execute(stmt).first())
+
+
+def reserve(session: Session, key: str, *, scope: str, body_hash: str, ttl_seconds: int, at: dt.datetime) -> bool:
+    """Remember ``key`` as pending, written at ``at``; True when this call created (or took over) the row.
+
+    Run on an autocommit session: the reservation must be committed before
+    the vault is written. An expired row is taken over as a new write.
+    """
+    values = {
+        "scope": scope,
+        "state": PENDING,
+        "body_hash": body_hash,
+        "status_code": 0,
+        "response": {},
+        "created_at": at,
+        "expires_at": at + dt.timedelta(seconds=ttl_seconds),
+    }
+    inserted = session.execute(insert(_TABLE).values(key=key, **values).on_conflict_do_nothing(index_elements=["key"]).returning(_TABLE.c.key)).first()
+    if inserted is not None:
+        return True
+    renewed = session.execute(update(_TABLE).where(_TABLE.c.key == key, _TABLE.c.expires_at <= func.now()).values(**values).returning(_TABLE.c.key)).first()
+    return renewed is not None
+
+
+def lock(session: Session, key: str) -> KeyRow | None:
+    """The key's row, locked until the caller's transaction ends (waits for a concurrent writer of the key)."""
+    return _row(session.execute(select(*_COLUMNS).where(_TABLE.c.key == key).with_for_update()).first())
+
+
+def finish(session: Session, key: str, *, status_code: int, response: dict[str, Any], ttl_seconds: int) -> None:
+    """Mark the key done with its response (committed with the caller's transaction); its lifetime starts now."""
+    session.execute(
+        update(_TABLE)
+        .where(_TABLE.c.key == key)
+        .values(state=DONE, status_code=status_code, response=response, expires_at=func.now() + dt.timedelta(seconds=ttl_seconds))
+    )
 
 
 def purge_expired(session: Session, *, limit: int = 100) -> int:
     """Delete up to ``limit`` keys past their expiry, skipping rows other transactions hold."""
-    table = IdempotencyKey.__table__
-    expired = select(table.c.key).where(table.c.expires_at <= func.now()).limit(limit).with_for_update(skip_locked=True)
-    return session.execute(delete(table).where(table.c.key.in_(expired.scalar_subquery()))).rowcount or 0
+    expired = select(_TABLE.c.key).where(_TABLE.c.expires_at <= func.now()).limit(limit).with_for_update(skip_locked=True)
+    return session.execute(delete(_TABLE).where(_TABLE.c.key.in_(expired.scalar_subquery()))).rowcount or 0

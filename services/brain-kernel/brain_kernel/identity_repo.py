@@ -21,7 +21,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from brain_core.identity import LearnedRoot, ProjectIdentity
-from brain_kernel.index import touch_project
+from brain_kernel.index import attribute_session, touch_project
 from brain_kernel.models import LearnedRoot as LearnedRootRow
 from brain_kernel.models import SessionRow
 
@@ -80,6 +80,7 @@ def record_session(
         # Known, not active: a project's last activity comes from its entries, so registering a
         # session changes nothing a stored feed answer shows (and invalidates none).
         touch_project(db, identity.project, identity.repo, root=identity.root)
+        attribute_session(db, session_id, identity.project, identity.repo)  # its markers written before it was known
     return inserted
 
 

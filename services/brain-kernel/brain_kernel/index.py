@@ -39,10 +39,12 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
+from brain_core.membership import carriers
 from brain_core.vault.layout import INDEXED_PREFIXES, kind_of_path
-from brain_core.vault.records import project_activity, records_for
+from brain_core.vault.records import attributable_by_session, attributed, project_activity, records_for
 from brain_kernel.feed_snapshots import collect
-from brain_kernel.models import Entry, Project
+from brain_kernel.models import Entry, Project, SessionRow
+from brain_kernel.projects import known_projects
 from brain_kernel.vault import Vault
 
 Progress = Callable[[int, int], None]  # (files read, files in all), as the CLI's progress reporter takes
@@ -234,6 +236,59 @@ def _dedupe(records: Iterable[EntryRecord]) -> list[EntryRecord]:
     return list({record.id: record for record in records}.values())
 
 
+def with_evidence(session: Session, records: list[EntryRecord]) -> list[EntryRecord]:
+    """Records as the index holds them: what their files say, plus evidence only the index has.
+
+    An unattributed marker whose session the session index knows takes that
+    session's project (source ``session``); an upstream arc whose legacy
+    ``project:`` names exactly one known project (key or alias) takes it
+    (source ``legacy``), and any other stays unattributed for the backfill.
+    The vault is left as it is, so a rebuild derives the same rows again.
+    """
+    sids = {sid for r in records if (sid := attributable_by_session(r))}
+    sessions: dict[str, tuple[str, str | None]] = {}
+    if sids:
+        stmt = select(SessionRow.session_id, SessionRow.project, SessionRow.repo).where(
+            SessionRow.session_id.in_(sorted(sids)), SessionRow.project.is_not(None)
+        )
+        sessions = {sid: (project, repo) for sid, project, repo in session.execute(stmt)}
+    legacy = [r for r in records if r.kind == "arc" and r.project is None and r.meta.get("legacy_project")]
+    known = known_projects(session) if legacy else []
+    out = []
+    for record in records:
+        sid = attributable_by_session(record)
+        if sid in sessions:
+            record = attributed(record, *sessions[sid], "session")
+        elif record.kind == "arc" and record.project is None and record.meta.get("legacy_project"):
+            found = carriers(str(record.meta["legacy_project"]).strip().lower(), known)
+            if len(found) == 1:
+                record = attributed(record, found[0].key, found[0].repo, "legacy")
+        out.append(record)
+    return out
+
+
+_ATTRIBUTE_SESSION = text(
+    """
+    UPDATE entries SET project = :project, projects = ARRAY[:project], repo = :repo,
+           metadata = metadata || '{"project_source": "session"}'::jsonb, updated_at = clock_timestamp()
+     WHERE (metadata ->> 'session_id') = :sid AND project IS NULL AND cardinality(projects) = 0
+       AND scope = 'project' AND kind IN ('lesson', 'milestone', 'decision', 'signal')
+    RETURNING occurred_at
+    """
+)
+
+
+def attribute_session(session: Session, session_id: str, key: str, repo: str | None) -> int:
+    """Attribute the session's markers written before it was known (``with_evidence``, applied in place); returns how many.
+
+    The feed triggers log the change, so the stored answers these rows reach are invalidated.
+    """
+    times = [t for (t,) in session.execute(_ATTRIBUTE_SESSION, {"sid": session_id, "project": key, "repo": repo})]
+    if times:
+        touch_project(session, key, repo, at=max((t for t in times if t is not None), default=None))
+    return len(times)
+
+
 def record_projects(session: Session, records: Iterable[EntryRecord]) -> int:
     """Register the projects the records name and move their last activity forward."""
     count = 0
@@ -251,7 +306,7 @@ def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_starte
     written before it (see the module docstring).
     """
     summary = ReindexSummary()
-    rows = _dedupe(records)
+    rows = with_evidence(session, _dedupe(records))
     summary.entries = upsert_entries(session, rows)
     summary.removed = delete_entries_written_before(session, scan_started)
     summary.count(rows)
@@ -284,7 +339,7 @@ def refresh(session: Session, vault: Vault, paths: Iterable[str | Path]) -> Rein
     for rel in rels:
         records.extend(read_records(vault, rel, summary) if kind_of_path(rel) else [])
         summary.files += 1
-    records = _dedupe(records)
+    records = with_evidence(session, _dedupe(records))
     summary.removed = delete_entries_at(session, rels, keep_ids=[r.id for r in records])
     summary.entries = upsert_entries(session, records)
     summary.count(records)

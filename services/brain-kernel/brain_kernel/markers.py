@@ -1,25 +1,28 @@
-"""Marker service: one validated marker into the vault and the index, once per idempotency key.
+"""Marker service: one marker into the vault and the index, exactly once per idempotency key.
 
-The steps, inside the caller's transaction (the entry point commits):
+The steps (the entry point owns the request's transaction and commits it):
 
-1. claim the idempotency key in Postgres (a replay returns the stored
-   response and writes nothing; the same key with another body is a conflict);
-2. attribute the marker: attrs project/repo, else the session index, else the
-   cwd through the identity resolver, else unattributed (never a guess);
-3. write the vault: lessons and milestones appended under ``flock`` in one
-   ``O_APPEND`` write, signals and decisions created atomically under a name
-   nobody else holds (ADR numbers claimed with ``O_EXCL``, see ADR 0004);
-4. index the entry by parsing the text just written with the same parsers
-   ``brain reindex`` uses, and move the project's last activity forward.
-
-A failure after step 3 rolls the index back but leaves the vault entry; the
-vault is the source of truth and ``brain reindex`` picks it up.
+1. look the key up: a key already done replays its stored response (with
+   ``body_mismatch`` when the body differs), never a refusal;
+2. reserve the key as ``pending`` in a transaction of its own, committed
+   before the vault is touched, with the moment of the write; then lock its
+   row in the request's transaction (a concurrent request for the same key
+   waits, then replays);
+3. attribute the marker: attrs project/repo, else the session index, else
+   the session's transcript found by id (its folder resolved, the session
+   recorded), else the cwd, else unattributed (never a guess);
+4. write the vault under a marker id derived from the key and the reserved
+   moment: lessons and milestones appended under ``flock`` in one
+   ``O_APPEND`` write, signals and decisions created atomically. When the key
+   was reserved by an earlier attempt that died before its commit, the vault
+   is searched for that marker id first, so a retry writes nothing twice;
+5. index the entry (parsed back from the text written) and mark the key done.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
+import hashlib
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,20 +31,19 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest
-from brain_core.vault import layout, logs, records
+from brain_core.text import slugify
+from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
 from brain_kernel.errors import BrainError
+from brain_kernel.identity import IdentityResolver
 from brain_kernel.index import touch_project, upsert_entries
 from brain_kernel.settings import Settings
+from brain_kernel.transcripts import TranscriptLocator, read_summary
 from brain_kernel.vault import Vault
 
 IDEMPOTENCY_SCOPE = "marker"
 _MAX_NAME_ATTEMPTS = 1000
 PURGE_ONE_IN = 64  # about one write in 64 also deletes a batch of expired keys
-
-
-class IdempotencyConflict(BrainError):
-    """The idempotency key was already used with a different body."""
 
 
 @dataclass(frozen=True)
@@ -60,18 +62,41 @@ class _Written:
     records: list[EntryRecord]
 
 
-def attribute(db: Session, settings: Settings, req: MarkerRequest) -> Attribution:
-    """The project a marker belongs to: attrs, session index, cwd resolution, else unattributed."""
+def attribute(db: Session, settings: Settings, req: MarkerRequest, *, locator: TranscriptLocator | None = None) -> Attribution:
+    """The project a marker belongs to: attrs, session index, the session's transcript, cwd, else unattributed."""
     if req.identity is not None and req.identity.project:
         ident = req.identity
         return Attribution(ident.project, ident.repo, req.worktree or ident.worktree, ident.source)
-    if req.session_id or req.cwd:
-        from brain_kernel.identity import IdentityResolver
-
-        ident = IdentityResolver(settings, db).resolve(req.cwd, session_id=req.session_id)
-        if ident.project:
-            return Attribution(ident.project, ident.repo, req.worktree or ident.worktree, ident.source)
+    if not (req.session_id or req.cwd):
+        return Attribution(worktree=req.worktree)
+    resolver = IdentityResolver(settings, db)
+    ident = resolver.resolve(req.cwd, session_id=req.session_id)
+    if not ident.project and req.session_id and locator is not None:
+        found = locator.find(req.session_id)
+        if found is not None:
+            try:
+                head = read_summary(found, max_lines=200)
+            except OSError:
+                head = None
+            if head is not None and (head.cwd or head.repo_url):
+                ident = resolver.resolve(head.cwd, transcript_repo_url=head.repo_url)
+                if ident.project:  # the next marker of this session is answered by the session index
+                    resolver.record_session(req.session_id, ident, agent=found.agent, started_at=head.start)
+    if ident.project:
+        return Attribution(ident.project, ident.repo, req.worktree or ident.worktree, ident.source)
     return Attribution(worktree=req.worktree)
+
+
+def _replay(row: idempotency_repo.KeyRow, req: MarkerRequest) -> MarkerOutcome:
+    body = {**(row.response or {}), "idempotent_replay": True}
+    if row.body_hash != req.body_hash:
+        body["body_mismatch"] = True  # the client reused the key for another body: the original stands
+    return MarkerOutcome(row.status_code or 201, body)
+
+
+def marker_id_for(key: str, at: dt.datetime) -> str:
+    """The marker id a reserved write uses: the same for every attempt of one reservation."""
+    return hashlib.sha256(f"{key}\n{at.astimezone(dt.timezone.utc).isoformat()}".encode()).hexdigest()[:32]
 
 
 def post_marker(
@@ -80,21 +105,33 @@ def post_marker(
     settings: Settings,
     req: MarkerRequest,
     *,
-    idempotency_key: str | None = None,
+    idempotency_key: str,
+    reserve_db: Session,
     now: dt.datetime | None = None,
+    locator: TranscriptLocator | None = None,
 ) -> MarkerOutcome:
-    """Write one marker (or replay an earlier write of the same key); never commits."""
-    if idempotency_key is not None:
-        if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
-            idempotency_repo.purge_expired(db)  # garbage collection only: claim() handles expired keys itself
-        claim = idempotency_repo.claim(db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds)
-        if claim.state == "conflict":
-            raise IdempotencyConflict(f"idempotency key {idempotency_key!r} was already used with a different body")
-        if claim.state == "replay":
-            return MarkerOutcome(claim.status_code or 201, {**(claim.response or {}), "idempotent_replay": True})
-    at = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc).replace(microsecond=0)
-    who = attribute(db, settings, req)
-    written = write_marker(vault, req, who, marker_id=uuid.uuid4().hex, at=at)
+    """Write one marker, or replay the write of its key; ``reserve_db`` is an autocommit session. Never commits ``db``."""
+    ttl = settings.idempotency_ttl_seconds
+    if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
+        idempotency_repo.purge_expired(db)  # garbage collection only: an expired key is taken over anyway
+    known = idempotency_repo.lookup(db, idempotency_key)
+    if known is not None and known.state == idempotency_repo.DONE:
+        return _replay(known, req)
+    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    fresh = idempotency_repo.reserve(reserve_db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=ttl, at=moment)
+    row = idempotency_repo.lock(db, idempotency_key)
+    if row is None:
+        raise BrainError(f"idempotency key {idempotency_key!r} vanished while it was being written")
+    if row.state == idempotency_repo.DONE:
+        return _replay(row, req)
+    # The reserved moment (to the microsecond) names the write: every attempt of one reservation writes the
+    # same entry, and a key taken over after it expired writes a new one.
+    marker_id = marker_id_for(idempotency_key, row.created_at)
+    at = row.created_at.astimezone(dt.timezone.utc).replace(microsecond=0)
+    who = attribute(db, settings, req, locator=locator)
+    written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
+    if written is None:
+        written = write_marker(vault, req, who, marker_id=marker_id, at=at)
     upsert_entries(db, written.records)
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
@@ -108,15 +145,28 @@ def post_marker(
         "body_hash": req.body_hash,
         "project": who.project,
     }
-    if idempotency_key is not None:
-        idempotency_repo.record_response(db, idempotency_key, status_code=201, response=body)
+    idempotency_repo.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
     return MarkerOutcome(201, body)
+
+
+def milestone_path(vault: Vault, req: MarkerRequest, who: Attribution, at: dt.datetime) -> str:
+    """Upstream's routing plus the project: the project's BLOCKS.md, else ``left/projects/<slug(source)>/``
+    when that folder exists, else the day's ``daily/`` note."""
+    if not who.project and req.source:
+        folder = slugify(req.source, 80)
+        if vault.exists(f"{layout.PROJECTS_DIR}/{folder}") and vault.path(f"{layout.PROJECTS_DIR}/{folder}").is_dir():
+            return f"{layout.PROJECTS_DIR}/{folder}/BLOCKS.md"
+    return layout.milestone_path(who.project, at)
+
+
+def _log_path(vault: Vault, req: MarkerRequest, who: Attribution, at: dt.datetime) -> str:
+    return layout.lesson_path(at) if req.type == "lesson" else milestone_path(vault, req, who, at)
 
 
 def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> _Written:
     """Write the marker's vault text and return the index rows parsed back from it."""
     if req.type in ("lesson", "milestone"):
-        path = layout.lesson_path(at) if req.type == "lesson" else layout.milestone_path(who.project, at)
+        path = _log_path(vault, req, who, at)
         text = logs.render_log_entry(req.type, req, who, marker_id=marker_id, at=at)
         size = vault.append(path, text, header=logs.log_file_header(req.type, path))
         parse = records.lesson_records if req.type == "lesson" else records.milestone_records
@@ -144,6 +194,37 @@ def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_i
             return _Written("created", path, size, [records.decision_record(text, path)])
         raise BrainError("no free ADR number")
     raise ValueError(f"unknown marker type {req.type!r}")
+
+
+def find_written(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> _Written | None:
+    """What an earlier attempt of this reservation wrote to the vault before it died, or None.
+
+    Only a retry of a reservation that never finished looks: the marker id is
+    searched where that attempt wrote (the day's log, the signal files of the
+    reserved second, the decisions folder).
+    """
+    if req.type in ("lesson", "milestone"):
+        path = _log_path(vault, req, who, at)
+        if not vault.exists(path):
+            return None
+        text = vault.read_text(path)
+        if f'"id": "{marker_id}"' not in text:
+            return None
+        parse = records.lesson_records if req.type == "lesson" else records.milestone_records
+        mine = [r for r in parse(text, path) if r.meta.get("marker_id") == marker_id]
+        return _Written("appended", path, len(text.encode("utf-8")), mine) if mine else None
+    if req.type == "signal":
+        stamp = layout.signal_path(req.title, req.severity or DEFAULT_SEVERITY, at).removesuffix(".md")
+        candidates = [vault.rel(p) for p in vault.iter_files(layout.SIGNALS_DIR) if vault.rel(p).startswith(stamp)]
+        parse_one: Any = records.signal_record
+    else:
+        candidates = [vault.rel(p) for p in vault.iter_files(layout.DECISIONS_DIR)]
+        parse_one = records.decision_record
+    for rel in candidates:
+        text = vault.read_text(rel)
+        if frontmatter.parse(text).meta.get("marker_id") == marker_id:
+            return _Written("created", rel, len(text.encode("utf-8")), [parse_one(text, rel)])
+    return None
 
 
 def next_adr_number(vault: Vault) -> int:

@@ -64,7 +64,7 @@ class Settings(BaseSettings):
 
     # Markers.
     marker_max_chars: int = Field(4096, ge=1, validation_alias=AliasChoices("BRAIN_MARKER_MAX_CHARS"))
-    idempotency_ttl_seconds: int = Field(86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS"))
+    idempotency_ttl_seconds: int = Field(30 * 86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS"))
 
     # Embeddings and LLM (OpenAI-compatible endpoints; unset = offline defaults).
     embed_dim: int = Field(256, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM"))

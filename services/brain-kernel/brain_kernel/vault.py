@@ -16,7 +16,7 @@ import errno
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from brain_core.vault.layout import SCAFFOLD
@@ -62,7 +62,7 @@ class Vault:
             raise VaultPathError("path contains a NUL byte")
         candidate = (self.root / rel_text.lstrip("/")).resolve() if not Path(rel_text).is_absolute() else Path(rel_text).resolve()
         if candidate != self.root and self.root not in candidate.parents:
-            raise VaultPathError(f"path {rel_text!r} is outside the vault")
+            raise VaultPathError("path escapes vault root")
         return candidate
 
     def rel(self, path: Path) -> str:
@@ -96,6 +96,25 @@ class Vault:
                     continue
                 path = Path(dirpath) / name
                 if not path.is_symlink():
+                    yield path
+
+    def walk_files(self, prefix: str = "", *, skip_dirs: Collection[str] = ()) -> Iterator[Path]:
+        """Every file under ``prefix`` as ``iter_files`` walks it (any suffix), also skipping folders named in ``skip_dirs``.
+
+        The folders are pruned before descending, so a large ``node_modules`` costs
+        nothing; a ``prefix`` that is a file yields just that file.
+        """
+        base = self.path(prefix) if prefix else self.root
+        if base.is_file():
+            yield base
+            return
+        if not base.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in skip_dirs)
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if not name.startswith(".") and not path.is_symlink():
                     yield path
 
     # -- writes -------------------------------------------------------------

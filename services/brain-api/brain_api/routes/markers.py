@@ -1,23 +1,26 @@
-"""``POST /marker``: agents post lessons, milestones, signals and decisions.
+"""``POST /marker``: agents post lessons, milestones, signals and decisions (UPSTREAM.md 1.6).
 
-The body keeps the upstream shape (``{type, content, attrs}``) and the answer
-adds ``project``. Shape errors answer 422, rule violations 400 (both
-``{"detail": ...}``, nothing written); a replayed ``X-Idempotency-Key``
-answers the original response with ``idempotent_replay: true``; the same key
-with another body answers 409. The work is ``brain_kernel.markers.post_marker``
-inside the request's transaction.
+The body keeps upstream's shape (``{type, content, attrs}``) and rules: only
+the type, the content and the shape of ``attrs`` refuse a request (400 with
+upstream's reason; 422 for a body that is not a JSON object with string type
+and content); every attr of any JSON type is accepted. Every write is keyed:
+the ``X-Idempotency-Key`` header, else the body hash. A reused key answers
+the original response with ``idempotent_replay: true`` (and
+``body_mismatch: true`` when the body differs), 201 either way, so a
+client's outbox is never wedged. The answer adds ``project``. The work is
+``brain_kernel.markers.post_marker`` inside the request's transaction.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException
+from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
 from brain_api.deps import AuthDep, ClockDep, SessionDep, SettingsDep, VaultDep
-from brain_core.markers import MarkerInvalid, check_idempotency_key, parse_request
+from brain_core.markers import MarkerInvalid, body_hash, idempotency_key, parse_request
 from brain_kernel import markers as service
 
 router = APIRouter(tags=["markers"], dependencies=[AuthDep])
@@ -27,11 +30,12 @@ class MarkerIn(BaseModel):
     """Body of ``POST /marker``."""
 
     type: StrictStr = Field(..., description="lesson, milestone, signal or decision.", examples=["lesson"])
-    content: StrictStr = Field(..., description="The marker text (markdown).")
-    attrs: dict[str, StrictStr] | None = Field(
+    content: StrictStr = Field(..., description="The marker text (markdown, at most 4096 characters).")
+    attrs: Any = Field(
         None,
-        description="String attributes: project, repo, worktree, cwd, session_id, source, severity, title, scope, status, target.",
-        examples=[{"project": "the-cloud-clockwork/agentihooks", "session_id": "3f2a9c1e", "source": "claude-code"}],
+        description="Attributes of any JSON type; the kernel reads project, repo, worktree, cwd, session_id, source, "
+        "severity, title, scope (a free label), status, target and fleet (a signal for every project).",
+        examples=[{"session_id": "3f2a9c1e", "source": "claude-code"}],
     )
 
 
@@ -43,14 +47,16 @@ class MarkerOut(BaseModel):
     action: str
     vault_path: str
     written_bytes: int
-    idempotency_key: str | None
+    idempotency_key: str
     body_hash: str
     project: str | None
     idempotent_replay: bool | None = Field(None, description="Present (true) when the answer replays an earlier write.")
+    body_mismatch: bool | None = Field(None, description="Present (true) on a replay whose body differs from the original's.")
 
 
-@router.post("/marker", status_code=201, responses={201: {"model": MarkerOut}, 400: {}, 409: {}, 422: {}})
+@router.post("/marker", status_code=201, responses={201: {"model": MarkerOut}, 400: {}, 422: {}})
 def post_marker(
+    request: Request,
     body: MarkerIn,
     db: SessionDep,
     settings: SettingsDep,
@@ -60,12 +66,10 @@ def post_marker(
 ) -> JSONResponse:
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
     try:
-        key = check_idempotency_key(x_idempotency_key)
         req = parse_request(body.type, body.content, body.attrs, max_chars=settings.marker_max_chars)
     except MarkerInvalid as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None
-    try:
-        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, now=clock())
-    except service.IdempotencyConflict as exc:
-        raise HTTPException(status_code=409, detail=str(exc)) from None
+    key = idempotency_key(x_idempotency_key, body_hash(body.type, body.content, body.attrs))
+    with request.app.state.read_session_factory() as reserve_db:  # autocommit: the reservation commits on its own
+        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, reserve_db=reserve_db, now=clock(), locator=request.app.state.transcripts)
     return JSONResponse(outcome.body, status_code=outcome.status_code)

@@ -1,26 +1,34 @@
-"""Vault read routes existing clients use: ``/vault/read``, ``/vault/list``, ``/vault/search``,
-``/signal`` and ``/arcs/{cluster_id}``.
+"""Vault routes existing clients use: ``/vault/read``, ``/vault/list``, ``/vault/search``,
+``POST /vault/write_inbox``, ``/signal`` and ``/arcs/{cluster_id}``.
 
-Paths are vault-relative; anything that resolves outside the vault is a 400
-(``VaultPathError``, handled in ``create_app``), a missing file a 404. These
-routes read files (the vault is the truth for what a file says); the index
-only chooses which file: the active signal, the live arc of a cluster id, the
-entries of a project for a filtered search.
+Paths are vault-relative with a leading ``/`` stripped, as upstream resolves
+them; anything that resolves outside the vault is a 400 ``path escapes vault
+root`` (``VaultPathError``, handled in ``create_app``), a missing file a 404.
+Walks skip dot folders and files, symlinks and ``node_modules``. These routes
+read files (the vault is the truth for what a file says); the index only
+chooses which file: the active signal, the live arc of a cluster id, the
+entries of a project for a filtered search. ``write_inbox`` claims its file
+name with an exclusive create, so two notes never share one.
 """
 
 from __future__ import annotations
 
+import codecs
+import datetime as dt
 import hashlib
 import re
+import secrets
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Form, HTTPException, Query
 
-from brain_api.deps import AuthDep, ReadSessionDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, VaultDep
 from brain_core.membership import signal_is_fleet
-from brain_core.textsearch import Hit, search_text, tokens
+from brain_core.text import slugify
+from brain_core.textsearch import Hit, is_searchable, search_text, tokens
 from brain_core.times import iso
 from brain_core.vault import frontmatter
+from brain_core.vault.layout import INBOX_DIR
 from brain_core.vault.records import entry_line_spans
 from brain_kernel import feed_repo
 from brain_kernel.projects import EXACT, resolve_project
@@ -28,10 +36,19 @@ from brain_kernel.vault import Vault
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep])
 
-DEFAULT_MAX_BYTES = 1_048_576
-SEARCH_SUFFIXES = (".md", ".txt")
+MAX_FILE_BYTES = 5 * 1024 * 1024
+DEFAULT_EXTENSIONS = ".md,.markdown,.txt"
+SKIP_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
+MAX_TITLE_CHARS = 200
+MAX_INBOX_CONTENT_CHARS = 200_000
+NAME_CLAIM_ATTEMPTS = 8
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 MAX_MERGE_HOPS = 16
+
+
+def _rel(path: str) -> str:
+    """A request path as upstream resolves it: vault-relative, a leading ``/`` stripped."""
+    return path.lstrip("/")
 
 
 def _read(vault: Vault, rel: str) -> str:
@@ -44,38 +61,64 @@ def _read(vault: Vault, rel: str) -> str:
 @router.get("/vault/read")
 def vault_read(
     vault: VaultDep,
-    path: Annotated[str, Query(min_length=1, max_length=1000, description="Vault-relative path of a file.")],
-    max_bytes: Annotated[int, Query(ge=1, le=16 * DEFAULT_MAX_BYTES, description="Largest content returned.")] = DEFAULT_MAX_BYTES,
+    path: Annotated[str, Query(max_length=1000, description="Vault-relative path of a file.")],
+    max_bytes: Annotated[int, Query(ge=1, le=MAX_FILE_BYTES, description="Largest content returned, in bytes.")] = MAX_FILE_BYTES,
 ) -> dict[str, Any]:
     """One file's content (truncated at ``max_bytes``)."""
-    target = vault.path(path)
+    if not path.strip():
+        raise HTTPException(status_code=400, detail="path is required")
+    target = vault.path(_rel(path))
+    if not target.exists():
+        raise HTTPException(status_code=404, detail="not found")
     if not target.is_file():
-        raise HTTPException(status_code=404, detail=f"{path} not found in the vault")
-    size = target.stat().st_size
-    with target.open("rb") as handle:
-        data = handle.read(max_bytes)
-    return {
-        "path": vault.rel(target),
-        "size_bytes": size,
-        "content": data.decode("utf-8", errors="ignore" if size > max_bytes else "replace"),
-        "truncated": size > max_bytes,
-    }
+        raise HTTPException(status_code=400, detail="path is not a file")
+    try:
+        size = target.stat().st_size
+        with target.open("rb") as handle:
+            data = handle.read(max_bytes)
+    except OSError as exc:
+        raise HTTPException(status_code=503, detail=f"vault read failed: {exc.strerror or exc}") from None
+    truncated = size > len(data)
+    # Invalid bytes become U+FFFD; a character cut in half by max_bytes is dropped, not replaced.
+    content = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=not truncated)
+    return {"path": vault.rel(target), "size_bytes": size, "content": content, "truncated": truncated}
+
+
+def _extensions(value: str) -> frozenset[str]:
+    """The requested suffixes, trimmed, lower-cased and dotted; empty means every file."""
+    wanted = set()
+    for entry in value.split(","):
+        entry = entry.strip().lower()  # trimmed before the dot is added: ".md, .txt" is {.md, .txt}
+        if entry:
+            wanted.add(entry if entry.startswith(".") else f".{entry}")
+    return frozenset(wanted)
 
 
 @router.get("/vault/list")
 def vault_list(
     vault: VaultDep,
     prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder (or file) to list; empty = whole vault.")] = "",
-    limit: Annotated[int, Query(ge=1, le=100_000, description="Most files returned.")] = 10_000,
+    extensions: Annotated[
+        str, Query(max_length=1000, description="Comma list of suffixes (dot optional, case-insensitive); empty = every file.")
+    ] = DEFAULT_EXTENSIONS,
+    limit: Annotated[int, Query(ge=1, le=5000, description="Most files returned.")] = 500,
 ) -> dict[str, Any]:
-    """Files under ``prefix`` (recursive, dot files skipped), sorted."""
+    """Files under ``prefix`` (recursive; dot files, symlinks and skipped folders left out), sorted."""
+    wanted = _extensions(extensions)
+    base = _rel(prefix).rstrip("/")
+    target = vault.path(base) if base else vault.root
+    if target.is_file():
+        return {"prefix": prefix, "count": 1, "files": [vault.rel(target)], "truncated": False}
     files: list[str] = []
     truncated = False
-    for path in vault.iter_files(prefix.strip("/"), suffixes=("",)):
+    for path in vault.walk_files(base, skip_dirs=SKIP_DIRS):
+        if wanted and path.suffix.lower() not in wanted:
+            continue
         if len(files) >= limit:
             truncated = True
             break
         files.append(vault.rel(path))
+    files.sort()
     return {"prefix": prefix, "count": len(files), "files": files, "truncated": truncated}
 
 
@@ -83,38 +126,45 @@ def vault_list(
 def vault_search(
     vault: VaultDep,
     db: ReadSessionDep,
-    q: Annotated[str, Query(min_length=1, max_length=500, description="Tokens that must all occur (case-insensitive).")],
-    prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder to search under.")] = "",
-    limit: Annotated[int, Query(ge=1, le=500, description="Most files returned.")] = 20,
+    q: Annotated[str, Query(min_length=1, max_length=500, description="Tokens (case-insensitive substrings); a line with any is a hit.")],
+    prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder (or file) to search under.")] = "",
+    limit: Annotated[int, Query(ge=1, le=200, description="Most files returned.")] = 20,
+    context_lines: Annotated[int, Query(ge=0, le=10, description="Lines of context either side of a hit line.")] = 2,
     project: Annotated[str | None, Query(max_length=300, description="Only this project's entries (short key or owner/name).")] = None,
 ) -> dict[str, Any]:
-    """Token search over .md/.txt files with line snippets, optionally restricted to one project."""
+    """Token search over .md/.markdown/.txt files with line snippets, optionally restricted to one project."""
     wanted = tokens(q)
+    base = _rel(prefix).rstrip("/")
     hits: list[Hit] = []
     if project is None:
-        for path in vault.iter_files(prefix.strip("/"), suffixes=SEARCH_SUFFIXES):
+        for path in vault.walk_files(base, skip_dirs=SKIP_DIRS):
+            rel = vault.rel(path)
+            if not is_searchable(rel):
+                continue
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            hit = search_text(vault.rel(path), text, wanted)
+            hit = search_text(rel, text, wanted, context_lines=context_lines)
             if hit:
                 hits.append(hit)
     else:
+        if base:
+            vault.path(base)  # an escaping prefix is a 400 here too, not an empty answer
         found = resolve_project(db, project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
         if found.status == EXACT:
-            hits = _project_hits(vault, db, found.key, found.repo, prefix, wanted)
+            hits = _project_hits(vault, db, found.key, found.repo, base, wanted, context_lines)
     hits.sort(key=lambda h: (-h.score, h.path))
     return {
         "query": q,
         "prefix": prefix,
         "project": project,
         "count": min(len(hits), limit),
-        "results": [{"path": h.path, "score": h.score, "snippets": h.snippets} for h in hits[:limit]],
+        "results": [h.as_dict() for h in hits[:limit]],
     }
 
 
-def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, prefix: str, wanted: list[str]) -> list[Hit]:
+def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, prefix: str, wanted: list[str], context_lines: int) -> list[Hit]:
     """Search only P's entries: whole files P owns alone, and in logs shared with other projects
     only the lines of P's own entries (their spans, as the log codec splits the file)."""
     entries = feed_repo.project_entries(db, key, repo, prefix=prefix)
@@ -124,20 +174,80 @@ def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, 
     shared = feed_repo.foreign_paths(db, list(by_path), [e.id for e in entries])
     hits = []
     for rel, own in sorted(by_path.items()):
-        if not rel.endswith(SEARCH_SUFFIXES):
+        if not is_searchable(rel) or SKIP_DIRS.intersection(rel.split("/")):
             continue
         try:
             text = _read(vault, rel)
-        except HTTPException:
+        except (HTTPException, OSError):
             continue
         allowed = None
         if rel in shared:
             spans = entry_line_spans(rel, text)
             allowed = {n for e in own if e.id in spans for n in range(spans[e.id][0], spans[e.id][1] + 1)}
-        hit = search_text(rel, text, wanted, allowed=allowed)
+        hit = search_text(rel, text, wanted, context_lines=context_lines, allowed=allowed)
         if hit:
             hits.append(hit)
     return hits
+
+
+def _comma_list(value: str | None) -> list[str]:
+    """A comma-separated form field as its trimmed, non-empty items."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _inbox_slug(title: str) -> str:
+    """The file-name slug of a title, ``note`` when nothing of it survives (upstream's fallback word)."""
+    slug = slugify(title)
+    # slugify never answers empty: its own fallback is "untitled". Whether that came from an
+    # empty slug or a title that says "untitled" shows in a longer text that keeps a letter.
+    if slug == "untitled" and slugify(f"{title} x") == "x":
+        return "note"
+    return slug
+
+
+@router.post("/vault/write_inbox")
+def write_inbox(
+    vault: VaultDep,
+    clock: ClockDep,
+    title: Annotated[str, Form(description="The note's title (at most 200 characters).")],
+    content: Annotated[str, Form(description="The note's markdown (at most 200 000 characters).")],
+    tags: Annotated[str | None, Form(description="Comma list of tags.")] = None,
+    artifact_refs: Annotated[str | None, Form(description="Comma list of artifact references.")] = None,
+) -> dict[str, Any]:
+    """Write a note to ``raw/inbox/YYYY-MM-DD-<slug>.md`` with its frontmatter; the name is never reused."""
+    title = title.strip()
+    if not title:
+        raise HTTPException(status_code=400, detail="title is required")
+    if len(title) > MAX_TITLE_CHARS:
+        raise HTTPException(status_code=400, detail=f"title is longer than {MAX_TITLE_CHARS} characters")
+    if not content.strip():
+        raise HTTPException(status_code=400, detail="content is required")
+    if len(content) > MAX_INBOX_CONTENT_CHARS:
+        raise HTTPException(status_code=400, detail=f"content is longer than {MAX_INBOX_CONTENT_CHARS} characters")
+    tag_list, ref_list = _comma_list(tags), _comma_list(artifact_refs)
+    now = clock().astimezone(dt.timezone.utc)  # the file's date and `created` are both UTC
+    meta: dict[str, Any] = {"title": title, "created": now.isoformat(timespec="microseconds")}
+    if tag_list:
+        meta["tags"] = tag_list
+    if ref_list:
+        meta["artifact_refs"] = ref_list
+    text = frontmatter.render(meta, content if content.endswith("\n") else content + "\n")
+    stem = f"{INBOX_DIR}/{now.date().isoformat()}-{_inbox_slug(title)}"
+    rel = f"{stem}.md"
+    try:
+        for _ in range(NAME_CLAIM_ATTEMPTS):
+            try:
+                size = vault.create_exclusive(rel, text)
+                break
+            except FileExistsError:
+                if not vault.path(rel).parent.is_dir():
+                    raise  # the inbox folder itself is a file: a broken vault, not a name clash
+                rel = f"{stem}-{secrets.token_hex(3)}.md"
+        else:
+            raise HTTPException(status_code=503, detail="vault write failed: no free inbox file name")
+    except OSError as exc:
+        raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
+    return {"path": rel, "size_bytes": size, "artifact_refs": ref_list, "tags": tag_list}
 
 
 @router.get("/signal")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 
@@ -30,9 +29,7 @@ def tick(
 
     Example: brain tick --no-ai
     """
-    from brain_kernel.db import read_session_factory, session_factory, unit_of_work
-    from brain_kernel.project_feeds import warm
-    from brain_ops.keeper import run_tick
+    from brain_ops.drain import run_tick_and_warm
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
@@ -41,11 +38,5 @@ def tick(
         sys.stderr.write(f"tick: {message}\n")
 
     with job_engine(settings) as (ready, engine):
-        with unit_of_work(session_factory(engine)) as session:
-            summary = run_tick(session, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
-        if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
-            progress("storing the project feed answers")
-            with read_session_factory(engine)() as session:
-                now = dt.datetime.now(dt.timezone.utc)
-                summary.feed_answers = warm(session, summary.active_projects, vault_root=str(store.root), now=now)
+        summary = run_tick_and_warm(engine, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
     typer.echo(json.dumps(summary.as_dict()))

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
-from brain_core.markers import DEFAULT_SEVERITY, DEFAULT_STATUS, Attribution, MarkerRequest
-from brain_core.text import one_line
+from brain_core.markers import DEFAULT_MILESTONE_STATUS, DEFAULT_SEVERITY, DEFAULT_STATUS, Attribution, MarkerRequest
+from brain_core.text import one_line, slugify
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import BLOCKS_PATH
@@ -77,8 +77,23 @@ def _unescape_body(lines: list[str]) -> list[str]:
     return [line[1:] if _ESCAPED_HEADER.match(line) and line.startswith("\\") else line for line in lines]
 
 
+def upstream_suffix(kind: str, meta: Mapping[str, Any]) -> str:
+    """What upstream's header said after the stamp, kept at the end of ours: `` — <source> — `<session>```
+    for a lesson, `` — <source> — scope=<scope> — status=<status>`` for a milestone."""
+    parts = [str(meta.get("source") or "unknown")]
+    if kind == "lesson":
+        if meta.get("session_id"):
+            parts.append(f"`{meta['session_id']}`")
+    else:
+        if meta.get("scope"):
+            parts.append(f"scope={meta['scope']}")
+        parts.append(f"status={meta.get('status') or DEFAULT_MILESTONE_STATUS}")
+    return " — " + " — ".join(one_line(p) for p in parts)
+
+
 def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
-    """A lesson or milestone entry as appended to its log (header, meta comment, body)."""
+    """A lesson or milestone entry as appended to its log: header (stamp, project tag, title, upstream's
+    source and session or scope and status), the ``brain`` comment, the body."""
     meta = {
         "kind": kind,
         "id": marker_id,
@@ -87,7 +102,9 @@ def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_
         "worktree": who.worktree,
         "project_source": who.source,
     }
-    header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}".rstrip()
+    if kind == "milestone":
+        meta.update(scope=req.label, status=req.status or DEFAULT_MILESTONE_STATUS)
+    header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}{upstream_suffix(kind, meta)}"
     return f"{header}\n{_meta_comment(meta)}\n\n{_escape_body(req.content)}\n\n"
 
 
@@ -139,7 +156,6 @@ def split_log(text: str) -> list[LogEntry]:
         if tag:
             project, repo = valid_ref(tag.group("project"), tag.group("repo"))
             rest = rest[tag.end() :].strip()
-        title = rest.lstrip("—–-·:|").strip()
         body = block[1:]
         meta: dict[str, Any] = {}
         if body:
@@ -153,11 +169,33 @@ def split_log(text: str) -> list[LogEntry]:
                     meta = loaded
                     body = body[1:]
         content = "\n".join(_unescape_body(body)).strip("\n")
+        if tag:
+            kind = "lesson" if str(meta.get("kind") or "lesson") == "lesson" else "milestone"
+            suffix = upstream_suffix(kind, meta) if meta else ""
+            title = (rest[: -len(suffix)] if suffix and rest.endswith(suffix) else rest).strip()
+        else:
+            title, found_meta = _upstream_header(rest)
+            meta = {**found_meta, **meta}
         ordinal = seen.get(header, 0)
         seen[header] = ordinal + 1
         last_line = first_line + len(block) - 1
         entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line))
     return entries
+
+
+_UPSTREAM_LESSON = re.compile(r"^[—–-]\s*(?P<source>[^`]+?)\s*(?:[—–-]\s*`(?P<session>[^`]+)`)?\s*$")
+
+
+def _upstream_header(rest: str) -> tuple[str, dict[str, Any]]:
+    """(title, meta) of an untagged header: upstream's `` — <source> — `<session>``` gives no title but
+    its source and session id (so old lessons can be attributed by session); other text is the title."""
+    match = _UPSTREAM_LESSON.match(rest)
+    if match:
+        found = {"source": match.group("source").strip()}
+        if match.group("session"):
+            found["session_id"] = match.group("session").strip()
+        return "", {k: v for k, v in found.items() if v and v != "unknown"}
+    return rest.lstrip("—–-·:|").strip(), {}
 
 
 def valid_ref(project: str | None, repo: str | None) -> tuple[str | None, str | None]:
@@ -194,7 +232,7 @@ def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[st
         "session_id": req.session_id,
         "source": req.source,
         "target": req.target,
-        "id": marker_id,
+        "marker_id": marker_id,
     }
     return {k: v for k, v in meta.items() if v is not None}
 
@@ -202,9 +240,11 @@ def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[st
 def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
     """A signal file: frontmatter (title, severity, scope, project, repo, ...) and the content."""
     meta: dict[str, Any] = {
+        "id": f"amygdala-{slugify(req.title)}",
         "type": "signal",
         "title": req.title,
         "severity": req.severity or DEFAULT_SEVERITY,
+        "source": req.source or "unknown",
         "scope": req.scope,
         "created": iso(at),
         **_provenance(req, who, marker_id),
@@ -214,12 +254,15 @@ def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: d
 
 def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker_id: str, at: dt.datetime) -> str:
     """A decision (ADR) file: frontmatter (adr, title, status, project, repo, ...) and the content."""
+    title = req.title if req.title_given or req.content else f"ADR {number}"
     meta: dict[str, Any] = {
+        "id": f"ADR-{number:04d}",
         "type": "decision",
         "adr": number,
-        "title": req.title,
+        "title": title,
         "status": req.status or DEFAULT_STATUS,
+        "source": req.source or "unknown",
         "created": iso(at),
         **_provenance(req, who, marker_id),
     }
-    return frontmatter.render(meta, f"\n# ADR-{number:04d}: {one_line(req.title)}\n\n{req.content}\n")
+    return frontmatter.render(meta, f"\n# ADR-{number:04d} — {one_line(title)}\n\n{req.content}\n")

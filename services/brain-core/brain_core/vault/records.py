@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from brain_core.arcs import arc_last_active
@@ -42,9 +42,10 @@ _SIGNAL_NAME = re.compile(r"^(\d{8})-(\d{6})-([a-z0-9_]+)-")
 def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     """The JSONB metadata of a row: the marker's id and provenance, strings only."""
     out: dict[str, Any] = {}
-    if meta.get("id"):
-        out["marker_id"] = str(meta["id"])
-    for name in ("session_id", "source", "worktree", "project_source", "target"):
+    marker_id = meta.get("marker_id") or meta.get("id")  # files: ``marker_id`` (``id`` is upstream's name); logs: ``id``
+    if marker_id:
+        out["marker_id"] = str(marker_id)
+    for name in ("session_id", "source", "worktree", "project_source", "target", "scope", "status"):
         value = meta.get(name)
         if isinstance(value, str) and value:
             out[name] = value
@@ -350,3 +351,21 @@ def entry_line_spans(vault_path: str, text: str) -> dict[str, tuple[int, int]]:
     if kind not in LOG_KINDS:
         return {}
     return {record.id: (entry.first_line, entry.last_line) for record, entry in _log_entries(kind, text, vault_path)}
+
+
+# -- evidence the index adds to what a file says --------------------------------------------
+
+SESSION_ATTRIBUTABLE = ("lesson", "milestone", "decision", "signal")
+
+
+def attributable_by_session(record: EntryRecord) -> str | None:
+    """The session id that may attribute an unattributed marker (its file names no project), else None."""
+    if record.project or record.projects or record.scope != "project" or record.kind not in SESSION_ATTRIBUTABLE:
+        return None
+    sid = record.meta.get("session_id")
+    return str(sid) if sid else None
+
+
+def attributed(record: EntryRecord, key: str, repo: str | None, source: str) -> EntryRecord:
+    """``record`` attributed to project (``key``, ``repo``) by ``source`` evidence the file itself lacks."""
+    return replace(record, project=key, projects=(key,), repo=repo, meta={**record.meta, "project_source": source})

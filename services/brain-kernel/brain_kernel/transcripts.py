@@ -1,0 +1,104 @@
+"""The transcript store: agent transcripts on disk, listed, read, and found by session id.
+
+Claude Code writes ``<claude-dir>/<project folder>/<session_id>.jsonl``;
+Codex writes ``<codex-dir>/sessions/YYYY/MM/DD/rollout-<stamp>-<id>.jsonl``.
+``brain extract`` lists and streams them (``find_transcripts``,
+``read_summary``); ``POST /marker`` finds the one transcript of a session the
+index does not know yet (``TranscriptLocator``) and reads only its first
+lines, where both agents record the working folder (and Codex the repository
+URL). The locator's cache is an optimisation only: a miss looks again, at
+most once a minute per session, and a found session is recorded in the
+session index, which every replica reads first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name
+
+_READ_BUFFER = 1 << 20
+HEAD_LINES = 200  # both agents record the cwd within the first lines
+MISS_TTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class TranscriptFile:
+    """One transcript on disk and the parser that reads it."""
+
+    path: Path
+    agent: str
+    session_id: str
+
+
+def find_transcripts(claude_dir: Path | None, codex_dir: Path | None) -> list[TranscriptFile]:
+    """Transcript files under the two sources, in a stable order (missing folders give none)."""
+    found: list[TranscriptFile] = []
+    if claude_dir is not None and claude_dir.is_dir():
+        for path in sorted(claude_dir.glob("*/*.jsonl")):
+            if path.name.startswith("agent-"):
+                continue  # a subagent's sidechain: part of its parent session, not a session
+            found.append(TranscriptFile(path, "claude", path.stem))
+    sessions = codex_dir / "sessions" if codex_dir is not None else None
+    if sessions is not None and sessions.is_dir():
+        for path in sorted(sessions.glob("[0-9]*/[0-9]*/[0-9]*/rollout-*.jsonl")):
+            found.append(TranscriptFile(path, "codex", codex_id_from_name(path.name)))
+    return found
+
+
+def read_summary(item: TranscriptFile, *, max_lines: int | None = None) -> SessionSummary:
+    """Parse one transcript by streaming its lines (the first ``max_lines`` only, when given); OSError propagates."""
+    parser = ClaudeParser(item.session_id) if item.agent == "claude" else CodexParser(item.session_id)
+    with open(item.path, "rb", buffering=_READ_BUFFER) as handle:
+        for line in itertools.islice(handle, max_lines):
+            parser.feed(line)
+    return parser.finish()
+
+
+class TranscriptLocator:
+    """Finds a session's transcript by id: Claude by one stat per project folder, Codex through an index of rollouts."""
+
+    def __init__(self, claude_dir: Path, codex_dir: Path) -> None:
+        self.claude_dir, self.codex_dir = claude_dir, codex_dir
+        self._lock = threading.Lock()
+        self._codex: dict[str, Path] = {}
+        self._codex_listed = -MISS_TTL_S
+        self._misses: dict[str, float] = {}
+
+    def find(self, session_id: str) -> TranscriptFile | None:
+        """The transcript of ``session_id``, or None (a miss is remembered for a minute)."""
+        if not session_id or "/" in session_id or session_id.startswith("."):
+            return None
+        now = time.monotonic()
+        with self._lock:
+            if now - self._misses.get(session_id, -MISS_TTL_S) < MISS_TTL_S:
+                return None
+        found = self._claude(session_id) or self._codex_file(session_id, now)
+        if found is None:
+            with self._lock:
+                self._misses[session_id] = now
+        return found
+
+    def _claude(self, session_id: str) -> TranscriptFile | None:
+        try:
+            folders = [p for p in self.claude_dir.iterdir() if p.is_dir()]
+        except OSError:
+            return None
+        for folder in folders:
+            path = folder / f"{session_id}.jsonl"
+            if path.is_file():
+                return TranscriptFile(path, "claude", session_id)
+        return None
+
+    def _codex_file(self, session_id: str, now: float) -> TranscriptFile | None:
+        with self._lock:
+            path = self._codex.get(session_id)
+            if path is None and now - self._codex_listed >= MISS_TTL_S:
+                self._codex = {t.session_id: t.path for t in find_transcripts(None, self.codex_dir)}
+                self._codex_listed = now
+                path = self._codex.get(session_id)
+        return TranscriptFile(path, "codex", session_id) if path is not None and path.is_file() else None
