@@ -229,20 +229,41 @@ def test_search_with_a_project_sees_only_that_projects_entries(client, settings:
     assert client.get("/vault/search", params={"q": "zebra", "project": "nobody"}).json()["count"] == 0
 
 
-def test_signal_reports_the_newest_active_signal(client) -> None:
-    empty = client.get("/signal").json()
-    assert empty["active"] is False and empty["vault_path"] is None
-    _post(client, "signal", "first thing", title="First", severity="info")
-    written = _post(client, "signal", "disk almost full", title="Disk", severity="critical", repo="org1/api")
+def test_signal_reads_the_amygdala_alert_file_only(client, settings: Settings) -> None:
+    """UPSTREAM.md 1.5: the alert file, never signal markers (one agent's warning is not a fleet banner)."""
+    absent = client.get("/signal").json()
+    assert absent == {
+        "active": False,
+        "severity": None,
+        "title": None,
+        "content": None,
+        "hash": None,
+        "last_updated": None,
+        "vault_path": "brain-feed/amygdala-active.md",
+    }
+    _post(client, "signal", "disk almost full", title="Disk", severity="critical", repo="org1/api")
+    assert client.get("/signal").json()["active"] is False  # a signal marker reaches signals.md, not /signal
+    alert = settings.vault / "brain-feed" / "amygdala-active.md"
+    text = "---\nid: amygdala-active\ntitle: AMYGDALA ALERT\nseverity: CRITICAL\n---\n\n## [NUCLEAR] prod is down\n"
+    alert.write_text(text)
     r = client.get("/signal").json()
-    assert {k: r[k] for k in ("active", "severity", "title", "content", "vault_path")} == {
+    import hashlib
+
+    assert {k: r[k] for k in ("active", "severity", "title", "content", "hash", "vault_path")} == {
         "active": True,
         "severity": "critical",
-        "title": "Disk",
-        "content": "disk almost full",
-        "vault_path": written["vault_path"],
+        "title": "AMYGDALA ALERT",
+        "content": "## [NUCLEAR] prod is down",
+        "hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "vault_path": "brain-feed/amygdala-active.md",
     }
-    assert r["hash"] and r["last_updated"]
+    assert r["last_updated"]
+    alert.write_text("---\nseverity: resolved\n---\n")
+    resolved = client.get("/signal").json()
+    assert resolved["active"] is False and resolved["severity"] == "resolved" and resolved["content"] is None and resolved["title"] == "AMYGDALA ALERT"
+    alert.write_text("---\nseverity: apocalyptic\ntitle:\n---\nbody\n")
+    odd = client.get("/signal").json()
+    assert (odd["active"], odd["severity"], odd["title"]) == (True, "critical", "")  # unknown severity: critical; empty title stays empty
 
 
 def test_arcs_route_returns_frontmatter_and_resolves_tombstones(client, settings: Settings, db: Session) -> None:

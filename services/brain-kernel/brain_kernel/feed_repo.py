@@ -1,7 +1,7 @@
 """SQL repository of the read side: project feeds, project listings, signals, arcs.
 
 Every query that serves ``GET /feed?project=``, ``GET /projects``,
-``GET /signal``, ``GET /arcs/{id}`` and the project filter of
+``GET /arcs/{id}`` and the project filter of
 ``GET /vault/search`` lives here; the routes call these functions and the
 pure ``brain_core.feed`` assembles the answer. Nothing here caches: each
 request reads the index, so no replica can serve one project's rows to
@@ -294,18 +294,6 @@ def hot_arcs(session: Session, *, limit: int = 10) -> list[EntryRecord]:
     """The hottest live arcs of the whole fleet."""
     stmt = select(*_COLUMNS).where(Entry.kind == "arc").order_by(Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)
     return [_record_at(r, 0) for r in session.execute(stmt)]
-
-
-def latest_signal(session: Session) -> EntryRecord | None:
-    """The newest active signal of any scope (what ``GET /signal`` reports)."""
-    stmt = (
-        select(*_COLUMNS)
-        .where(Entry.kind == "signal", _active_signal())
-        .order_by(Entry.occurred_at.desc().nulls_last(), Entry.created_at.desc(), Entry.id.desc())
-        .limit(1)
-    )
-    row = session.execute(stmt).first()
-    return _record_at(row, 0) if row is not None else None
 
 
 def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:

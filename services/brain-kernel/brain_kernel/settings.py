@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     claude_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CLAUDE_DIR"))
     codex_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CODEX_DIR", "CODEX_HOME"))
 
+    # The amygdala alert file ``GET /signal`` reports (vault-relative).
+    amygdala_signal_path: str = Field("brain-feed/amygdala-active.md", validation_alias=AliasChoices("BRAIN_AMYGDALA_SIGNAL_PATH", "AMYGDALA_SIGNAL_PATH"))
+
     # Markers.
     marker_max_chars: int = Field(4096, ge=1, validation_alias=AliasChoices("BRAIN_MARKER_MAX_CHARS"))
     idempotency_ttl_seconds: int = Field(30 * 86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS"))

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import hashlib
 import re
 import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query
 
-from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, VaultDep
-from brain_core.membership import signal_is_fleet
+from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, SettingsDep, VaultDep
+from brain_core.feed.alert import alert_state
 from brain_core.text import slugify
 from brain_core.textsearch import Hit, is_searchable, search_text, tokens
-from brain_core.times import iso
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
 from brain_core.vault.records import entry_line_spans
@@ -251,27 +249,16 @@ def write_inbox(
 
 
 @router.get("/signal")
-def get_signal(vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
-    """The active amygdala signal (the newest one not resolved)."""
-    record = feed_repo.latest_signal(db)
-    if record is None:
-        return {"active": False, "severity": None, "title": None, "content": "", "hash": None, "last_updated": None, "vault_path": None}
+def get_signal(vault: VaultDep, settings: SettingsDep) -> dict[str, Any]:
+    """The amygdala alert file, exactly as upstream reports it (absent file: all clear)."""
+    rel = settings.amygdala_signal_path.lstrip("/")
     try:
-        text = _read(vault, record.vault_path)
-    except HTTPException:
-        text = record.content
-    return {
-        "active": True,
-        "severity": record.severity or "info",
-        "title": record.title,
-        "content": record.content,
-        "hash": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
-        "last_updated": iso(record.occurred_at),
-        "vault_path": record.vault_path,
-        "project": record.project,
-        "repo": record.repo,
-        "scope": "fleet" if signal_is_fleet(record) else "project",
-    }
+        path = vault.path(rel)
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        modified = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc) if text is not None else None
+    except OSError:
+        text, modified = None, None
+    return alert_state(text, modified, rel)
 
 
 def _arc_file(vault: Vault, cluster_id: str) -> tuple[str, frontmatter.Document] | None:
