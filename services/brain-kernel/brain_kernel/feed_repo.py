@@ -297,12 +297,12 @@ def hot_arcs(session: Session, *, limit: int = 10) -> list[EntryRecord]:
 
 
 def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
-    """The live arc with this cluster id (frontmatter id, else file name)."""
+    """The live arc with this cluster id (frontmatter id, else file name), in clusters/ or a region folder."""
     stmt = (
         select(*_COLUMNS)
         .where(
             Entry.kind == "arc",
-            or_(Entry.meta["cluster_id"].astext == cluster_id, Entry.vault_path.like(f"clusters/%/{_like(cluster_id)}.md")),
+            or_(Entry.meta["cluster_id"].astext == cluster_id, Entry.vault_path.like(f"%/{_like(cluster_id)}.md")),
         )
         .order_by(Entry.vault_path)
         .limit(1)

@@ -12,7 +12,10 @@ per-project intents and inject blocks:
   ``brain-feed/inject/<id>.md``.
 
 ``kind_of_path`` says which kind of index entry a file holds; a full rebuild
-walks ``INDEXED_PREFIXES`` only.
+walks ``INDEXED_PREFIXES`` only. Upstream vaults keep arcs in the region
+folders too (``bridge``, ``left``, ``right``, ``frontal-lobe``, ``pineal``,
+``amygdala``): a dated document there is an arc, another one is a
+``region`` document, an arc only when its frontmatter has a ``cluster_id``.
 """
 
 from __future__ import annotations
@@ -42,13 +45,13 @@ TOMBSTONE_SUFFIX = ".merged.md"
 # The folders ``brain serve`` scaffolds in a new vault.
 SCAFFOLD = (CLUSTERS_DIR, LESSONS_DIR, DECISIONS_DIR, PROJECTS_DIR, SIGNALS_DIR, DAILY_DIR, FEED_DIR, INBOX_DIR)
 
+# The region folders upstream's tick scans recursively (UPSTREAM.md 4.1): arcs live there too.
+REGION_DIRS = ("bridge", "left", "right", "frontal-lobe", "pineal", SIGNALS_DIR)
+
 # Folders (and files) a full rebuild walks; files outside them hold no entries.
 INDEXED_PREFIXES = (
     CLUSTERS_DIR,
-    LESSONS_DIR,
-    DECISIONS_DIR,
-    PROJECTS_DIR,
-    SIGNALS_DIR,
+    *REGION_DIRS,
     DAILY_DIR,
     FLEET_INTENT_FILE,
     PROJECT_INTENT_DIR,
@@ -62,6 +65,8 @@ _SIGNAL = re.compile(rf"^{re.escape(SIGNALS_DIR)}/[^/]+\.md$")
 _DAILY = re.compile(rf"^{re.escape(DAILY_DIR)}/[^/]+\.md$")
 _PROJECT_INTENT = re.compile(rf"^{re.escape(PROJECT_INTENT_DIR)}/.+/intent\.md$")
 _INJECT = re.compile(rf"^{re.escape(INJECT_DIR)}/[^/]+\.md$")
+_REGION_DOC = re.compile(rf"^(?:{'|'.join(re.escape(d) for d in REGION_DIRS)})/(?:[^/]+/)*(?!_)(?!README\.md$)[^/]+\.md$")
+_DATED_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
 BLOCKS_PATH = re.compile(rf"^{re.escape(PROJECTS_DIR)}/([^/]+)/BLOCKS\.md$")
 _ADR_NAME = re.compile(r"^ADR-(\d+)(?:[-_.]|$)", re.I)
 LOG_KINDS = ("lesson", "milestone")  # kinds whose files are shared logs of many entries
@@ -138,4 +143,7 @@ def kind_of_path(vault_path: str) -> str | None:
         return "intent"
     if _INJECT.match(vault_path):
         return "inject"
+    if _REGION_DOC.match(vault_path):
+        # Upstream's is-arc: a dated file name, or (read from the file) a cluster_id.
+        return "arc" if _DATED_NAME.search(vault_path.rsplit("/", 1)[-1]) else "region"
     return None

@@ -272,6 +272,11 @@ def intent_record(text: str, vault_path: str) -> EntryRecord:
 # -- every file ------------------------------------------------------------------------
 
 
+def _arc_rows(doc: frontmatter.Document, vault_path: str) -> list[EntryRecord]:
+    record = arc_record_of(doc, vault_path)
+    return [record] if record is not None else []
+
+
 def records_for(vault_path: str, text: str) -> list[EntryRecord]:
     """Every index entry one vault file holds (none for tombstones and unrelated files)."""
     kind = kind_of_path(vault_path)
@@ -283,7 +288,13 @@ def records_for(vault_path: str, text: str) -> list[EntryRecord]:
     if kind == "decision":
         return [decision_record(text, vault_path)]
     if kind == "signal":
+        doc = frontmatter.parse(text)
+        if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":  # an upstream incident arc in amygdala/
+            return _arc_rows(doc, vault_path)
         return [signal_record(text, vault_path)]
+    if kind == "region":
+        doc = frontmatter.parse(text)
+        return _arc_rows(doc, vault_path) if doc.meta.get("cluster_id") else []
     if kind == "milestone":
         return milestone_records(text, vault_path)
     if kind == "intent":
