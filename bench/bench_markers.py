@@ -72,7 +72,11 @@ async def _client(host: str, port: int, jobs: asyncio.Queue, bodies: list[dict],
                     length = int(value)
             data = await reader.readexactly(length)
             latencies.append(time.perf_counter() - t0)
-            replies[i] = Reply(int(status_line.split()[1]), json.loads(data))
+            try:
+                answer = json.loads(data)
+            except ValueError:
+                answer = {"detail": data.decode("utf-8", "replace")[:200] or "(empty body)"}
+            replies[i] = Reply(int(status_line.split()[1]), answer)
     finally:
         writer.close()
 

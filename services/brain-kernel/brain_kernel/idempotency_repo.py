@@ -2,8 +2,8 @@
 
 A write goes through three statements (ADR 0012):
 
-1. ``reserve`` inserts the key as ``pending`` in a transaction of its own,
-   committed before the vault is touched, with the moment the write is made
+1. ``reserve`` inserts the key as ``pending``, and the entry point commits
+   it before the vault is touched, with the moment the write is made
    (``created_at``). So a crash between the vault write and the request's
    commit leaves a trace the retry finds.
 2. ``lock`` takes the key's row ``FOR UPDATE`` inside the request's
@@ -59,8 +59,8 @@ def lookup(session: Session, key: str) -> KeyRow | None:
 def reserve(session: Session, key: str, *, scope: str, body_hash: str, ttl_seconds: int, at: dt.datetime) -> bool:
     """Remember ``key`` as pending, written at ``at``; True when this call created (or took over) the row.
 
-    Run on an autocommit session: the reservation must be committed before
-    the vault is written. An expired row is taken over as a new write.
+    The caller commits it before the vault is written (a reservation is worth
+    something only once durable). An expired row is taken over as a new write.
     """
     values = {
         "scope": scope,

@@ -2,21 +2,21 @@
 
 The steps (the entry point owns the request's transaction and commits it):
 
-1. look the key up: a key already done replays its stored response (with
-   ``body_mismatch`` when the body differs), never a refusal;
-2. reserve the key as ``pending`` in a transaction of its own, committed
-   before the vault is touched, with the moment of the write; then lock its
-   row in the request's transaction (a concurrent request for the same key
-   waits, then replays);
-3. attribute the marker: attrs project/repo, else the session index, else
+1. reserve the key as ``pending`` in a transaction of its own, committed
+   before the vault is touched, with the moment of the write (a key already
+   known is left as it is); then lock its row in the request's transaction
+   (a concurrent request for the same key waits). A key already done
+   replays its stored response (with ``body_mismatch`` when the body
+   differs), never a refusal;
+2. attribute the marker: attrs project/repo, else the session index, else
    the session's transcript found by id (its folder resolved, the session
    recorded), else the cwd, else unattributed (never a guess);
-4. write the vault under a marker id derived from the key and the reserved
+3. write the vault under a marker id derived from the key and the reserved
    moment: lessons and milestones appended under ``flock`` in one
    ``O_APPEND`` write, signals and decisions created atomically. When the key
    was reserved by an earlier attempt that died before its commit, the vault
    is searched for that marker id first, so a retry writes nothing twice;
-5. index the entry (parsed back from the text written) and mark the key done.
+4. index the entry (parsed back from the text written) and mark the key done.
 """
 
 from __future__ import annotations
@@ -99,6 +99,18 @@ def marker_id_for(key: str, at: dt.datetime) -> str:
     return hashlib.sha256(f"{key}\n{at.astimezone(dt.timezone.utc).isoformat()}".encode()).hexdigest()[:32]
 
 
+def reserve(db: Session, settings: Settings, req: MarkerRequest, *, idempotency_key: str, now: dt.datetime | None = None) -> bool:
+    """Step 1: reserve the key as pending (True when this request created the reservation).
+
+    The entry point commits right after, before ``post_marker`` touches the
+    vault: a reservation is worth something only once it is durable.
+    """
+    if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
+        idempotency_repo.purge_expired(db)  # garbage collection only: an expired key is taken over anyway
+    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    return idempotency_repo.reserve(db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds, at=moment)
+
+
 def post_marker(
     db: Session,
     vault: Vault,
@@ -106,19 +118,11 @@ def post_marker(
     req: MarkerRequest,
     *,
     idempotency_key: str,
-    reserve_db: Session,
-    now: dt.datetime | None = None,
+    fresh: bool,
     locator: TranscriptLocator | None = None,
 ) -> MarkerOutcome:
-    """Write one marker, or replay the write of its key; ``reserve_db`` is an autocommit session. Never commits ``db``."""
+    """Steps 2-4 after a committed ``reserve`` (``fresh``: its answer): write once, or replay. Never commits."""
     ttl = settings.idempotency_ttl_seconds
-    if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
-        idempotency_repo.purge_expired(db)  # garbage collection only: an expired key is taken over anyway
-    known = idempotency_repo.lookup(db, idempotency_key)
-    if known is not None and known.state == idempotency_repo.DONE:
-        return _replay(known, req)
-    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
-    fresh = idempotency_repo.reserve(reserve_db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=ttl, at=moment)
     row = idempotency_repo.lock(db, idempotency_key)
     if row is None:
         raise BrainError(f"idempotency key {idempotency_key!r} vanished while it was being written")

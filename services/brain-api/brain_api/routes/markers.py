@@ -70,6 +70,7 @@ def post_marker(
     except MarkerInvalid as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None
     key = idempotency_key(x_idempotency_key, body_hash(body.type, body.content, body.attrs))
-    with request.app.state.read_session_factory() as reserve_db:  # autocommit: the reservation commits on its own
-        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, reserve_db=reserve_db, now=clock(), locator=request.app.state.transcripts)
+    fresh = service.reserve(db, settings, req, idempotency_key=key, now=clock())
+    db.commit()  # the reservation is durable before the vault is touched (ADR 0012); the write is a new transaction
+    outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=request.app.state.transcripts)
     return JSONResponse(outcome.body, status_code=outcome.status_code)
