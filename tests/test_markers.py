@@ -405,3 +405,16 @@ def test_a_full_reindex_gives_the_rows_the_requests_wrote(client, settings: Sett
     rebuild(db, Vault(settings.vault))
     db.commit()
     assert rows() == written
+
+
+def test_a_vault_that_cannot_be_written_is_a_503_and_the_retry_succeeds(client, settings: Settings, db: Session) -> None:
+    """UPSTREAM 1.6: OSError answers 503 `vault write failed`; the key stays pending, so the retry writes once."""
+    logs = settings.vault / "left" / "reference"
+    logs.rmdir()
+    logs.write_text("not a folder")  # the day's log cannot be created under a file
+    r = post(client, "lesson", "Try again later.", key="k-503")
+    assert r.status_code == 503 and r.json()["detail"].startswith("vault write failed")
+    logs.unlink()
+    again = post(client, "lesson", "Try again later.", key="k-503")
+    assert again.status_code == 201 and "idempotent_replay" not in again.json()
+    assert [e.content for e in entries(db, "lesson")] == ["Try again later."]

@@ -108,7 +108,9 @@ def reserve(db: Session, settings: Settings, req: MarkerRequest, *, idempotency_
     if zlib.crc32(idempotency_key.encode()) % PURGE_ONE_IN == 0:
         idempotency_repo.purge_expired(db)  # garbage collection only: an expired key is taken over anyway
     moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
-    return idempotency_repo.reserve(db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds, at=moment)
+    return idempotency_repo.reserve(
+        db, idempotency_key, scope=IDEMPOTENCY_SCOPE, body_hash=req.body_hash, ttl_seconds=settings.idempotency_ttl_seconds, at=moment
+    )
 
 
 def post_marker(

@@ -72,5 +72,8 @@ def post_marker(
     key = idempotency_key(x_idempotency_key, body_hash(body.type, body.content, body.attrs))
     fresh = service.reserve(db, settings, req, idempotency_key=key, now=clock())
     db.commit()  # the reservation is durable before the vault is touched (ADR 0012); the write is a new transaction
-    outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=request.app.state.transcripts)
+    try:
+        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=request.app.state.transcripts)
+    except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
+        raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
     return JSONResponse(outcome.body, status_code=outcome.status_code)
