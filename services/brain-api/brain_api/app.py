@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from brain_core.keys import InvalidKey
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory
+from brain_kernel.embedders import embedder_for
 from brain_kernel.errors import ConfigError
 from brain_kernel.projects import AmbiguousProject
 from brain_kernel.settings import Settings
@@ -21,9 +22,9 @@ from brain_kernel.vault import Vault, VaultPathError
 
 def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import feed, health, markers, projects, sessions, tick, vault
+    from brain_api.routes import embeddings, feed, health, markers, projects, sessions, tick, vault
 
-    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router]
+    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router, embeddings.router]
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
@@ -40,6 +41,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     app.state.clock = clock
     # Finds a marker's session transcript by id; its cache only saves directory walks (a miss looks again).
     app.state.transcripts = TranscriptLocator(settings.resolved_claude_dir, settings.resolved_codex_dir)
+    app.state.embedder = embedder_for(settings)  # the offline model loads on first use
     app.state.vault = Vault(settings.vault)
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None

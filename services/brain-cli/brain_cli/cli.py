@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from brain_cli.commands import cluster, drain, extract, reindex, server, tick, whereis
+from brain_cli.commands import cluster, drain, embed, extract, reindex, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -20,7 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for command in (server.serve, server.migrate, whereis.whereis, extract.extract, cluster.cluster, tick.tick, reindex.reindex):
+for command in (server.serve, server.migrate, whereis.whereis, extract.extract, cluster.cluster, tick.tick, reindex.reindex, embed.embed):
     app.command()(command)
 app.command("tick-drain")(drain.tick_drain)
 

@@ -87,25 +87,26 @@ def key_unique_sql(key: Any) -> ColumnElement[bool]:
     return _key_unique_query(key).scalar_subquery()
 
 
-def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None) -> ColumnElement[bool]:
-    """``membership.belongs`` as a SQL condition: "this entry belongs to project (key, repo)".
+def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None, of: Any = Entry) -> ColumnElement[bool]:
+    """``membership.belongs`` as a SQL condition: "this row belongs to project (key, repo)".
 
     ``key``/``repo`` are values or bind parameters (``repo`` None: P has no
     repo); ``unique`` is a Python bool or a SQL boolean the statement
     computes itself; ``keys`` is the ``[key]`` array when ``key`` is a bind
-    parameter.
+    parameter; ``of`` is the mapped table holding ``projects``, ``project``
+    and ``repo`` (entries, or embedded chunks).
     """
-    has_key = Entry.projects.contains(keys if keys is not None else [key])
-    no_repo_for_key = or_(Entry.repo.is_(None), Entry.project.is_(None), Entry.project != key)
+    has_key = of.projects.contains(keys if keys is not None else [key])
+    no_repo_for_key = or_(of.repo.is_(None), of.project.is_(None), of.project != key)
     if isinstance(unique, bool):
         if repo is not None:
-            cond = or_(Entry.repo == repo, no_repo_for_key) if unique else Entry.repo == repo
+            cond = or_(of.repo == repo, no_repo_for_key) if unique else of.repo == repo
         else:
-            cond = no_repo_for_key if unique else Entry.repo.is_(None)
+            cond = no_repo_for_key if unique else of.repo.is_(None)
     elif repo is not None:
-        cond = or_(Entry.repo == repo, and_(unique, no_repo_for_key))
+        cond = or_(of.repo == repo, and_(unique, no_repo_for_key))
     else:
-        cond = or_(and_(unique, no_repo_for_key), Entry.repo.is_(None))
+        cond = or_(and_(unique, no_repo_for_key), of.repo.is_(None))
     return and_(has_key, cond)
 
 
@@ -309,6 +310,12 @@ def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
     )
     row = session.execute(stmt).first()
     return _record_at(row, 0) if row is not None else None
+
+
+def entries_of_kinds(session: Session, kinds: Sequence[str]) -> list[EntryRecord]:
+    """Every indexed entry of the given kinds, by id (what ``brain embed`` embeds)."""
+    stmt = select(*_COLUMNS).where(Entry.kind.in_(list(kinds))).order_by(Entry.id)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
 def _like(text: str) -> str:

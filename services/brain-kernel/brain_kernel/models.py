@@ -225,16 +225,23 @@ class ContentEmbedding(Base):
     key: Mapped[str] = mapped_column(Text, nullable=False)
     chunk_idx: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     producer: Mapped[str] = mapped_column(String(64), nullable=False)
-    content_type: Mapped[str] = mapped_column(String(32), nullable=False, server_default="text")
+    content_type: Mapped[str] = mapped_column(String(100), nullable=False, server_default="text")
     text_preview: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
     content_hash: Mapped[str | None] = mapped_column(String(64))
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, nullable=False, server_default="{}")
     embedding: Mapped[list[float]] = mapped_column(Vector(DEFAULT_EMBED_DIM), nullable=False)
     created_at: Mapped[dt.datetime] = _now()
+    # The chunk's entry as the membership rule reads it (revision 0005): typed, so the filter is a GIN lookup.
+    kind: Mapped[str | None] = mapped_column(String(32))
+    project: Mapped[str | None] = mapped_column(Text)
+    projects: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
+    repo: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         UniqueConstraint("key", "chunk_idx", "producer", name="uq_content_embeddings_key_chunk_producer"),
         Index("ix_content_embeddings_metadata_gin", "metadata", postgresql_using="gin", postgresql_ops={"metadata": "jsonb_path_ops"}),
+        Index("ix_content_embeddings_projects_gin", "projects", postgresql_using="gin"),
+        Index("ix_content_embeddings_producer_key", "producer", "key"),
         Index(
             "ix_content_embeddings_embedding_hnsw",
             "embedding",

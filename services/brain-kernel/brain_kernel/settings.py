@@ -70,10 +70,11 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: int = Field(30 * 86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS"))
 
     # Embeddings and LLM (OpenAI-compatible endpoints; unset = offline defaults).
-    embed_dim: int = Field(256, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM"))
-    embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL"))
-    embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY"))
-    embed_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_MODEL"))
+    embed_dim: int = Field(256, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM", "EMBED_DIM"))
+    embed_dim_force_migrate: bool = Field(False, validation_alias=AliasChoices("BRAIN_EMBED_DIM_FORCE_MIGRATE", "EMBED_DIM_FORCE_MIGRATE"))
+    embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL", "LLM_API_BASE"))
+    embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY", "LLM_API_KEY"))
+    embed_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_MODEL", "LLM_EMBED_MODEL"))
     llm_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_BASE_URL"))
     llm_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_API_KEY"))
     llm_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_MODEL"))
@@ -153,7 +154,18 @@ def environ_snapshot() -> dict[str, str]:
 
 
 # Every environment variable the settings read starts with one of these.
-KERNEL_VARIABLES = ("BRAIN_", "KB_ROUTER", "DATABASE_URL", "POSTGRES_URL", "VAULT_ROOT", "CODEX_HOME")
+KERNEL_VARIABLES = (
+    "BRAIN_",
+    "KB_ROUTER",
+    "DATABASE_URL",
+    "POSTGRES_URL",
+    "VAULT_ROOT",
+    "CODEX_HOME",
+    "AMYGDALA_SIGNAL_PATH",
+    "LLM_API_",
+    "LLM_EMBED_MODEL",
+    "EMBED_DIM",
+)
 
 
 def child_environment(settings: Settings) -> dict[str, str]:

@@ -51,10 +51,25 @@ def _checks(request: Request) -> dict[str, dict[str, object]]:
         checks["database"] = {"ok": True}
         current, head = current_revision(engine), head_revision()
         checks["schema"] = {"ok": current == head, "current": current, "head": head}
+        checks["embeddings"] = _embeddings_check(state, engine)
     except Exception as exc:  # any failure here is "not ready", reported, not raised
         checks.setdefault("database", {"ok": False, "error": str(exc).splitlines()[0]})
         checks.setdefault("schema", {"ok": False, "error": "database unreachable"})
     return checks
+
+
+def _embeddings_check(state: Any, engine: Any) -> dict[str, object]:
+    """The embedder answers and its dimension is the index's (upstream's ``embedding_api`` check)."""
+    embedder = state.embedder
+    try:
+        dim = len(embedder.embed(["healthcheck ping"])[0])
+        with engine.connect() as conn:
+            schema_dim = conn.execute(
+                text("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'content_embeddings'::regclass AND attname = 'embedding'")
+            ).scalar()
+    except Exception as exc:  # reported, not raised: deep health is always an answer
+        return {"ok": False, "model": embedder.name, "error": str(exc).splitlines()[0]}
+    return {"ok": dim == schema_dim, "model": embedder.name, "model_dim": dim, "schema_dim": schema_dim, "dim_match": dim == schema_dim}
 
 
 def _report(request: Request) -> dict[str, Any]:

@@ -1,0 +1,122 @@
+"""The embeddings routes of upstream's embeddings service, served by the kernel (UPSTREAM.md 2, 1.10).
+
+``POST /embed``, ``POST /search``, ``GET /by-key/{key}``, ``POST /prune``
+and ``POST /index_artifact`` keep upstream's request and response shapes,
+so the MCP tools and artifact producers work when pointed at the kernel.
+``POST /search`` adds ``project`` (key or ``owner/name``: ambiguous 409,
+unknown 200 with no results, malformed 422, as the feed) and ``kind``, and
+answers ``exhaustive``: with any filter the top-k is exact (see
+``brain_kernel.embeddings``). Embedding failures answer 502, a dimension the
+index cannot take 503.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Request
+from pydantic import BaseModel, Field
+
+from brain_api.deps import AuthDep, ReadSessionDep, SessionDep, SettingsDep
+from brain_core.chunks import EmbeddingDoc
+from brain_kernel import embeddings
+from brain_kernel.embedders import Embedder, EmbedderError
+from brain_kernel.projects import EXACT, resolve_project
+
+router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
+
+
+class EmbedIn(BaseModel):
+    """Body of ``POST /embed`` (and of ``POST /index_artifact``)."""
+
+    key: str = Field(..., min_length=1, max_length=500)
+    content: str = Field(..., min_length=1, max_length=2_000_000)
+    producer: str = Field("unknown", min_length=1, max_length=100)
+    content_type: str = Field("text/plain", max_length=100)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchIn(BaseModel):
+    """Body of ``POST /search``."""
+
+    query: str = Field(..., min_length=1, max_length=10_000)
+    project: str | None = Field(None, max_length=300, description="Only this project's chunks (short key or owner/name); the top-k is exact.")
+    producer: str | None = Field(None, max_length=100)
+    kind: str | None = Field(None, max_length=32, description="arc, lesson, decision or signal")
+    limit: int = Field(10, ge=1, le=100)
+    min_score: float = Field(0.0, ge=-1.0, le=1.0)
+    one_per_key: bool = Field(False, description="One result per key (its best chunk), for tools that list arcs.")
+
+
+class PruneIn(BaseModel):
+    """Body of ``POST /prune``."""
+
+    producer: str = Field(..., min_length=1, max_length=100)
+    keep_keys: list[str] = Field(default_factory=list)
+
+
+def _embedder(request: Request) -> Embedder:
+    return request.app.state.embedder
+
+
+def _embed(request: Request, db: Any, settings: Any, body: EmbedIn) -> dict[str, Any]:
+    project, projects, repo = embeddings.metadata_project(body.metadata)
+    doc = EmbeddingDoc(body.key, body.producer, body.content, str(body.metadata.get("kind") or "artifact"), project, projects, repo, dict(body.metadata))
+    try:
+        stored = embeddings.store_docs(db, _embedder(request), [doc], content_type=body.content_type, force_dim=settings.embed_dim_force_migrate)
+    except EmbedderError as exc:
+        raise HTTPException(status_code=502, detail=f"embedding failed: {exc}") from None
+    return {"key": body.key, "chunks_stored": stored, "dimensions": embeddings.column_dimension(db)}
+
+
+@router.post("/embed")
+def embed(request: Request, body: EmbedIn, db: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    """Chunk, embed and store one document (its earlier chunks of the same producer replaced)."""
+    return _embed(request, db, settings, body)
+
+
+@router.post("/index_artifact")
+def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    """Upstream's artifact hook: ``{key, content, content_type?, producer?, metadata?}``, embedded in-process."""
+    missing = [name for name in ("key", "content") if not body.get(name)]
+    if missing:
+        raise HTTPException(status_code=400, detail=f"missing required fields: {missing}")
+    try:
+        parsed = EmbedIn(**{k: v for k, v in body.items() if k in EmbedIn.model_fields})
+    except ValueError as exc:
+        raise HTTPException(status_code=400, detail=str(exc).splitlines()[0]) from None
+    return _embed(request, db, settings, parsed)
+
+
+@router.post("/search")
+def search(request: Request, body: SearchIn, db: ReadSessionDep) -> dict[str, Any]:
+    """The nearest chunks to the query; with ``project`` (or any filter) an exact top-k, ``exhaustive: true``."""
+    scope = None
+    if body.project is not None:
+        found = resolve_project(db, body.project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
+        if found.status != EXACT:
+            return {"query": body.query, "project": body.project, "results": [], "count": 0, "exhaustive": True}
+        scope = (found.key, found.repo)
+    try:
+        [vector] = _embedder(request).embed([body.query])
+    except EmbedderError as exc:
+        raise HTTPException(status_code=502, detail=f"query embedding failed: {exc}") from None
+    hits, exhaustive = embeddings.search(
+        db, vector, project=scope, producer=body.producer, kind=body.kind, limit=body.limit, min_score=body.min_score, one_per_key=body.one_per_key
+    )
+    return {"query": body.query, "project": body.project, "results": [h.as_dict() for h in hits], "count": len(hits), "exhaustive": exhaustive}
+
+
+@router.get("/by-key/{key:path}")
+def get_by_key(key: Annotated[str, Path(min_length=1, max_length=500)], db: ReadSessionDep) -> dict[str, Any]:
+    """Every chunk stored under ``key``."""
+    chunks = embeddings.by_key(db, key)
+    if not chunks:
+        raise HTTPException(status_code=404, detail=f"key not found: {key}")
+    return {"key": key, "chunks": chunks, "count": len(chunks)}
+
+
+@router.post("/prune")
+def prune(body: PruneIn, db: SessionDep) -> dict[str, Any]:
+    """Delete the producer's chunks whose key is not in ``keep_keys``."""
+    return embeddings.prune(db, body.producer, body.keep_keys)

@@ -1,0 +1,262 @@
+"""The search index: embedded chunks in ``content_embeddings``, stored, searched, pruned (UPSTREAM.md 2).
+
+All SQL about embedded chunks lives here; callers pass a session and an
+embedder (``brain_kernel.embedders``) and commit themselves.
+
+Why a project-filtered search is exact: the chunks of project P are selected
+by the feed's membership rule (``feed_repo.member`` over the chunk's typed
+``projects``, ``project`` and ``repo`` columns; the ``projects`` GIN index
+serves it) inside a materialized CTE that computes every filtered row's
+distance, and only then ranked and cut to ``limit``. The HNSW index can
+never answer that query (it would rank first and filter after, which
+silently returns fewer rows), so every row of P above ``min_score`` takes
+part and the answer says ``exhaustive: true``. A search with no filter at
+all ranks through HNSW and says ``exhaustive: false``.
+
+Upstream's defects fixed here (section 8, item 16): keys are unique per
+producer (a store replaces only the same producer's chunks), ``min_score``
+is applied before the limit, and ``one_per_key`` gives one result per key
+for tools that list arcs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, func, literal, select, text
+from sqlalchemy.orm import Session
+
+from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text
+from brain_core.identity import read_repo
+from brain_core.keys import InvalidKey, parse_project_ref
+from brain_kernel.embedders import Embedder
+from brain_kernel.errors import ConfigError
+from brain_kernel.feed_repo import key_unique_sql, member
+from brain_kernel.models import ContentEmbedding
+
+_TABLE = ContentEmbedding.__table__
+HNSW_INDEX = "ix_content_embeddings_embedding_hnsw"
+HNSW_MAX_DIM = 2000  # pgvector's HNSW limit for vector columns
+_LOCK = 0x0A6B312D  # upstream's advisory lock id for dimension changes
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result, in upstream's shape."""
+
+    key: str
+    producer: str
+    chunk_idx: int
+    content_type: str
+    text_preview: str
+    metadata: dict[str, Any]
+    score: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form of one result."""
+        return {
+            "key": self.key,
+            "producer": self.producer,
+            "chunk_idx": self.chunk_idx,
+            "content_type": self.content_type,
+            "text_preview": self.text_preview,
+            "metadata": self.metadata,
+            "score": self.score,
+        }
+
+
+# -- dimension ----------------------------------------------------------------------------------
+
+
+def column_dimension(session: Session) -> int | None:
+    """The dimension of the ``embedding`` column, as the catalog says."""
+    return session.execute(text("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'content_embeddings'::regclass AND attname = 'embedding'")).scalar()
+
+
+def ensure_dimension(session: Session, dim: int, *, force: bool = False) -> None:
+    """Make the column hold ``dim``-dimensional vectors; refuse (ConfigError) when rows of another size exist.
+
+    An empty table is migrated in place; a populated one only with ``force``
+    (``EMBED_DIM_FORCE_MIGRATE``), which deletes its rows (they are derived:
+    ``brain embed`` rebuilds them). Serialised by upstream's advisory lock.
+    """
+    current = column_dimension(session)
+    if current == dim:
+        return
+    session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _LOCK})
+    current = column_dimension(session)
+    if current == dim:
+        return
+    rows = session.execute(select(func.count()).select_from(_TABLE)).scalar_one()
+    if rows and not force:
+        raise ConfigError(
+            f"content_embeddings holds {rows} vectors of dimension {current}, the embedder makes {dim}: "
+            "left as it is; set EMBED_DIM_FORCE_MIGRATE=1 to drop them and migrate (then run brain embed)"
+        )
+    session.execute(delete(_TABLE))
+    session.execute(text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
+    session.execute(text(f"ALTER TABLE content_embeddings ALTER COLUMN embedding TYPE vector({int(dim)})"))
+    if dim <= HNSW_MAX_DIM:
+        session.execute(text(f"CREATE INDEX {HNSW_INDEX} ON content_embeddings USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"))
+
+
+# -- writes ------------------------------------------------------------------------------------------
+
+
+def stored_hashes(session: Session, producer: str, keys: Sequence[str]) -> dict[str, str | None]:
+    """The content hash stored with each key's first chunk (to re-embed only what changed)."""
+    if not keys:
+        return {}
+    stmt = select(_TABLE.c.key, _TABLE.c.content_hash).where(_TABLE.c.producer == producer, _TABLE.c.chunk_idx == 0, _TABLE.c.key.in_(list(keys)))
+    return dict(session.execute(stmt).all())
+
+
+def store_docs(session: Session, embedder: Embedder, docs: Sequence[EmbeddingDoc], *, content_type: str = "text/markdown", force_dim: bool = False) -> int:
+    """Embed and store documents (their previous chunks of the same producer replaced); returns chunks stored.
+
+    The column follows the embedder's dimension (``ensure_dimension``: a
+    populated table of another size is refused unless ``force_dim``).
+    """
+    chunked = [(doc, idx, piece) for doc in docs for idx, piece in enumerate(chunk_text(doc.text))]
+    if not chunked:
+        return 0
+    vectors = embedder.embed([piece for _, _, piece in chunked])
+    ensure_dimension(session, len(vectors[0]), force=force_dim)
+    for doc in {(d.producer, d.key): d for d in docs}.values():
+        session.execute(delete(_TABLE).where(_TABLE.c.producer == doc.producer, _TABLE.c.key == doc.key))
+    rows = [
+        {
+            "key": doc.key,
+            "chunk_idx": idx,
+            "producer": doc.producer,
+            "content_type": content_type,
+            "text_preview": piece[:PREVIEW_CHARS],
+            "content_hash": doc.content_hash,
+            "metadata": doc.metadata,
+            "embedding": vector,
+            "kind": doc.kind,
+            "project": doc.project,
+            "projects": list(doc.projects),
+            "repo": doc.repo,
+        }
+        for (doc, idx, piece), vector in zip(chunked, vectors, strict=True)
+    ]
+    for start in range(0, len(rows), 500):
+        session.execute(_TABLE.insert(), rows[start : start + 500])
+    return len(rows)
+
+
+def delete_keys(session: Session, producer: str, keys: Sequence[str]) -> int:
+    """Remove a producer's chunks of the given keys."""
+    if not keys:
+        return 0
+    return session.execute(delete(_TABLE).where(_TABLE.c.producer == producer, _TABLE.c.key.in_(list(keys)))).rowcount or 0
+
+
+def prune(session: Session, producer: str, keep_keys: Sequence[str]) -> dict[str, Any]:
+    """Delete the producer's chunks whose key is not kept (upstream's ``/prune``: an empty list deletes all)."""
+    keys = sorted(set(session.scalars(select(_TABLE.c.key).where(_TABLE.c.producer == producer).distinct())))
+    kept = set(keep_keys)
+    gone = [k for k in keys if k not in kept]
+    delete_keys(session, producer, gone)
+    return {"deleted": len(gone), "kept": len(keys) - len(gone), "scanned": len(keys), "deleted_keys": gone}
+
+
+def by_key(session: Session, key: str) -> list[dict[str, Any]]:
+    """Every chunk of ``key`` (any producer), by chunk index."""
+    stmt = (
+        select(_TABLE.c.key, _TABLE.c.producer, _TABLE.c.chunk_idx, _TABLE.c.content_type, _TABLE.c.text_preview, _TABLE.c["metadata"])
+        .where(_TABLE.c.key == key)
+        .order_by(_TABLE.c.producer, _TABLE.c.chunk_idx)
+    )
+    return [
+        {
+            "key": r.key,
+            "producer": r.producer,
+            "chunk_idx": r.chunk_idx,
+            "content_type": r.content_type,
+            "text_preview": r.text_preview,
+            "metadata": dict(r.metadata or {}),
+        }
+        for r in session.execute(stmt)
+    ]
+
+
+# -- search ---------------------------------------------------------------------------------------------
+
+
+def search(
+    session: Session,
+    query_vector: Sequence[float],
+    *,
+    project: tuple[str, str | None] | None = None,
+    producer: str | None = None,
+    kind: str | None = None,
+    limit: int = 10,
+    min_score: float = 0.0,
+    one_per_key: bool = False,
+) -> tuple[list[Hit], bool]:
+    """The nearest chunks to ``query_vector`` (score = 1 - cosine distance) and whether the answer is exhaustive.
+
+    With any filter (project (key, repo), producer or kind) the ranking is
+    exact over the filtered rows; without one it goes through HNSW.
+    """
+    schema_dim = column_dimension(session)
+    if schema_dim != len(query_vector):
+        raise ConfigError(
+            f"the embedder makes {len(query_vector)}-dimensional vectors but the index holds {schema_dim}: run brain embed (EMBED_DIM_FORCE_MIGRATE=1 to migrate)"
+        )
+    distance = ContentEmbedding.embedding.cosine_distance(list(query_vector))
+    where = []
+    if project is not None:
+        key, repo = project
+        where.append(member(key, repo, key_unique_sql(key), of=ContentEmbedding))
+    if producer:
+        where.append(ContentEmbedding.producer == producer)
+    if kind:
+        where.append(ContentEmbedding.kind == kind)
+    columns = [_TABLE.c.key, _TABLE.c.producer, _TABLE.c.chunk_idx, _TABLE.c.content_type, _TABLE.c.text_preview, _TABLE.c["metadata"]]
+    exhaustive = bool(where)
+    if exhaustive:
+        scored = select(*columns, distance.label("d")).where(*where).cte("scored").prefix_with("MATERIALIZED")
+        above = select(scored).where(literal(1.0) - scored.c.d >= min_score)
+        if one_per_key:  # each key's nearest chunk, then the nearest keys
+            best = above.distinct(scored.c.producer, scored.c.key).order_by(scored.c.producer, scored.c.key, scored.c.d).subquery("best")
+            stmt = select(best).order_by(best.c.d).limit(limit)
+        else:
+            stmt = above.order_by(scored.c.d).limit(limit)
+    else:
+        ranked = select(*columns, distance.label("d")).order_by(distance).limit(max(limit * 4, 40) if one_per_key else limit).subquery("ranked")
+        stmt = select(ranked).where(literal(1.0) - ranked.c.d >= min_score).order_by(ranked.c.d)
+    rows = session.execute(stmt).all()
+    hits: list[Hit] = []
+    seen: set[tuple[str, str]] = set()
+    for r in rows:
+        if one_per_key and (r.producer, r.key) in seen:
+            continue
+        seen.add((r.producer, r.key))
+        hits.append(Hit(r.key, r.producer, r.chunk_idx, r.content_type, r.text_preview, dict(r.metadata or {}), round(1.0 - float(r.d), 4)))
+        if len(hits) >= limit:
+            break
+    return hits, exhaustive
+
+
+def count_chunks(session: Session) -> int:
+    """How many chunks are stored."""
+    return session.execute(select(func.count()).select_from(_TABLE)).scalar_one()
+
+
+def metadata_project(metadata: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...], str | None]:
+    """(project, projects, repo) a producer's metadata names, when it names a valid one; else none."""
+    project, repo = metadata.get("project"), metadata.get("repo")
+    try:
+        slug = read_repo(repo) if isinstance(repo, str) and repo.strip() else None
+        key, from_ref = parse_project_ref(project) if isinstance(project, str) and project.strip() else (None, None)
+    except InvalidKey:
+        return None, (), None
+    slug = slug or from_ref
+    if key is None and slug:
+        key = slug.rsplit("/", 1)[-1]
+    return key, ((key,) if key else ()), slug
