@@ -69,14 +69,16 @@ def run_embed(
                 summary.unchanged += 1
             else:
                 todo.append(doc)
-    for start in range(0, len(todo), BATCH):
-        batch = todo[start : start + BATCH]
-        summary.chunks += embeddings.store_docs(session, embedder, batch, force_dim=force_dim)
-        summary.embedded += len(batch)
-        for doc in batch:
-            summary.by_kind[doc.kind] = summary.by_kind.get(doc.kind, 0) + 1
-        if progress is not None:
-            progress(min(start + BATCH, len(todo)), len(todo))
+    if todo:  # the first batch settles the column's dimension before any bulk work
+        summary.chunks += embeddings.store_docs(session, embedder, todo[:BATCH], force_dim=force_dim)
+    with embeddings.bulk_load(session, rows=len(todo) - BATCH):
+        for start in range(BATCH, len(todo), BATCH):
+            summary.chunks += embeddings.store_docs(session, embedder, todo[start : start + BATCH], force_dim=force_dim)
+            if progress is not None:
+                progress(min(start + BATCH, len(todo)), len(todo))
+    summary.embedded = len(todo)
+    for doc in todo:
+        summary.by_kind[doc.kind] = summary.by_kind.get(doc.kind, 0) + 1
     if prune:
         for producer in PRODUCERS.values():
             keep = [d.key for d in by_producer.get(producer, [])]
