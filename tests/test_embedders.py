@@ -6,9 +6,7 @@ import hashlib
 import json
 import math
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from brain_kernel.embedders import (
 )
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
+from tests.openai_stub import OpenAIStub
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -133,47 +132,20 @@ def _unit(vector: list[float]) -> list[float]:
     return [x / norm for x in vector]
 
 
-class _FakeEmbeddings:
+class _FakeEmbeddings(OpenAIStub):
     """A local OpenAI-compatible embeddings endpoint that records requests; ``answer`` can override the body."""
 
     def __init__(self, status: int = 200, answer: Any = None, reverse: bool = False, dim: int = 8) -> None:
-        self.requests: list[dict] = []
+        super().__init__()
         self.status, self.answer, self.reverse, self.dim = status, answer, reverse, dim
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
-                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                if fake.answer is not None:
-                    payload = fake.answer
-                elif fake.status != 200:
-                    payload = {"error": {"message": "model overloaded", "type": "server_error"}}
-                else:
-                    items = [{"object": "embedding", "index": i, "embedding": _vector_for(t, fake.dim)} for i, t in enumerate(body["input"])]
-                    payload = {"object": "list", "model": body["model"], "data": items[::-1] if fake.reverse else items}
-                data = json.dumps(payload).encode()
-                self.send_response(fake.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    def __enter__(self) -> _FakeEmbeddings:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def respond(self, body: dict) -> tuple[int, Any]:
+        if self.answer is not None:
+            return self.status, self.answer
+        if self.status != 200:
+            return self.status, {"error": {"message": "model overloaded", "type": "server_error"}}
+        items = [{"object": "embedding", "index": i, "embedding": _vector_for(t, self.dim)} for i, t in enumerate(body["input"])]
+        return self.status, {"object": "list", "model": body["model"], "data": items[::-1] if self.reverse else items}
 
 
 @pytest.fixture

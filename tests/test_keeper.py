@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from brain_kernel.index import entry_rows, rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.keeper import run_tick
+from tests.openai_stub import OpenAIStub
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -117,42 +116,16 @@ def test_dry_run_writes_nothing(vault: Vault, settings: Settings) -> None:
     assert "tick:" in result.stderr
 
 
-class _FakeLLM:
+class _FakeLLM(OpenAIStub):
     """A local OpenAI-compatible chat endpoint that records requests and answers a fixed map."""
 
     def __init__(self, answer: dict[str, str] | str, status: int = 200) -> None:
-        self.requests: list[dict] = []
+        super().__init__()
         self.answer, self.status = answer, status
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(self.rfile.read(length))})
-                content = fake.answer if isinstance(fake.answer, str) else json.dumps(fake.answer)
-                data = json.dumps(
-                    {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
-                ).encode()
-                self.send_response(fake.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    def __enter__(self) -> _FakeLLM:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def respond(self, body: dict) -> tuple[int, dict]:
+        content = self.answer if isinstance(self.answer, str) else json.dumps(self.answer)
+        return self.status, {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
 
 
 LONG = "Make the router twice as fast without breaking clients. " + " ".join(f"Then handle step number {i} carefully." for i in range(60))

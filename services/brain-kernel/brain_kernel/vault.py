@@ -77,32 +77,14 @@ class Vault:
     def exists(self, rel: str | Path) -> bool:
         return self.path(rel).exists()
 
-    def iter_files(self, prefix: str = "", suffixes: tuple[str, ...] = (".md",)) -> Iterator[Path]:
-        """Files under ``prefix`` with one of ``suffixes``, in sorted order, skipping dot files and symlinks.
+    def iter_files(self, prefix: str = "", suffixes: tuple[str, ...] = (".md",), *, skip_dirs: Collection[str] = ()) -> Iterator[Path]:
+        """Files under ``prefix`` with one of ``suffixes`` (``("",)``: any), in sorted order, skipping dot
+        files, symlinks and the folders named in ``skip_dirs``; a ``prefix`` that is a file yields just it.
 
         A symlink may point outside the vault (which no read may reach) or at a
         file the walk yields anyway; symlinked folders are not descended either.
-        """
-        base = self.path(prefix) if prefix else self.root
-        if base.is_file():
-            yield base
-            return
-        if not base.is_dir():
-            return
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if name.startswith(".") or not name.endswith(suffixes):
-                    continue
-                path = Path(dirpath) / name
-                if not path.is_symlink():
-                    yield path
-
-    def walk_files(self, prefix: str = "", *, skip_dirs: Collection[str] = ()) -> Iterator[Path]:
-        """Every file under ``prefix`` as ``iter_files`` walks it (any suffix), also skipping folders named in ``skip_dirs``.
-
-        The folders are pruned before descending, so a large ``node_modules`` costs
-        nothing; a ``prefix`` that is a file yields just that file.
+        Skipped folders are pruned before descending, so a large
+        ``node_modules`` costs nothing.
         """
         base = self.path(prefix) if prefix else self.root
         if base.is_file():
@@ -113,8 +95,10 @@ class Vault:
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in skip_dirs)
             for name in sorted(filenames):
+                if name.startswith(".") or not name.endswith(suffixes):
+                    continue
                 path = Path(dirpath) / name
-                if not name.startswith(".") and not path.is_symlink():
+                if not path.is_symlink():
                     yield path
 
     # -- writes -------------------------------------------------------------

@@ -109,7 +109,7 @@ def vault_list(
         return {"prefix": prefix, "count": 1, "files": [vault.rel(target)], "truncated": False}
     files: list[str] = []
     truncated = False
-    for path in vault.walk_files(base, skip_dirs=SKIP_DIRS):
+    for path in vault.iter_files(base, ("",), skip_dirs=SKIP_DIRS):
         if wanted and path.suffix.lower() not in wanted:
             continue
         if len(files) >= limit:
@@ -135,7 +135,7 @@ def vault_search(
     base = _rel(prefix).rstrip("/")
     hits: list[Hit] = []
     if project is None:
-        for path in vault.walk_files(base, skip_dirs=SKIP_DIRS):
+        for path in vault.iter_files(base, ("",), skip_dirs=SKIP_DIRS):
             rel = vault.rel(path)
             if not is_searchable(rel):
                 continue

@@ -1,0 +1,52 @@
+"""A real local OpenAI-compatible endpoint for tests: an HTTP server on 127.0.0.1 that records requests.
+
+Subclasses say what to answer (``respond``); the keeper's chat completions
+and the embedder's ``/embeddings`` calls both go through real HTTP to it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class OpenAIStub:
+    """Records ``{path, auth, body}`` of every POST and answers ``respond(body)`` -> (status, JSON payload)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+                status, payload = stub.respond(body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def respond(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """The status and JSON payload for one request body."""
+        raise NotImplementedError
+
+    def __enter__(self) -> OpenAIStub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
