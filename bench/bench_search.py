@@ -37,7 +37,60 @@ from brain_kernel.settings import Settings
 from brain_migrations.runner import upgrade_to_head
 from brain_ops.embed import run_embed
 
-WORDS = ["auth", "token", "clock", "test", "flaky", "retry", "cache", "parser", "schema", "index", "vector", "query", "feed", "lesson", "arc", "project", "repo", "branch", "merge", "helm", "chart", "deploy", "values", "pod", "node", "queue", "worker", "timeout", "latency", "budget", "signal", "alert", "incident", "outage", "rollback", "commit", "review", "refactor", "module", "package", "import", "layer", "settings", "database", "migration", "postgres", "redis", "compose", "image", "build", "lint", "format"]
+WORDS = [
+    "auth",
+    "token",
+    "clock",
+    "test",
+    "flaky",
+    "retry",
+    "cache",
+    "parser",
+    "schema",
+    "index",
+    "vector",
+    "query",
+    "feed",
+    "lesson",
+    "arc",
+    "project",
+    "repo",
+    "branch",
+    "merge",
+    "helm",
+    "chart",
+    "deploy",
+    "values",
+    "pod",
+    "node",
+    "queue",
+    "worker",
+    "timeout",
+    "latency",
+    "budget",
+    "signal",
+    "alert",
+    "incident",
+    "outage",
+    "rollback",
+    "commit",
+    "review",
+    "refactor",
+    "module",
+    "package",
+    "import",
+    "layer",
+    "settings",
+    "database",
+    "migration",
+    "postgres",
+    "redis",
+    "compose",
+    "image",
+    "build",
+    "lint",
+    "format",
+]
 
 
 def project_sizes(total: int, projects: int, smallest: int) -> list[int]:
@@ -70,7 +123,16 @@ def main() -> int:
             for n in range(size):
                 content = sentence(rng)
                 records.append(
-                    EntryRecord(id=f"lesson:bench/{key}.md#{n}", kind="lesson", vault_path=f"bench/{key}.md", title="", content=content, project=key, repo=repo, occurred_at=now)
+                    EntryRecord(
+                        id=f"lesson:bench/{key}.md#{n}",
+                        kind="lesson",
+                        vault_path=f"bench/{key}.md",
+                        title="",
+                        content=content,
+                        project=key,
+                        repo=repo,
+                        occurred_at=now,
+                    )
                 )
         with Session(engine) as db:
             upsert_entries(db, records)

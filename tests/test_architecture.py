@@ -26,9 +26,10 @@ PACKAGE_DIRS = {
     "brain_migrations": REPO_ROOT / "migrations" / "brain_migrations",
     "brain_api": REPO_ROOT / "services" / "brain-api" / "brain_api",
     "brain_ops": REPO_ROOT / "brain-ops" / "brain_ops",
+    "brain_mcp": REPO_ROOT / "services" / "brain-mcp" / "brain_mcp",
     "brain_cli": REPO_ROOT / "services" / "brain-cli" / "brain_cli",
 }
-LAYER = {"brain_core": 0, "brain_kernel": 1, "brain_migrations": 2, "brain_api": 3, "brain_ops": 3, "brain_cli": 4}
+LAYER = {"brain_core": 0, "brain_kernel": 1, "brain_migrations": 2, "brain_api": 3, "brain_ops": 3, "brain_mcp": 3, "brain_cli": 4}
 FORBIDDEN_IN_CORE = {
     "sqlalchemy",
     "fastapi",

@@ -154,7 +154,20 @@ def _copy_rows(session: Session, rows: Sequence[tuple[EmbeddingDoc, int, str, Se
         copy.set_types(_COPY_TYPES)
         for doc, idx, piece, vector in rows:
             copy.write_row(
-                (doc.key, idx, doc.producer, content_type, piece[:PREVIEW_CHARS], doc.content_hash, Jsonb(doc.metadata), np.asarray(vector, dtype=np.float32), doc.kind, doc.project, list(doc.projects), doc.repo)
+                (
+                    doc.key,
+                    idx,
+                    doc.producer,
+                    content_type,
+                    piece[:PREVIEW_CHARS],
+                    doc.content_hash,
+                    Jsonb(doc.metadata),
+                    np.asarray(vector, dtype=np.float32),
+                    doc.kind,
+                    doc.project,
+                    list(doc.projects),
+                    doc.repo,
+                )
             )
 
 
@@ -174,9 +187,7 @@ def bulk_load(session: Session, *, rows: int) -> Iterator[None]:
     yield
     if dim <= HNSW_MAX_DIM:
         session.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-        session.execute(
-            text(f"CREATE INDEX {HNSW_INDEX} ON content_embeddings USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
-        )
+        session.execute(text(f"CREATE INDEX {HNSW_INDEX} ON content_embeddings USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"))
 
 
 def delete_keys(session: Session, producer: str, keys: Sequence[str]) -> int:

@@ -1,0 +1,189 @@
+"""The MCP server: upstream's six tools plus ``brain_feed`` and ``brain_marker``, over stdio or streamable HTTP.
+
+``build_server(settings)`` registers the tools on the SDK's ``MCPServer``
+(named ``agentibrain``, as upstream's); each is a thin wrapper that calls
+``brain_mcp.tools`` on one ``Kernel`` and returns its answer as a JSON
+string, as upstream's tools did. Over HTTP (``http_app``) the SDK's
+streamable-HTTP app serves ``/mcp`` statelessly (upstream's proxy default,
+``MCP_PROXY_STATELESS=true``), so any replica answers any request; with
+tokens configured every request but ``GET /ping`` must carry
+``Authorization: Bearer <token>`` (401 JSON otherwise, the API's rule),
+where upstream's proxy ran with no key at all (defect 20).
+"""
+
+from __future__ import annotations
+
+import hmac
+import inspect
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Literal
+
+from mcp.server import MCPServer
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from brain_kernel.settings import Settings
+from brain_mcp import tools
+from brain_mcp.tools import Kernel
+
+NAME = "agentibrain"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8104
+MCP_PATH = "/mcp"
+OPEN_PATHS = frozenset({"/ping"})  # liveness for proxies and probes, unauthenticated as upstream's proxy answered it
+INSTRUCTIONS = (
+    "The team's memory: arcs (threads of work ranked by heat), lessons, decisions, milestones and signals, "
+    "per project. Search with kb_search or brain_search_arcs, open an arc with brain_get_arc, read the feed with "
+    "brain_feed, record what you learned with brain_marker."
+)
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _version() -> str:
+    try:
+        return version("brain-kernel")
+    except PackageNotFoundError:
+        return "0"
+
+
+def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level: LogLevel = "INFO") -> MCPServer:
+    """The MCP server over ``kernel``; without one it opens its own from ``settings``, for the life of the process."""
+    k = kernel or Kernel.open(settings)
+    server = MCPServer(NAME, instructions=INSTRUCTIONS, version=_version(), log_level=log_level)
+
+    def tool(fn: Callable[..., str]) -> Callable[..., str]:
+        # The docstring, on one line, is the description; structured_output=False: the answer is the
+        # JSON text itself, as upstream's tools returned it.
+        server.add_tool(fn, description=" ".join(inspect.cleandoc(fn.__doc__ or "").split()), structured_output=False)
+        return fn
+
+    @tool
+    def kb_search(
+        query: str,
+        limit: int = 10,
+        include_artifact: bool = True,
+        include_obsidian: bool = True,
+        min_score: float = 0.0,
+        project: str | None = None,
+    ) -> str:
+        """Search the knowledge base: the semantic index of arcs, lessons, decisions and signals ("artifact")
+        and the vault's markdown text ("obsidian"), best first, at most 2 x limit results. `project` (a short
+        key or owner/name) keeps only that project's memory. Returns JSON {query, count, results, sources_searched}."""
+        return tools.to_json(tools.kb_search(k, query, limit, include_artifact, include_obsidian, min_score, project))
+
+    @tool
+    def kb_brief(query: str, limit: int = 8, model: str = "") -> str:
+        """Search the knowledge base and have the LLM write a short brief of the hits, with the refs most worth
+        opening. Returns JSON {query, hits, brief, candidate_refs, model}; without an LLM the brief says why and
+        the refs are the first three hits."""
+        return tools.to_json(tools.kb_brief(k, query, limit, model))
+
+    @tool
+    def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> str:
+        """Find arcs (threads of past work) by meaning, one result per arc, nearest first; `min_heat` keeps
+        only arcs at least that hot, `project` only that project's. Returns JSON {query, count, arcs: [{cluster_id, title, region, heat, status, path, score, preview}]}."""
+        return tools.to_json(tools.brain_search_arcs(k, query, top_k, min_heat, min_score, project))
+
+    @tool
+    def brain_get_arc(cluster_id: str) -> str:
+        """Read one arc by its cluster_id (from brain_search_arcs or the feed's hot arcs). Returns JSON
+        {cluster_id, source: "vault", path, content} (the first 2000 characters), or the error not found."""
+        return tools.to_json(tools.brain_get_arc(k, cluster_id))
+
+    @tool
+    def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> str:
+        """Ingest a document into the knowledge base. Not available yet on this kernel: returns a JSON error."""
+        return tools.to_json(tools.brain_ingest(k, content, title, producer, chunk_size))
+
+    @tool
+    def brain_tick(no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> str:
+        """Ask for a keeper tick (re-scores arcs, rewrites the feed); `brain tick-drain` runs it. With `wait`,
+        follow it for up to `timeout` seconds. Returns JSON {job_id, status, no_ai, waited, waited_seconds, note}."""
+        return tools.to_json(tools.brain_tick(k, no_ai, wait, timeout, source))
+
+    @tool
+    def brain_feed(project: str | None = None) -> str:
+        """The feed a new session reads: global, or with `project` (a short key or owner/name) that project's
+        intent, hot arcs, recent lessons, decisions, milestones and signals. Returns the feed JSON."""
+        return tools.to_json(tools.brain_feed(k, project))
+
+    @tool
+    def brain_marker(type: str, content: str, attrs: dict[str, Any] | None = None) -> str:
+        """Record a marker: type lesson, milestone, signal or decision; content in markdown (at most 4096
+        characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
+        Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
+        return tools.to_json(tools.brain_marker(k, type, content, attrs))
+
+    return server
+
+
+class BearerAuth:
+    """ASGI middleware: an HTTP request outside ``open_paths`` needs ``Authorization: Bearer <known token>``.
+
+    The API's rule (brain_api.deps.require_auth): a missing header, one
+    without the case-sensitive ``Bearer `` prefix or an empty token answers
+    401 ``missing bearer token``, an unknown token 401 ``invalid token``;
+    tokens are compared in constant time; no tokens means auth is off.
+    """
+
+    def __init__(self, app: ASGIApp, tokens: Sequence[str], *, open_paths: frozenset[str] = OPEN_PATHS) -> None:
+        self.app = app
+        self.tokens = [t.encode() for t in tokens]
+        self.open_paths = open_paths
+
+    def refusal(self, header: str) -> str | None:
+        """Why a request with this Authorization header is refused, or None when it is let in."""
+        if not self.tokens:
+            return None
+        prefix = "Bearer "
+        offered = header[len(prefix) :].strip() if header.startswith(prefix) else ""
+        if not offered:
+            return "missing bearer token"
+        if not any(hmac.compare_digest(offered.encode(), token) for token in self.tokens):
+            return "invalid token"
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in self.open_paths:
+            reason = self.refusal(Headers(scope=scope).get("authorization", ""))
+            if reason is not None:
+                response = JSONResponse({"detail": reason}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _ping(request: Request) -> Response:
+    return PlainTextResponse("pong")
+
+
+def http_app(server: MCPServer, settings: Settings, *, host: str = DEFAULT_HOST) -> ASGIApp:
+    """The streamable-HTTP ASGI app: ``POST /mcp`` (stateless), ``GET /ping``, bearer tokens when configured."""
+    server.custom_route("/ping", methods=["GET"], include_in_schema=False)(_ping)
+    # host: the SDK turns on its DNS-rebinding check (Host and Origin headers) for a loopback bind.
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, host=host)
+    return BearerAuth(app, settings.tokens)
+
+
+def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve until stdin closes (stdio) or the process is stopped (HTTP, with uvicorn)."""
+    # Plain log lines on stderr, set before the SDK's own setup (which then leaves them): stdout carries
+    # the protocol alone over stdio, and there stderr is the agent's log, so warnings only.
+    level: LogLevel = "INFO" if http else "WARNING"
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    kernel = Kernel.open(settings)
+    try:
+        server = build_server(settings, kernel=kernel, log_level=level)
+        if http:
+            import uvicorn
+
+            uvicorn.run(http_app(server, settings, host=host), host=host, port=port, log_level="info")
+        else:
+            server.run("stdio")
+    finally:
+        kernel.close()

@@ -1,0 +1,483 @@
+"""What each MCP tool does, in-process over the kernel (UPSTREAM.md 3): plain functions returning dicts.
+
+Upstream's tools were HTTP clients of brain-api and the embeddings service;
+here they call the same repositories and services the routes call, on a
+``Kernel`` (settings, vault, engine and sessions, embedder) opened once per
+process. Each tool keeps upstream's name, parameters, defaults and answer
+shape, and answers a failure as ``{"error": ...}`` the way upstream's HTTP
+helper did, never a traceback: a malformed or ambiguous ``project``
+(ambiguous ones with ``candidates``), an unreachable database, a broken
+embedder. ``kb_search`` keeps upstream's rule that a failed source gives no
+hits rather than an error.
+
+Upstream's defects fixed here (section 8, item 16): ``brain_search_arcs``
+lists one result per arc, and ``min_score`` applies before the limit (both
+in ``brain_kernel.embeddings.search``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, TypeVar
+
+import httpx
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from brain_core.chunks import PRODUCERS
+from brain_core.feed.envelope import stamp_answer
+from brain_core.feed.keeper_files import global_feed
+from brain_core.keys import InvalidKey
+from brain_core.markers import MarkerInvalid, body_hash, idempotency_key, parse_request
+from brain_core.textsearch import Hit, is_searchable, search_text, tokens
+from brain_core.vault.records import entry_line_spans
+from brain_kernel import embeddings, feed_repo, markers, tick_queue
+from brain_kernel.clock import Clock, utc_now
+from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
+from brain_kernel.embedders import Embedder, EmbedderError, embedder_for
+from brain_kernel.errors import BrainError, ConfigError
+from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_answer
+from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
+from brain_kernel.settings import Settings
+from brain_kernel.transcripts import TranscriptLocator
+from brain_kernel.vault import Vault, VaultPathError
+from brain_mcp import brief
+
+log = logging.getLogger("brain.mcp")
+
+F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+
+ARC_PRODUCER = PRODUCERS["arc"]  # upstream's ``brain-arc``
+MAX_LIMIT = 100
+# As GET /vault/search walks and searches (brain_api.routes.vault): same folders skipped, same context.
+SKIP_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
+CONTEXT_LINES = 2
+OBSIDIAN_PREVIEW_SNIPPETS = 2
+OBSIDIAN_PREVIEW_CHARS = 500
+ARC_PREVIEW_CHARS = 200
+ARC_CONTENT_CHARS = 2000
+FEED_DIR = "brain-feed"
+BRIEF_MAX_TOKENS = 800
+BRIEF_TEMPERATURE = 0.3
+BRIEF_TIMEOUT_S = 200.0
+DEFAULT_BRIEF_MODEL = "brain-brief"
+# POST /tick's rule for ``source`` (brain_api.routes.tick.SOURCE_PATTERN).
+SOURCE_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+TICK_POLL_S = 0.5  # a tick is run by ``brain tick-drain`` elsewhere; this only watches its row
+MAX_TICK_WAIT_S = 600.0
+UNKNOWN_POLLS = 2  # upstream stopped after two consecutive ``unknown`` answers
+INGEST_UNAVAILABLE = "brain_ingest is not available: the kernel has no /ingest yet"
+
+
+@dataclass
+class Kernel:
+    """What every tool uses: settings, the vault, the engine and its sessions, the embedder, the clock."""
+
+    settings: Settings
+    vault: Vault
+    engine: Engine
+    sessions: sessionmaker[Session]
+    reads: sessionmaker[Session]
+    embedder: Embedder
+    locator: TranscriptLocator
+    clock: Clock = utc_now
+    llm_transport: httpx.BaseTransport | None = None
+
+    @classmethod
+    def open(cls, settings: Settings, *, clock: Clock = utc_now, llm_transport: httpx.BaseTransport | None = None) -> Kernel:
+        """The kernel of ``settings``, whose ``database_url`` must answer (the CLI opens and migrates it)."""
+        if not settings.database_url:
+            raise ConfigError("brain mcp needs a database: set DATABASE_URL or let brain mcp start the embedded one")
+        # A small pool: agents often run one stdio server per session, each holding its idle connections.
+        engine = make_engine(settings.database_url, pool_size=2)
+        return cls(
+            settings=settings,
+            vault=Vault(settings.vault),
+            engine=engine,
+            sessions=session_factory(engine),
+            reads=read_session_factory(engine),
+            embedder=embedder_for(settings),  # the offline model loads on first use
+            locator=TranscriptLocator(settings.resolved_claude_dir, settings.resolved_codex_dir),
+            clock=clock,
+            llm_transport=llm_transport,
+        )
+
+    def close(self) -> None:
+        """Close the engine's connections."""
+        self.engine.dispose()
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+
+
+def answers_errors(func: F) -> F:
+    """Turn the failures a caller can act on into ``{"error": ...}`` (upstream's tools never raised)."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return func(*args, **kwargs)
+        except AmbiguousProject as exc:
+            return {"error": str(exc), "candidates": exc.candidates}
+        except (InvalidKey, VaultPathError, BrainError) as exc:
+            return {"error": str(exc)}
+        except SQLAlchemyError as exc:
+            log.warning("%s: database unavailable: %s", func.__name__, _reason(exc))
+            return {"error": f"database unavailable: {_reason(exc)}"}
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _scope(db: Session, project: str | None) -> tuple[bool, tuple[str, str | None] | None]:
+    """Whether anything can match ``project``, and its (key, repo) filter (None: no filter).
+
+    A well-formed project nobody knows matches nothing; a malformed one raises
+    InvalidKey, an ambiguous one AmbiguousProject (both answered as errors).
+    """
+    if project is None:
+        return True, None
+    found = resolve_project(db, project)
+    return (True, (found.key, found.repo)) if found.status == EXACT else (False, None)
+
+
+# -- kb_search ------------------------------------------------------------------------------------------
+
+
+def _artifact_hits(k: Kernel, db: Session, query: str, *, limit: int, min_score: float, scope: tuple[str, str | None] | None) -> list[dict[str, Any]]:
+    [vector] = k.embedder.embed([query])
+    hits, _ = embeddings.search(db, vector, project=scope, limit=limit, min_score=min_score)
+    return [
+        {
+            "source": "artifact",
+            "ref": h.key,
+            "title": h.key.rsplit("/", 1)[-1],
+            "score": h.score,
+            "normalized_score": h.score,
+            "preview": h.text_preview,
+            "producer": h.producer,
+            "content_type": h.content_type,
+            "metadata": h.metadata,
+        }
+        for h in hits
+    ]
+
+
+def _project_files(k: Kernel, db: Session, key: str, repo: str | None, wanted: list[str]) -> list[Hit]:
+    """P's entries only: whole files P owns alone; in logs shared with others, only its entries' lines."""
+    entries = feed_repo.project_entries(db, key, repo)
+    by_path: dict[str, list[Any]] = {}
+    for entry in entries:
+        by_path.setdefault(entry.vault_path, []).append(entry)
+    shared = feed_repo.foreign_paths(db, list(by_path), [e.id for e in entries])
+    hits = []
+    for rel, own in sorted(by_path.items()):
+        if not is_searchable(rel) or SKIP_DIRS.intersection(rel.split("/")):
+            continue
+        try:
+            text = k.vault.read_text(rel)
+        except (OSError, VaultPathError):
+            continue  # gone since it was indexed
+        allowed = None
+        if rel in shared:
+            spans = entry_line_spans(rel, text)
+            allowed = {n for e in own if e.id in spans for n in range(spans[e.id][0], spans[e.id][1] + 1)}
+        if hit := search_text(rel, text, wanted, context_lines=CONTEXT_LINES, allowed=allowed):
+            hits.append(hit)
+    return hits
+
+
+def _vault_files(k: Kernel, wanted: list[str]) -> list[Hit]:
+    hits = []
+    for path in k.vault.iter_files("", ("",), skip_dirs=SKIP_DIRS):
+        rel = k.vault.rel(path)
+        if not is_searchable(rel):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if hit := search_text(rel, text, wanted, context_lines=CONTEXT_LINES):
+            hits.append(hit)
+    return hits
+
+
+def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tuple[str, str | None] | None) -> list[dict[str, Any]]:
+    wanted = tokens(query)
+    found = _vault_files(k, wanted) if scope is None else _project_files(k, db, scope[0], scope[1], wanted)
+    found.sort(key=lambda h: (-h.score, h.path))
+    found = found[:limit]
+    best = max((h.score for h in found), default=0) or 1
+    return [
+        {
+            "source": "obsidian",
+            "ref": h.path,
+            "title": h.title,
+            "score": h.score,
+            "normalized_score": h.score / best,
+            "preview": "\n---\n".join(str(s["snippet"]) for s in h.snippets[:OBSIDIAN_PREVIEW_SNIPPETS])[:OBSIDIAN_PREVIEW_CHARS],
+            "match_count": h.match_count,
+            "metadata": {},
+        }
+        for h in found
+    ]
+
+
+@answers_errors
+def kb_search(
+    k: Kernel,
+    query: str,
+    limit: int = 10,
+    include_artifact: bool = True,
+    include_obsidian: bool = True,
+    min_score: float = 0.0,
+    project: str | None = None,
+) -> dict[str, Any]:
+    """Search index and vault text together; ``{query, count, results, sources_searched}``."""
+    if not include_artifact and not include_obsidian:
+        return {"query": query, "count": 0, "results": []}
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    sources = [name for name, wanted in (("artifact", include_artifact), ("obsidian", include_obsidian)) if wanted]
+    results: list[dict[str, Any]] = []
+    with k.reads() as db:
+        known, scope = _scope(db, project)
+        if known and query.strip():
+            # A failed source gives no hits, as upstream's did; the other still answers.
+            if include_artifact:
+                try:
+                    results += _artifact_hits(k, db, query, limit=limit, min_score=min_score, scope=scope)
+                except (EmbedderError, ConfigError, SQLAlchemyError) as exc:
+                    log.warning("kb_search: the search index failed: %s", exc)
+            if include_obsidian:
+                try:
+                    results += _obsidian_hits(k, db, query, limit=limit, scope=scope)
+                except (OSError, SQLAlchemyError) as exc:
+                    log.warning("kb_search: the vault search failed: %s", exc)
+    results.sort(key=lambda r: -r["normalized_score"])  # stable: ties keep artifact hits first
+    results = results[: 2 * limit]
+    return {"query": query, "count": len(results), "results": results, "sources_searched": sources}
+
+
+# -- kb_brief -------------------------------------------------------------------------------------------
+
+
+def _completions_url(base_url: str) -> str:
+    # brain_ops.intent.completions_url (a sibling layer, so not importable here).
+    base = base_url.rstrip("/")
+    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+
+def _complete(k: Kernel, model: str, chat: list[dict[str, str]]) -> tuple[str | None, str | None]:
+    """(the model's reply, None), or (None, the bracketed reason there is none: upstream's strings)."""
+    base = k.settings.llm_base_url
+    if not base:
+        return None, brief.NOT_CONFIGURED
+    headers = {"Content-Type": "application/json"}
+    if k.settings.llm_api_key:
+        headers["Authorization"] = f"Bearer {k.settings.llm_api_key}"
+    body = {"model": model, "messages": chat, "max_tokens": BRIEF_MAX_TOKENS, "temperature": BRIEF_TEMPERATURE}
+    try:
+        with httpx.Client(timeout=BRIEF_TIMEOUT_S, transport=k.llm_transport) as client:
+            response = client.post(_completions_url(base), json=body, headers=headers)
+        if response.status_code >= 400:
+            return None, f"[inference error {response.status_code}: {' '.join(response.text.split())[:200]}]"
+        content = response.json()["choices"][0]["message"]["content"]
+    except Exception as exc:  # any failure of the call or of its answer becomes the brief, as upstream's did
+        return None, f"[inference exception: {type(exc).__name__}: {exc}]"
+    if not isinstance(content, str) or not content.strip():
+        return None, brief.EMPTY_REPLY
+    return content, None
+
+
+@answers_errors
+def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "") -> dict[str, Any]:
+    """``kb_search`` then one chat completion: ``{query, hits, brief, candidate_refs, model}``."""
+    found = kb_search(k, query, limit=limit)
+    if "error" in found:
+        return found
+    hits = found["results"]
+    if not hits:
+        return {"query": query, "hits": [], "brief": brief.NOTHING_FOUND, "candidate_refs": []}
+    chosen = model or k.settings.llm_model or DEFAULT_BRIEF_MODEL
+    reply, failure = _complete(k, chosen, brief.messages(query, hits))
+    text, refs = (failure, brief.fallback_refs(hits)) if reply is None else brief.split_refs(reply, hits)
+    return {"query": query, "hits": hits, "brief": text, "candidate_refs": refs, "model": chosen}
+
+
+# -- arcs -----------------------------------------------------------------------------------------------
+
+
+def _heat(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@answers_errors
+def brain_search_arcs(k: Kernel, query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> dict[str, Any]:
+    """Arcs nearest the query, one result per arc, heat at least ``min_heat``: ``{query, count, arcs}``."""
+    top_k = max(1, min(int(top_k), MAX_LIMIT))
+    arcs: list[dict[str, Any]] = []
+    with k.reads() as db:
+        known, scope = _scope(db, project)
+        if known and query.strip():
+            [vector] = k.embedder.embed([query])
+            hits, _ = embeddings.search(db, vector, project=scope, producer=ARC_PRODUCER, limit=max(3 * top_k, 15), min_score=min_score, one_per_key=True)
+            for h in hits:
+                meta = h.metadata
+                heat = _heat(meta.get("heat"))
+                if heat < min_heat:
+                    continue
+                arcs.append(
+                    {
+                        "cluster_id": h.key,
+                        "title": meta.get("title") or h.key,
+                        "region": meta.get("region"),
+                        "heat": int(heat),
+                        "status": meta.get("status"),
+                        "path": meta.get("path"),
+                        "score": h.score,
+                        "preview": (h.text_preview or "")[:ARC_PREVIEW_CHARS],
+                    }
+                )
+                if len(arcs) >= top_k:
+                    break
+    return {"query": query, "count": len(arcs), "arcs": arcs}
+
+
+@answers_errors
+def brain_get_arc(k: Kernel, cluster_id: str) -> dict[str, Any]:
+    """An arc's file from the vault (a merged id finds the arc that absorbed it), else its indexed chunks."""
+    with k.reads() as db:
+        record = feed_repo.arc_by_cluster_id(db, cluster_id) or feed_repo.arc_absorbing(db, cluster_id)
+        if record is not None:
+            try:
+                content = k.vault.read_text(record.vault_path)
+            except (OSError, VaultPathError):
+                content = None  # indexed but gone from the vault: the chunks below may still tell
+            if content is not None:
+                return {"cluster_id": cluster_id, "source": "vault", "path": record.vault_path, "content": content[:ARC_CONTENT_CHARS]}
+        chunks = embeddings.by_key(db, cluster_id)
+    if chunks:
+        first = next((c for c in chunks if c["producer"] == ARC_PRODUCER), chunks[0])
+        return {"cluster_id": cluster_id, "source": "embeddings", "metadata": first["metadata"], "text_preview": first["text_preview"]}
+    return {"error": f"cluster_id not found: {cluster_id}"}
+
+
+@answers_errors
+def brain_ingest(k: Kernel, content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> dict[str, Any]:
+    """Not served yet: the kernel has no ``/ingest``."""
+    return {"error": INGEST_UNAVAILABLE}
+
+
+# -- tick -----------------------------------------------------------------------------------------------
+
+
+def _tick_note(job: tick_queue.TickJob | None, status: str, waited: bool, timeout: float) -> str:
+    if status == tick_queue.COMPLETED:
+        return "tick completed"
+    if status == tick_queue.FAILED:
+        return f"tick failed: {job.error if job else 'unknown error'}"
+    if status == "unknown":
+        return "the tick request is gone from the queue"
+    drain = "brain tick-drain runs queued ticks (the MCP server does not)"
+    if waited:
+        return f"still {status} after {timeout:g} s; {drain}; call brain_tick again later or read GET /tick/<job_id>"
+    return f"queued; {drain}"
+
+
+@answers_errors
+def brain_tick(k: Kernel, no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> dict[str, Any]:
+    """Queue a keeper tick and, with ``wait``, watch it until it ends or ``timeout`` s pass."""
+    if not SOURCE_PATTERN.match(source):
+        return {"error": "source must be 1-64 letters, digits, '.', '_' or '-'"}
+    with unit_of_work(k.sessions) as db:
+        job = tick_queue.enqueue(db, dry_run=False, no_ai=no_ai, source=source)
+    answer: dict[str, Any] = {"job_id": job.job_id, "status": job.status, "no_ai": no_ai, "waited": bool(wait)}
+    if not wait:
+        answer["note"] = _tick_note(job, job.status, False, 0)
+        return answer
+    limit = max(0.0, min(float(timeout), MAX_TICK_WAIT_S))
+    started = time.monotonic()
+    current: tick_queue.TickJob | None = job
+    status, unknown = job.status, 0
+    while status not in tick_queue.FINISHED and unknown < UNKNOWN_POLLS and time.monotonic() - started < limit:
+        time.sleep(min(TICK_POLL_S, max(0.0, limit - (time.monotonic() - started))))
+        with k.reads() as db:
+            current = tick_queue.get(db, job.job_id)
+        unknown = unknown + 1 if current is None else 0
+        status = current.status if current is not None else "unknown"
+    answer["status"] = status
+    answer["waited_seconds"] = round(time.monotonic() - started, 1)
+    answer["note"] = _tick_note(current, status, True, limit)
+    return answer
+
+
+# -- feed and markers -----------------------------------------------------------------------------------
+
+
+def _feed_files(vault: Vault) -> list[tuple[str, str]]:
+    # As GET /feed reads them (brain_api.routes.feed._feed_files): top-level brain-feed/*.md, by name.
+    folder = vault.path(FEED_DIR)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.md")):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return out
+
+
+@answers_errors
+def brain_feed(k: Kernel, project: str | None = None) -> dict[str, Any]:
+    """The feed ``GET /feed`` answers: global, or with ``project`` that project's memory."""
+    now = k.clock()
+    root = str(k.vault.root)
+    with k.reads() as db:
+        if project is None:
+            return global_feed(_feed_files(k.vault), feed_repo.hot_arcs(db, limit=10), feed_repo.inject_blocks(db), now=now, vault_root=root)
+        answer = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now)
+    return json.loads(stamp_answer(answer.body, now))
+
+
+@answers_errors
+def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None) -> dict[str, Any]:
+    """Post a marker as ``POST /marker`` does (keyed by its body hash); its answer, or a replay of it."""
+    try:
+        req = parse_request(type, content, attrs, max_chars=k.settings.marker_max_chars)
+    except MarkerInvalid as exc:
+        return {"error": str(exc)}
+    key = idempotency_key(None, body_hash(type, content, attrs))
+    try:
+        with unit_of_work(k.sessions) as db:
+            fresh = markers.reserve(db, k.settings, req, idempotency_key=key, now=k.clock())
+            db.commit()  # the reservation is durable before the vault is touched (ADR 0012)
+            outcome = markers.post_marker(db, k.vault, k.settings, req, idempotency_key=key, fresh=fresh, locator=k.locator)
+    except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
+        return {"error": f"vault write failed: {exc.strerror or exc}"}
+    return outcome.body
+
+
+def to_json(answer: dict[str, Any]) -> str:
+    """A tool's answer as the JSON string it returns (dates as ISO text, as the HTTP API encodes them)."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, (dt.datetime, dt.date)):
+            return value.isoformat()
+        return str(value)
+
+    return json.dumps(answer, ensure_ascii=False, default=default)
