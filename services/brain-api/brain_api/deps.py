@@ -8,13 +8,13 @@ database.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
 
+from brain_kernel.auth import bearer_refusal
 from brain_kernel.clock import Clock
 from brain_kernel.db import unit_of_work
 from brain_kernel.settings import Settings
@@ -62,25 +62,14 @@ async def get_read_db(request: Request) -> AsyncIterator[Session]:
         session.close()
 
 
-_PREFIX = "Bearer "  # case-sensitive, as upstream's clients send it
-
-
 async def require_auth(request: Request) -> None:
-    """Bearer-token check as upstream answers it (UPSTREAM.md 1.1): 401 for a missing or unknown token.
+    """Bearer-token check as upstream answers it (``brain_kernel.auth``): 401 for a missing or unknown token.
 
-    With no tokens configured, auth is off. Tokens are compared in constant
-    time. 403 is kept for scope refusals (a known token asking outside its
-    projects).
+    403 is kept for scope refusals (a known token asking outside its projects).
     """
-    tokens: list[str] = request.app.state.settings.tokens
-    if not tokens:
-        return
-    header = request.headers.get("authorization", "")
-    if not header.startswith(_PREFIX) or not header[len(_PREFIX) :].strip():
-        raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-    offered = header[len(_PREFIX) :].strip().encode()
-    if not any(hmac.compare_digest(offered, token.encode()) for token in tokens):
-        raise HTTPException(status_code=401, detail="invalid token", headers={"WWW-Authenticate": "Bearer"})
+    reason = bearer_refusal(request.headers.get("authorization"), request.app.state.settings.tokens)
+    if reason is not None:
+        raise HTTPException(status_code=401, detail=reason, headers={"WWW-Authenticate": "Bearer"})
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest
+from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest, body_hash, idempotency_key, parse_request
 from brain_core.text import slugify
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
@@ -97,6 +97,31 @@ def _replay(row: idempotency_repo.KeyRow, req: MarkerRequest) -> MarkerOutcome:
 def marker_id_for(key: str, at: dt.datetime) -> str:
     """The marker id a reserved write uses: the same for every attempt of one reservation."""
     return hashlib.sha256(f"{key}\n{at.astimezone(dt.timezone.utc).isoformat()}".encode()).hexdigest()[:32]
+
+
+def submit(
+    db: Session,
+    vault: Vault,
+    settings: Settings,
+    type_: Any,
+    content: Any,
+    attrs: Any,
+    *,
+    header_key: str | None = None,
+    now: dt.datetime | None = None,
+    locator: TranscriptLocator | None = None,
+) -> MarkerOutcome:
+    """A marker body as a client sends it, from validation to the written entry (``POST /marker``, MCP ``brain_marker``).
+
+    Raises MarkerInvalid (a 400) before anything is written. The reservation is
+    committed on ``db`` before the vault is touched, the one commit a service
+    makes here by design (ADR 0012); the caller commits the write.
+    """
+    req = parse_request(type_, content, attrs, max_chars=settings.marker_max_chars)
+    key = idempotency_key(header_key, body_hash(type_, content, attrs))
+    fresh = reserve(db, settings, req, idempotency_key=key, now=now)
+    db.commit()
+    return post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=locator)
 
 
 def reserve(db: Session, settings: Settings, req: MarkerRequest, *, idempotency_key: str, now: dt.datetime | None = None) -> bool:

@@ -13,7 +13,6 @@ where upstream's proxy ran with no key at all (defect 20).
 
 from __future__ import annotations
 
-import hmac
 import inspect
 import logging
 import sys
@@ -27,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from brain_kernel.auth import bearer_refusal
 from brain_kernel.settings import Settings
 from brain_mcp import tools
 from brain_mcp.tools import Kernel
@@ -125,28 +125,17 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
 class BearerAuth:
     """ASGI middleware: an HTTP request outside ``open_paths`` needs ``Authorization: Bearer <known token>``.
 
-    The API's rule (brain_api.deps.require_auth): a missing header, one
-    without the case-sensitive ``Bearer `` prefix or an empty token answers
-    401 ``missing bearer token``, an unknown token 401 ``invalid token``;
-    tokens are compared in constant time; no tokens means auth is off.
+    The API's rule, from one place (``brain_kernel.auth.bearer_refusal``).
     """
 
     def __init__(self, app: ASGIApp, tokens: Sequence[str], *, open_paths: frozenset[str] = OPEN_PATHS) -> None:
         self.app = app
-        self.tokens = [t.encode() for t in tokens]
+        self.tokens = list(tokens)
         self.open_paths = open_paths
 
     def refusal(self, header: str) -> str | None:
         """Why a request with this Authorization header is refused, or None when it is let in."""
-        if not self.tokens:
-            return None
-        prefix = "Bearer "
-        offered = header[len(prefix) :].strip() if header.startswith(prefix) else ""
-        if not offered:
-            return "missing bearer token"
-        if not any(hmac.compare_digest(offered.encode(), token) for token in self.tokens):
-            return "invalid token"
-        return None
+        return bearer_refusal(header, self.tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in self.open_paths:

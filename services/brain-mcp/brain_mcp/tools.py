@@ -36,9 +36,8 @@ from brain_core.chunks import PRODUCERS
 from brain_core.feed.envelope import stamp_answer
 from brain_core.feed.keeper_files import global_feed
 from brain_core.keys import InvalidKey
-from brain_core.markers import MarkerInvalid, body_hash, idempotency_key, parse_request
-from brain_core.textsearch import Hit, is_searchable, search_text, tokens
-from brain_core.vault.records import entry_line_spans
+from brain_core.markers import MarkerInvalid
+from brain_core.textsearch import tokens
 from brain_kernel import embeddings, feed_repo, markers, tick_queue
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
@@ -49,6 +48,7 @@ from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
+from brain_kernel.vault_search import search_project, search_vault
 from brain_mcp import brief
 
 log = logging.getLogger("brain.mcp")
@@ -58,7 +58,6 @@ F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 ARC_PRODUCER = PRODUCERS["arc"]  # upstream's ``brain-arc``
 MAX_LIMIT = 100
 # As GET /vault/search walks and searches (brain_api.routes.vault): same folders skipped, same context.
-SKIP_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 CONTEXT_LINES = 2
 OBSIDIAN_PREVIEW_SNIPPETS = 2
 OBSIDIAN_PREVIEW_CHARS = 500
@@ -172,49 +171,13 @@ def _artifact_hits(k: Kernel, db: Session, query: str, *, limit: int, min_score:
     ]
 
 
-def _project_files(k: Kernel, db: Session, key: str, repo: str | None, wanted: list[str]) -> list[Hit]:
-    """P's entries only: whole files P owns alone; in logs shared with others, only its entries' lines."""
-    entries = feed_repo.project_entries(db, key, repo)
-    by_path: dict[str, list[Any]] = {}
-    for entry in entries:
-        by_path.setdefault(entry.vault_path, []).append(entry)
-    shared = feed_repo.foreign_paths(db, list(by_path), [e.id for e in entries])
-    hits = []
-    for rel, own in sorted(by_path.items()):
-        if not is_searchable(rel) or SKIP_DIRS.intersection(rel.split("/")):
-            continue
-        try:
-            text = k.vault.read_text(rel)
-        except (OSError, VaultPathError):
-            continue  # gone since it was indexed
-        allowed = None
-        if rel in shared:
-            spans = entry_line_spans(rel, text)
-            allowed = {n for e in own if e.id in spans for n in range(spans[e.id][0], spans[e.id][1] + 1)}
-        if hit := search_text(rel, text, wanted, context_lines=CONTEXT_LINES, allowed=allowed):
-            hits.append(hit)
-    return hits
-
-
-def _vault_files(k: Kernel, wanted: list[str]) -> list[Hit]:
-    hits = []
-    for path in k.vault.iter_files("", ("",), skip_dirs=SKIP_DIRS):
-        rel = k.vault.rel(path)
-        if not is_searchable(rel):
-            continue
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if hit := search_text(rel, text, wanted, context_lines=CONTEXT_LINES):
-            hits.append(hit)
-    return hits
-
-
 def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tuple[str, str | None] | None) -> list[dict[str, Any]]:
     wanted = tokens(query)
-    found = _vault_files(k, wanted) if scope is None else _project_files(k, db, scope[0], scope[1], wanted)
-    found.sort(key=lambda h: (-h.score, h.path))
+    found = (
+        search_vault(k.vault, wanted, context_lines=CONTEXT_LINES)
+        if scope is None
+        else search_project(k.vault, db, scope[0], scope[1], wanted, context_lines=CONTEXT_LINES)
+    )
     found = found[:limit]
     best = max((h.score for h in found), default=0) or 1
     return [
@@ -458,15 +421,10 @@ def brain_feed(k: Kernel, project: str | None = None) -> dict[str, Any]:
 def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None) -> dict[str, Any]:
     """Post a marker as ``POST /marker`` does (keyed by its body hash); its answer, or a replay of it."""
     try:
-        req = parse_request(type, content, attrs, max_chars=k.settings.marker_max_chars)
+        with unit_of_work(k.sessions) as db:
+            outcome = markers.submit(db, k.vault, k.settings, type, content, attrs, now=k.clock(), locator=k.locator)
     except MarkerInvalid as exc:
         return {"error": str(exc)}
-    key = idempotency_key(None, body_hash(type, content, attrs))
-    try:
-        with unit_of_work(k.sessions) as db:
-            fresh = markers.reserve(db, k.settings, req, idempotency_key=key, now=k.clock())
-            db.commit()  # the reservation is durable before the vault is touched (ADR 0012)
-            outcome = markers.post_marker(db, k.vault, k.settings, req, idempotency_key=key, fresh=fresh, locator=k.locator)
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         return {"error": f"vault write failed: {exc.strerror or exc}"}
     return outcome.body

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
 from brain_api.deps import AuthDep, ClockDep, SessionDep, SettingsDep, VaultDep
-from brain_core.markers import MarkerInvalid, body_hash, idempotency_key, parse_request
+from brain_core.markers import MarkerInvalid
 from brain_kernel import markers as service
 
 router = APIRouter(tags=["markers"], dependencies=[AuthDep])
@@ -66,14 +66,11 @@ def post_marker(
 ) -> JSONResponse:
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
     try:
-        req = parse_request(body.type, body.content, body.attrs, max_chars=settings.marker_max_chars)
+        outcome = service.submit(
+            db, vault, settings, body.type, body.content, body.attrs, header_key=x_idempotency_key, now=clock(), locator=request.app.state.transcripts
+        )
     except MarkerInvalid as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None
-    key = idempotency_key(x_idempotency_key, body_hash(body.type, body.content, body.attrs))
-    fresh = service.reserve(db, settings, req, idempotency_key=key, now=clock())
-    db.commit()  # the reservation is durable before the vault is touched (ADR 0012); the write is a new transaction
-    try:
-        outcome = service.post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=request.app.state.transcripts)
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
     return JSONResponse(outcome.body, status_code=outcome.status_code)

@@ -24,19 +24,18 @@ from fastapi import APIRouter, Form, HTTPException, Query
 from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, SettingsDep, VaultDep
 from brain_core.feed.alert import alert_state
 from brain_core.text import slugify
-from brain_core.textsearch import Hit, is_searchable, search_text, tokens
+from brain_core.textsearch import Hit, tokens
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
-from brain_core.vault.records import entry_line_spans
 from brain_kernel import feed_repo
 from brain_kernel.projects import EXACT, resolve_project
 from brain_kernel.vault import Vault
+from brain_kernel.vault_search import SKIP_DIRS, search_project, search_vault
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep])
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 DEFAULT_EXTENSIONS = ".md,.markdown,.txt"
-SKIP_DIRS = frozenset({".git", ".obsidian", ".trash", "node_modules"})
 MAX_TITLE_CHARS = 200
 MAX_INBOX_CONTENT_CHARS = 200_000
 NAME_CLAIM_ATTEMPTS = 8
@@ -135,24 +134,13 @@ def vault_search(
     base = _rel(prefix).rstrip("/")
     hits: list[Hit] = []
     if project is None:
-        for path in vault.iter_files(base, ("",), skip_dirs=SKIP_DIRS):
-            rel = vault.rel(path)
-            if not is_searchable(rel):
-                continue
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            hit = search_text(rel, text, wanted, context_lines=context_lines)
-            if hit:
-                hits.append(hit)
+        hits = search_vault(vault, wanted, prefix=base, context_lines=context_lines)
     else:
         if base:
             vault.path(base)  # an escaping prefix is a 400 here too, not an empty answer
         found = resolve_project(db, project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
         if found.status == EXACT:
-            hits = _project_hits(vault, db, found.key, found.repo, base, wanted, context_lines)
-    hits.sort(key=lambda h: (-h.score, h.path))
+            hits = search_project(vault, db, found.key, found.repo, wanted, prefix=base, context_lines=context_lines)
     return {
         "query": q,
         "prefix": prefix,
@@ -160,32 +148,6 @@ def vault_search(
         "count": min(len(hits), limit),
         "results": [h.as_dict() for h in hits[:limit]],
     }
-
-
-def _project_hits(vault: Vault, db: ReadSessionDep, key: str, repo: str | None, prefix: str, wanted: list[str], context_lines: int) -> list[Hit]:
-    """Search only P's entries: whole files P owns alone, and in logs shared with other projects
-    only the lines of P's own entries (their spans, as the log codec splits the file)."""
-    entries = feed_repo.project_entries(db, key, repo, prefix=prefix)
-    by_path: dict[str, list] = {}
-    for entry in entries:
-        by_path.setdefault(entry.vault_path, []).append(entry)
-    shared = feed_repo.foreign_paths(db, list(by_path), [e.id for e in entries])
-    hits = []
-    for rel, own in sorted(by_path.items()):
-        if not is_searchable(rel) or SKIP_DIRS.intersection(rel.split("/")):
-            continue
-        try:
-            text = _read(vault, rel)
-        except (HTTPException, OSError):
-            continue
-        allowed = None
-        if rel in shared:
-            spans = entry_line_spans(rel, text)
-            allowed = {n for e in own if e.id in spans for n in range(spans[e.id][0], spans[e.id][1] + 1)}
-        hit = search_text(rel, text, wanted, context_lines=context_lines, allowed=allowed)
-        if hit:
-            hits.append(hit)
-    return hits
 
 
 def _comma_list(value: str | None) -> list[str]:
