@@ -125,7 +125,7 @@ def test_kill_9_during_a_keyed_burst_then_retry_every_key_writes_no_duplicate(se
 
     def first_try(i: int) -> None:
         try:
-            r = http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=5)
+            r = http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=60)
         except httpx.HTTPError as exc:
             with lock:
                 unanswered[i] = type(exc).__name__
@@ -166,7 +166,7 @@ def test_kill_9_during_a_keyed_burst_then_retry_every_key_writes_no_duplicate(se
     server = spawn(settings)
 
     def retry(i: int) -> httpx.Response:
-        return http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=10)
+        return http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=60)
 
     with client() as http, ThreadPoolExecutor(THREADS) as pool:
         retried = list(pool.map(retry, range(BURST)))

@@ -24,16 +24,20 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.feed.envelope import answer_body
+from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
 from brain_core.keys import InvalidKey, parse_project_ref
+from brain_core.vault.layout import FEED_DIR
 from brain_kernel import feed_repo, feed_snapshots
 from brain_kernel.feed_snapshots import SnapshotKey
 from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
+from brain_kernel.vault import Vault
 
 log = logging.getLogger("brain.feed")
 
@@ -99,6 +103,27 @@ def project_answer(
     except DBAPIError as exc:  # a read-only database still answers, just without storing
         log.warning("project feed answer not stored: %s", str(exc.orig or exc).splitlines()[0])
     return FeedAnswer(body, LIVE)
+
+
+def feed_files(vault: Vault) -> list[tuple[str, str]]:
+    """The keeper's top-level ``brain-feed/*.md`` files as (vault path, text), sorted by name."""
+    folder = vault.path(FEED_DIR)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.md")):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue  # removed between listing and reading: the next read sees the new set
+    return out
+
+
+def global_answer(db: Session, vault: Vault, *, now: dt.datetime) -> dict[str, Any]:
+    """``GET /feed`` without a project: the keeper's files, the hottest arcs and the fleet inject blocks."""
+    return global_feed(feed_files(vault), feed_repo.hot_arcs(db, limit=10), feed_repo.inject_blocks(db), now=now, vault_root=str(vault.root))
 
 
 def warm(db: Session, projects: Iterable[str], *, vault_root: str, now: dt.datetime) -> dict[str, int]:

@@ -34,7 +34,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from brain_core.chunks import PRODUCERS
 from brain_core.feed.envelope import stamp_answer
-from brain_core.feed.keeper_files import global_feed
 from brain_core.keys import InvalidKey
 from brain_core.markers import MarkerInvalid
 from brain_core.textsearch import tokens
@@ -43,7 +42,7 @@ from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.embedders import Embedder, EmbedderError, embedder_for
 from brain_kernel.errors import BrainError, ConfigError
-from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_answer
+from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
 from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
@@ -63,7 +62,6 @@ OBSIDIAN_PREVIEW_SNIPPETS = 2
 OBSIDIAN_PREVIEW_CHARS = 500
 ARC_PREVIEW_CHARS = 200
 ARC_CONTENT_CHARS = 2000
-FEED_DIR = "brain-feed"
 BRIEF_MAX_TOKENS = 800
 BRIEF_TEMPERATURE = 0.3
 BRIEF_TIMEOUT_S = 200.0
@@ -389,22 +387,6 @@ def brain_tick(k: Kernel, no_ai: bool = False, wait: bool = True, timeout: float
 # -- feed and markers -----------------------------------------------------------------------------------
 
 
-def _feed_files(vault: Vault) -> list[tuple[str, str]]:
-    # As GET /feed reads them (brain_api.routes.feed._feed_files): top-level brain-feed/*.md, by name.
-    folder = vault.path(FEED_DIR)
-    if not folder.is_dir():
-        return []
-    out = []
-    for path in sorted(folder.glob("*.md")):
-        if path.name.startswith(".") or not path.is_file():
-            continue
-        try:
-            out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
-    return out
-
-
 @answers_errors
 def brain_feed(k: Kernel, project: str | None = None) -> dict[str, Any]:
     """The feed ``GET /feed`` answers: global, or with ``project`` that project's memory."""
@@ -412,7 +394,7 @@ def brain_feed(k: Kernel, project: str | None = None) -> dict[str, Any]:
     root = str(k.vault.root)
     with k.reads() as db:
         if project is None:
-            return global_feed(_feed_files(k.vault), feed_repo.hot_arcs(db, limit=10), feed_repo.inject_blocks(db), now=now, vault_root=root)
+            return global_answer(db, k.vault, now=now)
         answer = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now)
     return json.loads(stamp_answer(answer.body, now))
 

@@ -18,31 +18,9 @@ from fastapi.responses import Response
 
 from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, VaultDep
 from brain_core.feed.envelope import stamp_answer
-from brain_core.feed.keeper_files import global_feed
-from brain_kernel import feed_repo
-from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_answer
-from brain_kernel.vault import Vault
+from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
-
-FEED_DIR = "brain-feed"
-
-
-def _feed_files(vault: Vault) -> list[tuple[str, str]]:
-    """The top-level ``brain-feed/*.md`` files as (vault path, text), sorted by name."""
-    folder = vault.path(FEED_DIR)
-    if not folder.is_dir():
-        return []
-    out = []
-    for path in sorted(folder.glob("*.md")):
-        if path.name.startswith(".") or not path.is_file():
-            continue
-        try:
-            out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue  # removed between listing and reading: the next read sees the new set
-    return out
-
 
 ANSWER_HEADER = "X-Brain-Feed"  # "stored": a stored answer still exact; "live": computed for this request
 
@@ -66,13 +44,7 @@ def get_feed(
     now = clock()
     root = str(vault.root)
     if project is None:
-        return global_feed(
-            _feed_files(vault),
-            feed_repo.hot_arcs(db, limit=10),
-            feed_repo.inject_blocks(db),
-            now=now,
-            vault_root=root,
-        )
+        return global_answer(db, vault, now=now)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,
         project,
