@@ -262,3 +262,14 @@ def test_the_drain_with_nothing_queued_runs_no_tick(settings: Settings, arcs: Va
     code, summary, stderr = _drain(settings)
     assert code == 0 and (summary["total"], summary["ticks"]) == (0, 0), stderr
     assert {p: arcs.read_text(arcs.rel(p)) for p in arcs.iter_files("clusters")} == before  # no tick touched the arcs
+
+
+def test_a_request_left_running_by_a_dead_drain_is_claimed_again(tx: Session) -> None:
+    """A drain killed outright leaves its claims ``running``; after an hour the next drain takes them over."""
+    stale = tick_queue.enqueue(tx, dry_run=False, no_ai=True, source="test")
+    fresh = tick_queue.enqueue(tx, dry_run=False, no_ai=True, source="test")
+    assert {j.job_id for j in tick_queue.claim_pending(tx)} == {stale.job_id, fresh.job_id}
+    tx.execute(text("UPDATE tick_requests SET started_at = now() - interval '2 hours' WHERE job_id = :id"), {"id": stale.job_id})
+    again = tick_queue.claim_pending(tx)
+    assert [j.job_id for j in again] == [stale.job_id]  # the recent claim is left to its drain
+    assert tick_queue.get(tx, stale.job_id).status == "running"

@@ -27,6 +27,8 @@ from brain_core.times import iso
 from brain_kernel.models import TickRequest
 
 PENDING, RUNNING, COMPLETED, FAILED = "pending", "running", "completed", "failed"
+# A request still running this long after its claim belongs to a drain that died (ticks are bounded far below).
+STALE_RUNNING = dt.timedelta(hours=1)
 FINISHED = (COMPLETED, FAILED)
 DEFAULT_SOURCE = "brain-api"
 # Where a request lives, for answers that carried upstream's file path: a table and a key now.
@@ -121,17 +123,21 @@ def get(session: Session, job_id: str) -> TickJob | None:
     return _job(row) if row is not None else None
 
 
+def _claimable() -> Any:
+    """Pending requests, and running ones a drain claimed over ``STALE_RUNNING`` ago (that drain died: no tick runs that long)."""
+    stale = func.now() - STALE_RUNNING
+    return (_TABLE.c.status == PENDING) | ((_TABLE.c.status == RUNNING) & (_TABLE.c.started_at < stale))
+
+
 def claim_pending(session: Session, *, limit: int | None = None) -> list[TickJob]:
-    """Mark pending requests ``running`` (oldest first) and return them; rows another transaction holds are skipped."""
+    """Mark claimable requests ``running`` (oldest first) and return them; rows another transaction holds are skipped."""
     # The lock is taken in a CTE, evaluated once, so the UPDATE touches exactly the rows locked.
     # A row another drain claimed and committed meanwhile fails the re-checked status test.
-    locked = select(_TABLE.c.job_id).where(_TABLE.c.status == PENDING).order_by(_TABLE.c.requested_at, _TABLE.c.job_id).with_for_update(skip_locked=True)
+    locked = select(_TABLE.c.job_id).where(_claimable()).order_by(_TABLE.c.requested_at, _TABLE.c.job_id).with_for_update(skip_locked=True)
     if limit is not None:
         locked = locked.limit(limit)
     claimed = locked.cte("claimed")
-    stmt = (
-        update(_TABLE).where(_TABLE.c.job_id == claimed.c.job_id, _TABLE.c.status == PENDING).values(status=RUNNING, started_at=func.now()).returning(*_TABLE.c)
-    )
+    stmt = update(_TABLE).where(_TABLE.c.job_id == claimed.c.job_id, _claimable()).values(status=RUNNING, started_at=func.now()).returning(*_TABLE.c)
     jobs = [_job(row) for row in session.execute(stmt)]
     return sorted(jobs, key=lambda j: (j.requested_at, j.job_id))  # RETURNING has no order
 
