@@ -47,6 +47,7 @@ class Server:
     """``brain serve`` in a new session (its own process group), healthy once constructed."""
 
     def __init__(self, settings: Settings, workers: int, log: Path) -> None:
+        self.log = log
         port = free_port()
         cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
         with log.open("ab") as err:
@@ -55,7 +56,7 @@ class Server:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:  # polling a starting process
             if self.proc.poll() is not None:
-                raise SystemExit(f"brain serve exited during start-up (see {log})")
+                raise RuntimeError(f"brain serve exited during start-up: {self.stderr_tail()}")
             try:
                 if httpx.get(f"{self.base}/health", timeout=1).status_code == 200:
                     return
@@ -63,7 +64,7 @@ class Server:
                 pass
             time.sleep(0.05)
         self.kill()
-        raise SystemExit("brain serve did not become healthy in 90 s")
+        raise RuntimeError(f"brain serve did not become healthy in 90 s: {self.stderr_tail()}")
 
     def kill(self) -> None:
         """SIGKILL the whole process group and reap the leader."""
@@ -72,8 +73,14 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(15)
 
+    def stderr_tail(self) -> str:
+        """The end of the server's log, for a failure message."""
+        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+
 
 def _client(threads: int) -> httpx.Client:
+    """One client shared by the pool's threads, a connection per thread: building a client per request
+    (``httpx.post``) costs more CPU than the server's write and would leave nothing in flight at the kill."""
     return httpx.Client(limits=httpx.Limits(max_connections=threads, max_keepalive_connections=threads))
 
 
@@ -85,8 +92,11 @@ def lesson_contents(vault: Path) -> Counter[str]:
     return seen
 
 
-def burst_and_kill(server: Server, bodies: list[dict], keys: list[str], threads: int, kill_after: int) -> tuple[dict[int, dict], dict[int, str]]:
-    """Fire every body; SIGKILL the server once ``kill_after`` are acknowledged: (acknowledged, unanswered)."""
+def burst_and_kill(server: Server, bodies: list[dict], keys: list[str], threads: int, kill_after: int) -> tuple[dict[int, dict], dict[int, str], bool]:
+    """Fire every body; SIGKILL the server once ``kill_after`` are acknowledged.
+
+    Returns (acknowledged, unanswered, whether ``kill_after`` was reached before the burst ended).
+    """
     acked: dict[int, dict] = {}
     unanswered: dict[int, str] = {}
     lock = threading.Lock()
@@ -94,7 +104,7 @@ def burst_and_kill(server: Server, bodies: list[dict], keys: list[str], threads:
 
     def one(i: int) -> None:
         try:
-            r = http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=5)
+            r = http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=60)
         except httpx.HTTPError as exc:
             with lock:
                 unanswered[i] = type(exc).__name__
@@ -105,21 +115,22 @@ def burst_and_kill(server: Server, bodies: list[dict], keys: list[str], threads:
                 if len(acked) >= kill_after:
                     enough.set()
             else:
-                unanswered[i] = f"HTTP {r.status_code}"
+                unanswered[i] = f"HTTP {r.status_code}: {r.text[:200]}"
 
     with _client(threads) as http, ThreadPoolExecutor(threads) as pool:
         futures = [pool.submit(one, i) for i in range(len(bodies))]
-        enough.wait(120)
+        reached = enough.wait(120)
         server.kill()
         for future in futures:
             future.result()
-    return acked, unanswered
+    return acked, unanswered, reached
 
 
 def retry_all(server: Server, bodies: list[dict], keys: list[str], threads: int) -> list[httpx.Response]:
+    """Send every body again with its key, as a client retries; the answers in order."""
     with _client(threads) as http, ThreadPoolExecutor(threads) as pool:
         return list(
-            pool.map(lambda i: http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=30), range(len(bodies)))
+            pool.map(lambda i: http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=60), range(len(bodies)))
         )
 
 
@@ -137,7 +148,7 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
             bodies = [{"type": "lesson", "content": t, "attrs": {"project": "org/bench-crash", "session_id": f"s-{n % 50}"}} for n, t in enumerate(contents)]
             keys = [f"crash-{run_id}-{c}-{n}" for n in range(args.burst)]
             all_contents += contents
-            acked, unanswered = burst_and_kill(server, bodies, keys, args.threads, args.kill_after)
+            acked, unanswered, _ = burst_and_kill(server, bodies, keys, args.threads, args.kill_after)
             with engine.connect() as conn:
                 pending = conn.execute(
                     text("select count(*) from idempotency_keys where state = 'pending' and key like :p"), {"p": f"crash-{run_id}-{c}-%"}

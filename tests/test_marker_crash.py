@@ -1,6 +1,7 @@
 """Crash safety of POST /marker: kill -9 during a keyed burst, restart, retry every key: zero duplicates.
 
-A dedicated ``brain serve --workers 1`` runs in a process group of its own
+The harness is the crash bench's (bench/bench_crash.py), one cycle of it. A
+dedicated ``brain serve --workers 1`` runs in a process group of its own
 on the test's fresh vault and database. A burst of lessons, each with its own
 ``X-Idempotency-Key``, is fired from a thread pool; once a third of them have
 been acknowledged the whole group gets SIGKILL, with requests still in
@@ -12,30 +13,18 @@ lesson must then be in the vault exactly once and in the index exactly once.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from brain_core.vault import layout
-from brain_core.vault.records import lesson_records
+from bench.bench_crash import Server, burst_and_kill, lesson_contents, retry_all
 from brain_kernel.models import Entry, IdempotencyKey
 from brain_kernel.settings import Settings
-from tests.conftest import free_port, settings_env
 
 pytestmark = pytest.mark.slow
 
@@ -44,70 +33,21 @@ THREADS = 16
 KILL_AFTER = 100  # acknowledged writes before the SIGKILL
 
 
-@dataclass
-class Server:
-    """A ``brain serve`` subprocess, leader of its own process group."""
-
-    proc: subprocess.Popen[bytes]
-    base: str
-    log: Path
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group (no shutdown handler runs) and reap the leader."""
-        if self.proc.returncode is None:  # not reaped yet: the group id is still ours
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stderr_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
-
-
 @pytest.fixture
 def spawn(tmp_path: Path) -> Iterator[Callable[[Settings], Server]]:
     """Start ``brain serve --workers 1`` on settings, in a new session; every one started is killed at teardown."""
     started: list[Server] = []
 
     def start(settings: Settings) -> Server:
-        port = free_port()
-        log = tmp_path / f"serve-{len(started)}.log"
-        cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", "1"]
-        with log.open("wb") as err:
-            proc = subprocess.Popen(cmd, env=settings_env(settings), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        server = Server(proc, f"http://127.0.0.1:{port}", log)
+        server = Server(settings, 1, tmp_path / f"serve-{len(started)}.log")
         started.append(server)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # polling a starting process, not waiting on the code under test
-            if proc.poll() is not None:
-                raise RuntimeError(f"brain serve exited: {server.stderr_tail()}")
-            try:
-                if httpx.get(f"{server.base}/health", timeout=1).status_code == 200:
-                    return server
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"brain serve did not become healthy in 60 s: {server.stderr_tail()}")
+        return server
 
     try:
         yield start
     finally:
         for server in started:
             server.kill()
-
-
-def client() -> httpx.Client:
-    """One client shared by the pool's threads, a connection per thread: building a client per request
-    (``httpx.post``) costs more CPU than the server's write and would leave nothing in flight at the kill."""
-    return httpx.Client(limits=httpx.Limits(max_connections=THREADS, max_keepalive_connections=THREADS))
-
-
-def lesson_contents(vault: Path) -> Counter[str]:
-    """How often each lesson content occurs across every lesson log of the vault."""
-    seen: Counter[str] = Counter()
-    for path in sorted((vault / layout.LESSONS_DIR).glob("lessons-*.md")):
-        rel = path.relative_to(vault).as_posix()
-        seen.update(rec.content for rec in lesson_records(path.read_text(), rel))
-    return seen
 
 
 def test_kill_9_during_a_keyed_burst_then_retry_every_key_writes_no_duplicate(settings: Settings, db: Session, spawn: Callable[[Settings], Server]) -> None:
@@ -118,32 +58,7 @@ def test_kill_9_during_a_keyed_burst_then_retry_every_key_writes_no_duplicate(se
 
     # 1. The burst, killed once KILL_AFTER writes are acknowledged.
     server = spawn(settings)
-    acked: dict[int, dict] = {}
-    unanswered: dict[int, str] = {}
-    lock = threading.Lock()
-    enough = threading.Event()
-
-    def first_try(i: int) -> None:
-        try:
-            r = http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=60)
-        except httpx.HTTPError as exc:
-            with lock:
-                unanswered[i] = type(exc).__name__
-            return
-        with lock:
-            if r.status_code == 201:
-                acked[i] = r.json()
-                if len(acked) >= KILL_AFTER:
-                    enough.set()
-            else:
-                unanswered[i] = f"HTTP {r.status_code}: {r.text[:200]}"
-
-    with client() as http, ThreadPoolExecutor(THREADS) as pool:
-        futures = [pool.submit(first_try, i) for i in range(BURST)]
-        reached = enough.wait(60)
-        server.kill()
-        for future in futures:
-            future.result()
+    acked, unanswered, reached = burst_and_kill(server, bodies, keys, THREADS, KILL_AFTER)
     assert reached, f"only {len(acked)} writes acknowledged before the burst ended: {server.stderr_tail()}"
     assert len(acked) + len(unanswered) == BURST
     assert unanswered, "the kill landed after the whole burst: nothing was in flight"
@@ -164,12 +79,7 @@ def test_kill_9_during_a_keyed_burst_then_retry_every_key_writes_no_duplicate(se
 
     # 2. Restart on the same vault and database; retry every key with the same body.
     server = spawn(settings)
-
-    def retry(i: int) -> httpx.Response:
-        return http.post(f"{server.base}/marker", json=bodies[i], headers={"X-Idempotency-Key": keys[i]}, timeout=60)
-
-    with client() as http, ThreadPoolExecutor(THREADS) as pool:
-        retried = list(pool.map(retry, range(BURST)))
+    retried = retry_all(server, bodies, keys, THREADS)
     server.kill()
     refused = [(keys[i], r.status_code, r.text[:200]) for i, r in enumerate(retried) if r.status_code != 201]
     replays = {i for i, r in enumerate(retried) if r.status_code == 201 and r.json().get("idempotent_replay")}
