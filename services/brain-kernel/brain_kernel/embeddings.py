@@ -30,6 +30,8 @@ import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from sqlalchemy import delete, func, literal, select, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text
@@ -75,7 +77,7 @@ class Hit:
 # -- dimension ----------------------------------------------------------------------------------
 
 
-def column_dimension(session: Session) -> int | None:
+def column_dimension(session: Session | Connection) -> int | None:
     """The dimension of the ``embedding`` column, as the catalog says."""
     return session.execute(text("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'content_embeddings'::regclass AND attname = 'embedding'")).scalar()
 
@@ -246,11 +248,6 @@ def search(
     With any filter (project (key, repo), producer or kind) the ranking is
     exact over the filtered rows; without one it goes through HNSW.
     """
-    schema_dim = column_dimension(session)
-    if schema_dim != len(query_vector):
-        raise ConfigError(
-            f"the embedder makes {len(query_vector)}-dimensional vectors but the index holds {schema_dim}: run brain embed (EMBED_DIM_FORCE_MIGRATE=1 to migrate)"
-        )
     distance = ContentEmbedding.embedding.cosine_distance(list(query_vector))
     where = []
     if project is not None:
@@ -273,7 +270,15 @@ def search(
     else:
         ranked = select(*columns, distance.label("d")).order_by(distance).limit(max(limit * 4, 40) if one_per_key else limit).subquery("ranked")
         stmt = select(ranked).where(literal(1.0) - ranked.c.d >= min_score).order_by(ranked.c.d)
-    rows = session.execute(stmt).all()
+    try:
+        rows = session.execute(stmt).all()
+    except DBAPIError as exc:  # pgvector refuses to compare vectors of two sizes: no catalog read per search
+        if "different vector dimensions" not in str(exc.orig):
+            raise
+        raise ConfigError(
+            f"the embedder makes {len(query_vector)}-dimensional vectors but the index holds vectors of another size "
+            f"({str(exc.orig).splitlines()[0]}): run brain embed (EMBED_DIM_FORCE_MIGRATE=1 to migrate)"
+        ) from None
     hits: list[Hit] = []
     seen: set[tuple[str, str]] = set()
     for r in rows:

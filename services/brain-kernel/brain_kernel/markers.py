@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest, body_hash, idempotency_key, parse_request
+from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest, idempotency_key, parse_request
 from brain_core.text import slugify
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
@@ -118,7 +118,7 @@ def submit(
     makes here by design (ADR 0012); the caller commits the write.
     """
     req = parse_request(type_, content, attrs, max_chars=settings.marker_max_chars)
-    key = idempotency_key(header_key, body_hash(type_, content, attrs))
+    key = idempotency_key(header_key, req.body_hash)
     fresh = reserve(db, settings, req, idempotency_key=key, now=now)
     db.commit()
     return post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=locator)

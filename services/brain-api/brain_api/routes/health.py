@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from brain_api.deps import require_auth
+from brain_kernel.embeddings import column_dimension
 from brain_kernel.errors import ConfigError
 from brain_migrations.runner import current_revision, head_revision
 
@@ -64,9 +65,7 @@ def _embeddings_check(state: Any, engine: Any) -> dict[str, object]:
     try:
         dim = len(embedder.embed(["healthcheck ping"])[0])
         with engine.connect() as conn:
-            schema_dim = conn.execute(
-                text("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'content_embeddings'::regclass AND attname = 'embedding'")
-            ).scalar()
+            schema_dim = column_dimension(conn)
     except Exception as exc:  # reported, not raised: deep health is always an answer
         return {"ok": False, "model": embedder.name, "error": str(exc).splitlines()[0]}
     return {"ok": dim == schema_dim, "model": embedder.name, "model_dim": dim, "schema_dim": schema_dim, "dim_match": dim == schema_dim}
