@@ -19,6 +19,7 @@ import httpx
 
 from brain_core.feed.intent import INTENT_MAX_CHARS, ArcDigest, derive_intent, intent_prompt, parse_intent_map
 from brain_kernel.errors import BrainError
+from brain_kernel.llm import LLMError, chat_completion
 from brain_kernel.settings import Settings
 
 SYSTEM_PROMPT = (
@@ -42,12 +43,6 @@ class IntentResult:
     error: str | None = None
 
 
-def completions_url(base_url: str) -> str:
-    """The chat completions URL of an OpenAI-compatible base URL (``.../v1``)."""
-    base = base_url.rstrip("/")
-    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
-
-
 def llm_intent_map(
     settings: Settings,
     projects: Mapping[str, Sequence[ArcDigest]],
@@ -57,33 +52,19 @@ def llm_intent_map(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[str, str]:
     """One chat completion call returning {project id: intent}; IntentError on any failure."""
-    if not settings.llm_base_url:
-        raise IntentError("no LLM endpoint configured (BRAIN_LLM_BASE_URL)")
-    headers = {"Content-Type": "application/json"}
-    if settings.llm_api_key:
-        headers["Authorization"] = f"Bearer {settings.llm_api_key}"
-    body = {
-        "model": settings.llm_model or "default",
-        "messages": [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": intent_prompt(projects, max_chars)},
-        ],
-        "temperature": 0.2,
-        "response_format": {"type": "json_object"},
-    }
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": intent_prompt(projects, max_chars)}]
     try:
-        with httpx.Client(timeout=timeout_s, transport=transport) as client:
-            response = client.post(completions_url(settings.llm_base_url), json=body, headers=headers)
-        response.raise_for_status()
-        answer = response.json()["choices"][0]["message"]["content"]
-    except httpx.HTTPStatusError as exc:
-        raise IntentError(f"LLM endpoint answered {exc.response.status_code}") from None
-    except httpx.HTTPError as exc:
-        raise IntentError(f"LLM endpoint unreachable: {type(exc).__name__}") from None
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise IntentError("LLM answer is not a chat completion") from None
-    if not isinstance(answer, str):
-        raise IntentError("LLM answer has no text content")
+        answer = chat_completion(
+            settings,
+            messages,
+            model=settings.llm_model or "default",
+            timeout_s=timeout_s,
+            transport=transport,
+            temperature=0.2,
+            response_format={"type": "json_object"},
+        )
+    except LLMError as exc:
+        raise IntentError(str(exc)) from None
     return parse_intent_map(answer, projects.keys(), max_chars)
 
 

@@ -42,6 +42,7 @@ from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.embedders import Embedder, EmbedderError, embedder_for
 from brain_kernel.errors import BrainError, ConfigError
+from brain_kernel.llm import LLMError, chat_completion
 from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
 from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
 from brain_kernel.settings import Settings
@@ -231,30 +232,19 @@ def kb_search(
 # -- kb_brief -------------------------------------------------------------------------------------------
 
 
-def _completions_url(base_url: str) -> str:
-    # brain_ops.intent.completions_url (a sibling layer, so not importable here).
-    base = base_url.rstrip("/")
-    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
-
-
 def _complete(k: Kernel, model: str, chat: list[dict[str, str]]) -> tuple[str | None, str | None]:
     """(the model's reply, None), or (None, the bracketed reason there is none: upstream's strings)."""
-    base = k.settings.llm_base_url
-    if not base:
+    if not k.settings.llm_base_url:
         return None, brief.NOT_CONFIGURED
-    headers = {"Content-Type": "application/json"}
-    if k.settings.llm_api_key:
-        headers["Authorization"] = f"Bearer {k.settings.llm_api_key}"
-    body = {"model": model, "messages": chat, "max_tokens": BRIEF_MAX_TOKENS, "temperature": BRIEF_TEMPERATURE}
     try:
-        with httpx.Client(timeout=BRIEF_TIMEOUT_S, transport=k.llm_transport) as client:
-            response = client.post(_completions_url(base), json=body, headers=headers)
-        if response.status_code >= 400:
-            return None, f"[inference error {response.status_code}: {' '.join(response.text.split())[:200]}]"
-        content = response.json()["choices"][0]["message"]["content"]
-    except Exception as exc:  # any failure of the call or of its answer becomes the brief, as upstream's did
-        return None, f"[inference exception: {type(exc).__name__}: {exc}]"
-    if not isinstance(content, str) or not content.strip():
+        content = chat_completion(
+            k.settings, chat, model=model, timeout_s=BRIEF_TIMEOUT_S, transport=k.llm_transport, max_tokens=BRIEF_MAX_TOKENS, temperature=BRIEF_TEMPERATURE
+        )
+    except LLMError as exc:  # a failure of the call or of its answer becomes the brief, as upstream's did
+        if exc.status is not None:
+            return None, f"[inference error {exc.status}: {exc.detail}]"
+        return None, f"[inference exception: {exc}]"
+    if not content.strip():
         return None, brief.EMPTY_REPLY
     return content, None
 

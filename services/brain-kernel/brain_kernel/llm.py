@@ -1,0 +1,68 @@
+"""The chat-completion client of an OpenAI-compatible endpoint, shared by the keeper and the MCP tools.
+
+One call, one answer text. Every failure is an ``LLMError`` saying what went
+wrong (an HTTP status with the start of the reply, an unreachable endpoint,
+an answer that is not a chat completion); callers turn it into their own
+fallback (a derived intent, upstream's bracketed brief strings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from brain_kernel.errors import BrainError
+from brain_kernel.settings import Settings
+
+
+class LLMError(BrainError):
+    """The chat endpoint failed; ``status`` is its HTTP status when it answered one, ``detail`` the reply's start."""
+
+    def __init__(self, message: str, *, status: int | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.status, self.detail = status, detail
+
+
+def completions_url(base_url: str) -> str:
+    """The chat completions URL of an OpenAI-compatible base URL (``.../v1``)."""
+    base = base_url.rstrip("/")
+    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+
+def chat_completion(
+    settings: Settings,
+    messages: Sequence[dict[str, str]],
+    *,
+    model: str,
+    timeout_s: float,
+    transport: httpx.BaseTransport | None = None,
+    **options: Any,
+) -> str:
+    """One completion of ``messages`` at ``settings.llm_base_url``: its text ("" for a null content), or LLMError.
+
+    ``options`` join the request body (temperature, max_tokens, response_format).
+    """
+    if not settings.llm_base_url:
+        raise LLMError("no LLM endpoint configured (BRAIN_LLM_BASE_URL)")
+    headers = {"Content-Type": "application/json"}
+    if settings.llm_api_key:
+        headers["Authorization"] = f"Bearer {settings.llm_api_key}"
+    body = {"model": model, "messages": list(messages), **options}
+    try:
+        with httpx.Client(timeout=timeout_s, transport=transport) as client:
+            response = client.post(completions_url(settings.llm_base_url), json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise LLMError(f"LLM endpoint unreachable: {type(exc).__name__}", detail=str(exc)) from None
+    if response.status_code >= 400:
+        raise LLMError(f"LLM endpoint answered {response.status_code}", status=response.status_code, detail=" ".join(response.text.split())[:200])
+    try:
+        answer = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise LLMError("LLM answer is not a chat completion") from None
+    if answer is None:
+        return ""  # a null content is an empty reply, which the callers have a fallback for
+    if not isinstance(answer, str):
+        raise LLMError("LLM answer has no text content")
+    return answer
