@@ -32,6 +32,12 @@ def test_deep_health_is_degraded_and_ready_is_503_when_the_database_is_gone(tmp_
     with TestClient(create_app(settings)) as client:
         deep = client.get("/health/deep")
         ready = client.get("/health/ready")
+        for answer in (
+            client.get("/feed", params={"project": "acme/web"}),
+            client.get("/projects"),
+            client.post("/marker", json={"type": "lesson", "content": "x"}),
+        ):
+            assert answer.status_code == 503 and answer.json()["detail"].startswith("database unavailable: "), answer.text
     assert deep.status_code == 200 and deep.json()["status"] == "degraded"  # upstream: always 200
     assert deep.json()["checks"]["database"]["ok"] is False and deep.json()["checks"]["vault"]["writable"] is True
     assert ready.status_code == 503 and ready.json()["status"] == "degraded"

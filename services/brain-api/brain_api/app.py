@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from brain_core.keys import InvalidKey
 from brain_kernel.clock import Clock, utc_now
@@ -18,6 +20,8 @@ from brain_kernel.projects import AmbiguousProject
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
+
+log = logging.getLogger("brain.api")
 
 
 def _routers() -> list[APIRouter]:
@@ -58,6 +62,15 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     @app.exception_handler(AmbiguousProject)
     async def _ambiguous(request: Request, exc: AmbiguousProject) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "candidates": exc.candidates}, status_code=409)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
+        # The database is down or unreachable: the service is unavailable, not broken (never a 500).
+        cause = exc.orig if exc.orig is not None else exc
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        log.warning("database unavailable: %s", reason)
+        return JSONResponse({"detail": f"database unavailable: {reason}"}, status_code=503)
 
     @app.exception_handler(ConfigError)
     async def _config(request: Request, exc: ConfigError) -> JSONResponse:
