@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from brain_api.app import create_app
-from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.times import parse_time
 from brain_kernel import tick_queue
 from brain_kernel.db import normalise_url
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from tests.conftest import brain, make_settings
+from tests.planting import arc_session, write_arc
 
 JOB_ID = re.compile(r"^[0-9a-f]{12}$")
 
@@ -47,20 +47,7 @@ def _post(client: TestClient, **params: object) -> dict:
 
 
 def _arc(vault: Vault, sid: str, key: str, repo: str, prompt: str, *, hours_ago: float) -> None:
-    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours_ago)
-    session = ArcSession(
-        session_id=sid,
-        project=key,
-        repo=repo,
-        project_source="git",
-        cwd=f"/h/{key}",
-        start=start,
-        end=start + dt.timedelta(minutes=30),
-        num_tool_calls=20,
-        first_user_prompt=prompt,
-    )
-    plan = build_plan([session])
-    vault.write_atomic(plan.vault_path, render_arc(plan))
+    write_arc(vault, [arc_session(sid, key, repo, prompt, hours_ago)])
 
 
 @pytest.fixture
