@@ -117,7 +117,11 @@ def _created(meta: Mapping[str, Any], vault_path: str) -> dt.datetime | None:
 
 def signal_record(text: str, vault_path: str) -> EntryRecord:
     """The index row of a signal file; ``scope: fleet`` makes it fleet-wide."""
-    doc = frontmatter.parse(text)
+    return signal_record_of(frontmatter.parse(text), vault_path)
+
+
+def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
+    """``signal_record`` for a file already parsed (``records_for`` reads the frontmatter first)."""
     meta = doc.meta
     heading, content = _body_without_heading(doc.body)
     name = _SIGNAL_NAME.match(vault_path.rsplit("/", 1)[-1])
@@ -291,7 +295,7 @@ def records_for(vault_path: str, text: str) -> list[EntryRecord]:
         doc = frontmatter.parse(text)
         if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":  # an upstream incident arc in amygdala/
             return _arc_rows(doc, vault_path)
-        return [signal_record(text, vault_path)]
+        return [signal_record_of(doc, vault_path)]
     if kind == "region":
         doc = frontmatter.parse(text)
         return _arc_rows(doc, vault_path) if doc.meta.get("cluster_id") else []
