@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     )
 
     # Transcript sources.
-    claude_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CLAUDE_DIR"))
+    claude_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CLAUDE_DIR", "EXTRACT_PROJECTS_DIR"))
     codex_dir: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CODEX_DIR", "CODEX_HOME"))
 
     # The amygdala alert file ``GET /signal`` reports (vault-relative).
@@ -75,11 +75,37 @@ class Settings(BaseSettings):
     embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL", "LLM_API_BASE"))
     embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY", "LLM_API_KEY"))
     embed_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_MODEL", "LLM_EMBED_MODEL"))
-    llm_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_BASE_URL"))
-    llm_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_API_KEY"))
-    llm_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_MODEL"))
+    llm_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_BASE_URL", "INFERENCE_URL"))
+    llm_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_API_KEY", "INFERENCE_API_KEY"))
+    llm_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_MODEL", "BRAIN_BRIEF_MODEL"))
 
-    @field_validator("tokens", "layout_patterns", mode="before")
+    # The keeper (upstream's names and defaults, UPSTREAM.md 5.4).
+    promote_heat: int = Field(5, ge=0, le=10, validation_alias=AliasChoices("BRAIN_PROMOTE_HEAT"))
+    demote_heat: int = Field(3, ge=0, le=10, validation_alias=AliasChoices("BRAIN_DEMOTE_HEAT"))
+    graduate_heat: int = Field(1, ge=0, le=10, validation_alias=AliasChoices("BRAIN_GRADUATE_HEAT"))
+    graduate_age_days: int = Field(14, ge=0, validation_alias=AliasChoices("BRAIN_GRADUATE_AGE_DAYS"))
+    decay_start_days: int = Field(7, ge=0, validation_alias=AliasChoices("BRAIN_DECAY_START_DAYS"))
+    decay_interval_days: int = Field(4, ge=1, validation_alias=AliasChoices("BRAIN_DECAY_INTERVAL_DAYS"))
+    stale_signal_days: int = Field(3, ge=0, validation_alias=AliasChoices("BRAIN_STALE_SIGNAL_DAYS"))
+    stale_inject_days: int = Field(30, ge=0, validation_alias=AliasChoices("BRAIN_STALE_INJECT_DAYS"))
+    hot_arc_blurb_chars: int = Field(220, ge=20, le=4000, validation_alias=AliasChoices("BRAIN_HOT_ARC_BLURB_CHARS"))
+    # Signal verifiers (``verify="<cmd>"``): off by default; when on, only the exact commands
+    # listed here run, split into argv (no shell), with a timeout, at most once per tick.
+    verifier_enabled: bool = Field(False, validation_alias=AliasChoices("BRAIN_VERIFIER_ENABLED"))
+    verify_commands: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias=AliasChoices("BRAIN_VERIFY_COMMANDS"))
+    verify_timeout_s: float = Field(10.0, gt=0, le=300, validation_alias=AliasChoices("BRAIN_VERIFY_TIMEOUT_S"))
+
+    # The brain-ops loop (``brain ops-loop``; upstream's names, UPSTREAM.md 5.9, 6).
+    extract_hour: int = Field(4, ge=0, le=23, validation_alias=AliasChoices("EXTRACT_HOUR"))
+    extract_since: str = Field("26h", validation_alias=AliasChoices("EXTRACT_SINCE"))
+    extract_min_turns: int = Field(5, ge=0, validation_alias=AliasChoices("EXTRACT_MIN_TURNS"))
+    tick_interval_seconds: float = Field(7200.0, gt=0, validation_alias=AliasChoices("TICK_INTERVAL_SECONDS"))
+    tick_drain_interval_seconds: float = Field(30.0, gt=0, validation_alias=AliasChoices("TICK_DRAIN_INTERVAL_SECONDS"))
+
+    # ``GET /metrics`` without a bearer token (it holds counts and timings, no memory).
+    metrics_public: bool = Field(False, validation_alias=AliasChoices("BRAIN_METRICS_PUBLIC"))
+
+    @field_validator("tokens", "layout_patterns", "verify_commands", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)
@@ -165,6 +191,9 @@ KERNEL_VARIABLES = (
     "LLM_API_",
     "LLM_EMBED_MODEL",
     "EMBED_DIM",
+    "INFERENCE_",
+    "EXTRACT_",
+    "TICK_",
 )
 
 
