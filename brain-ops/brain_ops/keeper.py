@@ -77,6 +77,7 @@ class TickSummary:
 
     now: str
     dry_run: bool
+    stats: dict[str, int | bool] = field(default_factory=dict)  # upstream's stats keys (UPSTREAM.md 5.4)
     arcs_scanned: int = 0
     arcs_updated: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
