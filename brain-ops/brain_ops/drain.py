@@ -68,15 +68,50 @@ def run_tick_and_warm(
     dry_run: bool,
     now: dt.datetime | None = None,
     progress: Progress | None = None,
+    source: str = "brain-cli",
 ) -> TickSummary:
-    """One keeper tick in its own transaction, then (unless a dry run) the active projects' feed answers stored."""
-    with unit_of_work(session_factory(engine)) as session:
-        summary = run_tick(session, vault, settings, now=now, use_ai=use_ai, dry_run=dry_run, progress=progress)
-    if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
-        if progress is not None:
-            progress("storing the project feed answers")
-        with read_session_factory(engine)() as session:
-            summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())
+    """One keeper tick in its own transaction, then (unless a dry run) the active projects' feed answers stored.
+
+    Its health (timing, outcome, arcs scanned, the keeper's stats) is recorded
+    in ``tick_runs`` afterwards, in a short transaction of its own, whether the
+    tick succeeded or raised (then the error is recorded and re-raised).
+    Recording never fails a tick: its own error only reaches ``progress``.
+    """
+    from brain_kernel.tick_health import record_tick
+
+    def record(*, ok: bool, error: str | None, tick: TickSummary | None) -> None:
+        try:
+            with unit_of_work(session_factory(engine)) as health:
+                record_tick(
+                    health,
+                    started_at=started_at,
+                    finished_at=utc_now(),
+                    source=source,
+                    dry_run=dry_run,
+                    use_ai=use_ai,
+                    ok=ok,
+                    error=error,
+                    arcs_scanned=tick.arcs_scanned if tick is not None else 0,
+                    stats=tick.stats if tick is not None else {},
+                )
+        except Exception as exc:  # the tick's outcome stands; its health row is lost
+            if progress is not None:
+                progress(f"could not record the tick's health: {type(exc).__name__}: {exc}")
+
+    started_at = utc_now()
+    summary: TickSummary | None = None
+    try:
+        with unit_of_work(session_factory(engine)) as session:
+            summary = run_tick(session, vault, settings, now=now, use_ai=use_ai, dry_run=dry_run, progress=progress)
+        if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
+            if progress is not None:
+                progress("storing the project feed answers")
+            with read_session_factory(engine)() as session:
+                summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())
+    except BaseException as exc:
+        record(ok=False, error=f"{type(exc).__name__}: {exc}", tick=summary)
+        raise
+    record(ok=True, error=None, tick=summary)
     return summary
 
 
@@ -104,7 +139,14 @@ def drain(engine: Engine, vault: Vault, settings: Settings, *, now: dt.datetime 
             bucket: dict[str, Any] = {"flags": flags, "dry_run": dry_run, "no_ai": no_ai, "jobs": [job.job_id for job in jobs]}
             try:
                 tick = run_tick_and_warm(
-                    engine, vault, settings, use_ai=not no_ai, dry_run=dry_run, now=now, progress=lambda message, f=flags: say(f"{f}: {message}")
+                    engine,
+                    vault,
+                    settings,
+                    use_ai=not no_ai,
+                    dry_run=dry_run,
+                    now=now,
+                    progress=lambda message, f=flags: say(f"{f}: {message}"),
+                    source="brain-drain",
                 )
             except Exception as exc:  # one failing tick must not stop the other buckets
                 error = f"{type(exc).__name__}: {exc}"

@@ -26,9 +26,9 @@ log = logging.getLogger("brain.api")
 
 def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import embeddings, feed, health, markers, projects, sessions, tick, vault
+    from brain_api.routes import embeddings, feed, health, markers, metrics, projects, sessions, tick, vault
 
-    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router, embeddings.router]
+    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router, embeddings.router, metrics.router]
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:

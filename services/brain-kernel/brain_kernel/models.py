@@ -176,6 +176,29 @@ class TickRequest(Base):
     __table_args__ = (Index("ix_tick_requests_status_requested_at", "status", "requested_at"),)
 
 
+class TickRun(Base):
+    """One keeper tick as it ran (``brain tick``, ``brain tick-drain``, the ops loop): timing, outcome, stats.
+
+    The health ``GET /metrics`` exposes; kept 90 days (``brain_kernel.tick_health``).
+    """
+
+    __tablename__ = "tick_runs"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    finished_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    duration_ms: Mapped[int] = mapped_column(Integer, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)  # brain-cli, brain-drain, brain-ops-loop
+    dry_run: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    use_ai: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    ok: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)  # ``Type: message`` when the tick raised
+    arcs_scanned: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    stats: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False, server_default="{}")  # the keeper's stats keys
+
+    __table_args__ = (Index("ix_tick_runs_finished_at", finished_at.desc()),)
+
+
 class FeedSnapshot(Base):
     """One stored project feed answer and the database snapshot it was read in (ADR 0010)."""
 
@@ -264,5 +287,6 @@ __all__ = [
     "Project",
     "SessionRow",
     "TickRequest",
+    "TickRun",
     "text",
 ]
