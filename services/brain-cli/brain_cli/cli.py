@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from brain_cli.commands import cluster, drain, embed, extract, mcp, reindex, server, tick, whereis
+from brain_cli.commands import cluster, drain, embed, extract, loop, mcp, reindex, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -23,6 +23,7 @@ app = typer.Typer(
 for command in (server.serve, server.migrate, whereis.whereis, extract.extract, cluster.cluster, tick.tick, reindex.reindex, embed.embed):
     app.command()(command)
 app.command("tick-drain")(drain.tick_drain)
+app.command("ops-loop")(loop.ops_loop)
 app.command("mcp")(mcp.mcp)
 
 
