@@ -150,14 +150,14 @@ def test_global_feed_keeps_its_shape_and_reads_the_keeper_files(world: World) ->
     feed = client.get("/feed").json()
     assert set(feed) == {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root", "arcs", "blocks"}
     ids = {e["id"] for e in feed["entries"]}
-    assert {"signals", "lessons", "operator-intent"} <= ids and "hot-arcs" not in ids  # each entry in one bucket
-    hot = next(e for e in feed["hot_arcs"] if e["id"] == "hot-arcs")
+    assert {"signals", "lessons", "operator-intent", "last-tick-diff"} <= ids and not any(i.startswith("hot-arcs") for i in ids)  # each entry in one bucket
+    hot = next(e for e in feed["hot_arcs"] if e["id"].startswith("hot-arcs-"))
     assert hot["title"] == "Active Hot Arcs" and hot["priority"] == 10 and hot["ttl"] == 3600
     assert "| Arc ID | Heat | Region | Status | Project | What it is |" in hot["content"]
     assert len(feed["arcs"]) == 10 and [e["title"] for e in feed["hot_arcs"]] == ["Active Hot Arcs"]
-    assert [b["id"] for b in feed["blocks"]] == ["inject-all"] and [e["id"] for e in feed["inject_blocks"]] == ["inject-blocks"]
+    assert [b["id"] for b in feed["blocks"]] == ["inject-all"] and [e["id"] for e in feed["inject_blocks"]] == ["inject"]
     assert feed["vault_root"] == str(Path(settings.vault).resolve())
-    for path in ("hot-arcs", "signals", "lessons", "inject-blocks", "intent"):
+    for path in ("hot-arcs", "signals", "lessons", "inject", "intent", "last-tick-diff"):
         doc = frontmatter.parse((settings.vault / "brain-feed" / f"{path}.md").read_text())
         assert {"id", "title", "priority", "ttl", "severity"} <= set(doc.meta)
 

@@ -61,23 +61,46 @@ def vault(settings: Settings) -> Vault:
     return v
 
 
-def test_tick_writes_heat_and_status_with_targeted_edits(vault: Vault, settings: Settings, db: Session) -> None:
-    before = {p: vault.read_text(p) for p in (vault.rel(x) for x in vault.iter_files("clusters"))}
+def _where(vault: Vault) -> dict[str, str]:
+    """cluster_id -> vault path of every arc, wherever the keeper moved it."""
+    out = {}
+    for prefix in ("clusters", "frontal-lobe", "left"):
+        if vault.exists(prefix):
+            for p in vault.iter_files(prefix):
+                meta = frontmatter.parse(p.read_text()).meta
+                if meta.get("cluster_id"):
+                    out[meta["cluster_id"]] = vault.rel(p)
+    return out
+
+
+def test_tick_writes_upstream_heat_and_status_with_targeted_edits_and_moves(vault: Vault, settings: Settings, db: Session) -> None:
+    before = {frontmatter.parse(vault.read_text(vault.rel(x))).meta["cluster_id"]: vault.read_text(vault.rel(x)) for x in vault.iter_files("clusters")}
     summary = run_tick(db, vault, settings, now=NOW, use_ai=False)
     db.commit()
     assert summary.arcs_scanned == 5 and summary.arcs_updated == 5
-    assert summary.statuses == {"active": 3, "complete": 1, "stalled": 1}
-    for path, old in before.items():
-        new = vault.read_text(path)
+    assert summary.statuses == {"active": 2, "complete": 1, "stalled": 2}
+    where = _where(vault)
+    titles = {}
+    for cid, old in before.items():
+        new = vault.read_text(where[cid])
         old_meta, new_meta = frontmatter.parse(old).meta, frontmatter.parse(new).meta
         assert {k for k in old_meta if old_meta[k] != new_meta.get(k)} <= {"heat", "status"}
         changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines(), strict=False) if a != b]
         assert all(a.startswith(("heat:", "status:")) for a, _ in changed), changed
         assert len(old.splitlines()) == len(new.splitlines())
-    heats = {frontmatter.parse(vault.read_text(p)).meta["title"]: frontmatter.parse(vault.read_text(p)).meta["heat"] for p in before}
-    assert heats["Rewrite the request router for speed"] == max(heats.values())
+        titles[new_meta["title"]] = (new_meta["heat"], new_meta["status"], where[cid].rsplit("/", 1)[0])
+    # Upstream's formula: 2 h old, 1 session, active: 3 + 1 + 2 = 6, promoted (moved, not copied).
+    assert titles["Rewrite the request router for speed"] == (6, "active", "frontal-lobe/conscious")
+    assert titles["Fix the flaky login test"] == (6, "active", "frontal-lobe/conscious")
+    assert titles["Document the public endpoints"] == (2, "complete", "clusters/2026-11-28")  # 30 h: +1, no longer active
+    assert titles["Migrate the old cron jobs"][:2] == (2, "stalled")  # 10 days: the session and its joy marker
+    assert titles["Abandoned spike on queues"][:2] == (1, "stalled")
+    assert summary.stats["promotions"] == 2 and summary.stats["heat_changes"] == 5
+    assert sorted(m["to"].split("/")[1] for m in summary.moves) == ["conscious", "conscious"]
+    left = [p.name for p in vault.iter_files("clusters")]
+    assert len([n for n in left if not n.startswith("_")]) == 3 and left.count("_dashboard.md") == 4  # one per date folder
     again = run_tick(db, vault, settings, now=NOW, use_ai=False)
-    assert again.arcs_updated == 0  # a rerun at the same instant changes nothing
+    assert again.arcs_updated == 0 and again.vault_writes == 0 and again.files_written == []  # a rerun at the same instant changes nothing
 
 
 def test_the_ticks_index_rows_equal_a_rebuild_from_the_files_it_wrote(vault: Vault, settings: Settings, db: Session) -> None:
@@ -89,7 +112,7 @@ def test_the_ticks_index_rows_equal_a_rebuild_from_the_files_it_wrote(vault: Vau
     db.commit()
     assert entry_rows(db) == from_tick
     assert sorted(row["heat"] for row in from_tick if row["kind"] == "arc") == sorted(
-        frontmatter.parse(vault.read_text(vault.rel(p))).meta["heat"] for p in vault.iter_files("clusters")
+        frontmatter.parse(vault.read_text(path)).meta["heat"] for path in _where(vault).values()
     )
 
 
@@ -102,7 +125,7 @@ def test_tick_writes_intents_for_projects_active_in_72_hours_only(vault: Vault, 
     assert doc.meta["project"] == "api" and doc.meta["repo"] == "org1/api" and doc.meta["source"] == "derived"
     assert "Rewrite the request router for speed" in doc.body
     hot = frontmatter.parse((Path(settings.vault) / "brain-feed" / "hot-arcs.md").read_text())
-    assert hot.meta["id"] == "hot-arcs" and hot.meta["title"] == "Active Hot Arcs"
+    assert hot.meta["id"] == "hot-arcs-2026-11-29" and hot.meta["title"] == "Active Hot Arcs"
     assert hot.body.index("Rewrite the request router") < hot.body.index("Migrate the old cron jobs")
 
 
@@ -111,7 +134,8 @@ def test_dry_run_writes_nothing(vault: Vault, settings: Settings) -> None:
     result = CliRunner().invoke(app, ["tick", "--dry-run", "--no-ai", "--vault", str(settings.vault), "--database-url", str(settings.database_url)])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["dry_run"] is True and summary["files_written"] == [] and summary["arcs_updated"] == 5
+    assert summary["dry_run"] is True and summary["vault_writes"] == 0 and summary["arcs_updated"] == 5
+    assert summary["stats"]["dry_run"] is True and "brain-feed/hot-arcs.md" in summary["files_written"]  # what it would write
     assert _snapshot(Path(settings.vault)) == before
     assert "tick:" in result.stderr
 
@@ -193,7 +217,7 @@ def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Va
     other = Session(db.get_bind())
 
     def index_meanwhile(message: str) -> None:  # another writer commits while the tick reads the vault
-        if message == "reading the vault":
+        if message == "collecting markers":
             upsert_entries(other, [fresh])
             other.commit()
 

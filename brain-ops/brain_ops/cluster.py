@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan, plan_clusters, refresh_changes, render_arc
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import is_tombstone
+from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, is_tombstone
 from brain_kernel.errors import ConfigError
 from brain_kernel.index import refresh
 from brain_kernel.vault import Vault
@@ -40,7 +40,8 @@ def vault_for(out_dir: Path) -> Vault:
 
 @dataclass
 class ExistingArcs:
-    """Which arc file already holds each session (tombstones included, so merged sessions stay put)."""
+    """Which arc file already holds each session, in ``clusters/`` or wherever the keeper moved it
+    (tombstones included, so merged sessions stay put)."""
 
     owner: dict[str, str] = field(default_factory=dict)
     tombstones: set[str] = field(default_factory=set)
@@ -49,12 +50,14 @@ class ExistingArcs:
     def scan(cls, vault: Vault) -> ExistingArcs:
         """Read the frontmatter of every arc file in the vault."""
         found = cls()
-        for path in vault.iter_files("clusters"):
+        for path in (p for prefix in (CLUSTERS_DIR, *REGION_DIRS) if vault.exists(prefix) for p in vault.iter_files(prefix)):
             rel = vault.rel(path)
             try:
                 meta = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace")).meta
             except OSError:
                 continue
+            if not meta.get("source_sessions"):
+                continue  # not an arc of sessions (standing documents, logs, signals)
             if is_tombstone(rel) or meta.get("merged_into"):
                 found.tombstones.add(rel)
             for sid in meta.get("source_sessions") or []:

@@ -1,38 +1,55 @@
-"""Heat and status of arcs (pure).
+"""Heat and status of arcs (pure): upstream's keeper formula (UPSTREAM.md 5.4), for arcs only.
 
-The keeper ranks arcs by heat: how much attention a thread of work is getting
-now. Heat is ``10 x recency x intensity``: recency halves every
-``HALF_LIFE_DAYS`` since the arc's last activity and decays faster once an
-arc is older than ``DECAY_AFTER_DAYS``; intensity grows with the arc's tool
-volume, session count and joy markers and lies in [0.4, 1], so a quiet arc
-touched an hour ago still outranks a busy one from last month.
+Heat is a whole number from 0 to 10, the sum of:
 
-Status follows from the same evidence: ``active`` while the arc was touched
-within ``ACTIVE_DAYS``; after that ``complete`` when the work ended on a joy
-marker (a success signal), else ``stalled``; and ``graduated`` once a complete
-arc has been idle ``GRADUATE_DAYS`` (its knowledge now lives in lessons and
-decisions). A status an operator set to ``complete`` or ``graduated`` is kept
-(fresh activity on a complete arc makes it active again). Everything is a
-function of the arc's frontmatter and the clock, so a rerun writes the same
-values.
+- the replay boost (+1 per newer arc that says ``replayed_from: <this arc>``);
+- +3 when the arc's age is at most 24 hours, +1 when at most 72 hours;
+- ``min(4, (tools // 1000) * 2)`` for the tool calls its sessions made;
+- ``min(3, sessions)`` for its source sessions (+1 for a single session id written as text);
+- +1 when its sessions ended on a joy marker;
+- +2 while its status is ``active``;
+- minus ``(age_days - DECAY_START) // DECAY_INTERVAL`` once the age passes ``DECAY_START`` days;
+
+clamped to 0..10. The age counts from the arc's last recorded activity
+(``brain_core.arcs.arc_last_active``: the session signals, else ``updated`` or
+``created``), else the file's mtime; an upstream arc has only ``created``, so
+it scores as upstream scored it.
+
+Status: ``active`` lasts while the arc was touched within ``ACTIVE_HOURS``;
+after that an ``active`` arc becomes ``complete`` (touched within
+``COMPLETE_HOURS``) or ``stalled``, the thresholds upstream's clustering used;
+fresh activity makes a ``complete`` or ``stalled`` arc ``active`` again.
+Statuses set by people or later steps (``graduated``, ``resolved``,
+``merged``, ``abandoned``) are kept. Everything is a function of the arc's
+frontmatter and the clock, so a rerun writes the same values.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from brain_core.arcs import arc_last_active
 
-STATUSES = ("active", "complete", "stalled", "graduated")
-HALF_LIFE_DAYS = 3.0
-DECAY_AFTER_DAYS = 14.0
-DECAY_HALF_LIFE_DAYS = 7.0
-ACTIVE_DAYS = 3.0
-GRADUATE_DAYS = 30.0
-_DONE_WORDS = {"complete", "completed", "done", "shipped", "closed", "resolved"}
+ACTIVE_HOURS = 6
+COMPLETE_HOURS = 48
+DERIVED_STATUSES = ("active", "complete", "stalled")
+REPLAY_MAX_AGE_DAYS = 14
+
+
+@dataclass(frozen=True)
+class HeatRules:
+    """The keeper's thresholds (``BRAIN_PROMOTE_HEAT`` ... in the settings)."""
+
+    promote: int = 5
+    demote: int = 3
+    graduate: int = 1
+    graduate_age_days: int = 14
+    decay_start_days: int = 7
+    decay_interval_days: int = 4
 
 
 @dataclass(frozen=True)
@@ -43,86 +60,99 @@ class ArcActivity:
     sessions: int = 0
     tool_calls: int = 0
     joy_markers: int = 0
-    error_markers: int = 0
     status: str | None = None
 
 
-@dataclass(frozen=True)
-class HeatResult:
-    """Heat (0 to 10, two decimals) and status of one arc."""
-
-    heat: float
-    status: str
-
-
 def _count(value: Any) -> int:
-    """A count from an int, a numeric string or a list (its length)."""
     if isinstance(value, bool) or value is None:
         return 0
     if isinstance(value, (int, float)):
         return max(0, int(value))
-    if isinstance(value, (list, tuple, set, dict)):
-        return len(value)
     try:
         return max(0, int(str(value).strip()))
     except ValueError:
         return 0
 
 
-def arc_activity(meta: dict[str, Any]) -> ArcActivity:
-    """Read the heat evidence from arc frontmatter (tolerant of older and flat files)."""
-    signals = meta.get("signals") if isinstance(meta.get("signals"), dict) else {}
-    sessions = _count(meta.get("source_sessions")) or _count(signals.get("sessions"))
-    tools = _count(signals.get("num_tool_calls", signals.get("tool_calls", meta.get("num_tool_calls"))))
-    joy = _count(signals.get("joy_markers", meta.get("joy_markers")))
-    errors = _count(signals.get("error_markers", meta.get("error_markers")))
+def _signal_figure(signals: Any, *names: str) -> int:
+    """A figure of an arc's ``signals``: a mapping (ours or upstream's flow map) or upstream's text."""
+    if isinstance(signals, Mapping):
+        return next((_count(signals[n]) for n in names if n in signals), 0)
+    if isinstance(signals, str):
+        for name in names:
+            match = re.search(rf"\b{re.escape(name)}\s*:\s*(\d+)", signals)
+            if match:
+                return int(match.group(1))
+    return 0
+
+
+def arc_activity(meta: Mapping[str, Any], *, mtime: dt.datetime | None = None) -> ArcActivity:
+    """The heat evidence of one arc (ours or upstream's frontmatter)."""
+    signals = meta.get("signals")
+    raw_sessions = meta.get("source_sessions")
+    if isinstance(raw_sessions, (list, tuple)):
+        sessions = len([s for s in raw_sessions if s])
+    elif isinstance(raw_sessions, str) and raw_sessions.strip():
+        sessions = 1
+    else:
+        sessions = 0
     status = meta.get("status")
     return ArcActivity(
-        last_active=arc_last_active(meta),
+        last_active=arc_last_active(meta) or mtime,
         sessions=sessions,
-        tool_calls=tools,
-        joy_markers=joy,
-        error_markers=errors,
+        tool_calls=_signal_figure(signals, "tool_calls", "tools", "num_tool_calls"),
+        joy_markers=_signal_figure(signals, "joy_markers", "joy"),
         status=str(status).strip().lower() if status else None,
     )
 
 
-def intensity(activity: ArcActivity) -> float:
-    """How much work went into the arc, in [0.4, 1]."""
-    volume = 1.0 - math.exp(-activity.tool_calls / 50.0)
-    sessions = 1.0 - math.exp(-activity.sessions / 3.0)
-    joy = min(1.0, activity.joy_markers / 3.0)
-    return 0.4 + 0.25 * volume + 0.25 * sessions + 0.1 * joy
-
-
-def recency(age_days: float) -> float:
-    """Halves every HALF_LIFE_DAYS; halves again every DECAY_HALF_LIFE_DAYS after DECAY_AFTER_DAYS."""
-    age = max(0.0, age_days)
-    factor = 0.5 ** (age / HALF_LIFE_DAYS)
-    if age > DECAY_AFTER_DAYS:
-        factor *= 0.5 ** ((age - DECAY_AFTER_DAYS) / DECAY_HALF_LIFE_DAYS)
-    return factor
-
-
-def status_of(activity: ArcActivity, age_days: float) -> str:
-    """The arc's status from its idle time, joy markers and any status already set."""
-    current = activity.status if activity.status in STATUSES or activity.status in _DONE_WORDS else None
-    if current in _DONE_WORDS:
-        current = "complete"
-    if age_days <= ACTIVE_DAYS:
-        return "active"
-    if current == "graduated":
-        return "graduated"
-    finished = current == "complete" or activity.joy_markers > 0
-    if finished:
-        return "graduated" if age_days >= GRADUATE_DAYS else "complete"
-    return "stalled"
-
-
-def score(activity: ArcActivity, now: dt.datetime) -> HeatResult:
-    """Heat and status of one arc at ``now``; an arc with no timestamp is cold and stalled."""
+def age_hours(activity: ArcActivity, now: dt.datetime) -> float | None:
+    """Hours since the arc's last activity (None when nothing dates it)."""
     if activity.last_active is None:
-        return HeatResult(heat=0.0, status=status_of(activity, math.inf))
-    age_days = (now - activity.last_active).total_seconds() / 86400.0
-    heat = round(10.0 * recency(age_days) * intensity(activity), 2)
-    return HeatResult(heat=heat, status=status_of(activity, age_days))
+        return None
+    return max(0.0, (now - activity.last_active).total_seconds() / 3600.0)
+
+
+def status_of(activity: ArcActivity, now: dt.datetime) -> str | None:
+    """The arc's status at ``now`` (None: leave what the file says)."""
+    current = activity.status
+    if current not in (None, *DERIVED_STATUSES):
+        return current  # graduated, resolved, merged, abandoned, or a person's own word
+    hours = age_hours(activity, now)
+    if hours is None:
+        return current
+    if hours <= ACTIVE_HOURS:
+        return "active"
+    if current == "complete":
+        return "complete"
+    if current in (None, "active"):
+        return "complete" if hours <= COMPLETE_HOURS else "stalled"
+    return current
+
+
+def heat_of(activity: ArcActivity, now: dt.datetime, rules: HeatRules, *, replay_boost: int = 0, status: str | None = None) -> int:
+    """Upstream's heat (module docstring) of one arc at ``now``, with ``status`` the one it will carry."""
+    heat = replay_boost
+    hours = age_hours(activity, now)
+    if hours is not None:
+        if hours <= 24:
+            heat += 3
+        elif hours <= 72:
+            heat += 1
+    heat += min(4, (activity.tool_calls // 1000) * 2)
+    heat += min(3, activity.sessions)
+    if activity.joy_markers > 0:
+        heat += 1
+    if (status or activity.status) == "active":
+        heat += 2
+    if hours is not None:
+        age_days = int(hours // 24)
+        if age_days > rules.decay_start_days:
+            heat -= (age_days - rules.decay_start_days) // max(1, rules.decay_interval_days)
+    return max(0, min(10, heat))
+
+
+def age_days(activity: ArcActivity, now: dt.datetime) -> int | None:
+    """Whole days since the arc's last activity (None when nothing dates it)."""
+    hours = age_hours(activity, now)
+    return None if hours is None else int(hours // 24)

@@ -20,6 +20,7 @@ signals reach projects by their targets and scope, also decided here.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,10 @@ from typing import Any
 from brain_core.entries import EntryRecord
 
 FLEET_TARGETS = frozenset({"all", "*", "fleet", "everyone"})
-INACTIVE_SIGNAL_STATUSES = frozenset({"resolved", "cleared", "inactive", "expired", "closed", "done"})
+INACTIVE_SIGNAL_STATUSES = frozenset({"resolved", "cleared", "inactive", "expired", "closed", "done", "mitigated"})
+# An inject block inside an arc of one of these statuses no longer reaches anyone (UPSTREAM.md 5.4).
+DONE_PARENT_STATUSES = frozenset({"resolved", "graduated", "merged", "complete"})
+DEFAULT_STALE_INJECT_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -109,12 +113,33 @@ def inject_targets(record: EntryRecord | Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def inject_is_fleet(record: EntryRecord | Mapping[str, Any]) -> bool:
-    """True when the block targets every session."""
+    """True when the block targets every session (a block inside a project's arc reaches that project only)."""
+    if isinstance(record, EntryRecord) and record.projects:
+        return False
     return any(t in FLEET_TARGETS for t in inject_targets(record))
 
 
+def inject_is_live(record: EntryRecord, now: dt.datetime, *, stale_days: int = DEFAULT_STALE_INJECT_DAYS) -> bool:
+    """An inject block still reaches sessions: its arc is not done, and it is younger than its ``ttl_days``.
+
+    ``ttl_days`` on the block wins over ``stale_days`` (``BRAIN_STALE_INJECT_DAYS``;
+    0 disables the age limit); an undated block is kept.
+    """
+    if (record.status or "").lower() in DONE_PARENT_STATUSES and record.meta.get("inline"):
+        return False
+    try:
+        days = int(str(record.meta.get("ttl_days")).strip()) if record.meta.get("ttl_days") not in (None, "") else stale_days
+    except ValueError:
+        days = stale_days
+    if days <= 0 or record.occurred_at is None:
+        return True
+    return record.occurred_at >= now - dt.timedelta(days=days)
+
+
 def inject_applies(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool) -> bool:
-    """Whether a block reaches P: targeted at all, at P's slug, or at P's key when that key is unique."""
+    """Whether a block reaches P: a block of P's own arcs; else targeted at all, at P's slug, or at P's key when unique."""
+    if record.projects:
+        return belongs(record, key, repo, key_is_unique=key_is_unique)
     for target in inject_targets(record):
         if target in FLEET_TARGETS:
             return True

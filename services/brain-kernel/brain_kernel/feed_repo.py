@@ -183,7 +183,8 @@ def _project_statement(with_repo: bool) -> Any:
             [allt.c.occurred_at.desc(), allt.c.id],
             MAX_SIGNALS,
         ),
-        _part("inject", allt, [allt.c.kind == "inject"], [allt.c.id], 200),
+        # Inject blocks of no project (targeted ones are filtered by the feed), and P's own.
+        _part("inject", allt, [allt.c.kind == "inject", or_(func.cardinality(allt.c.projects) == 0, allt.c.id.in_(select(mine.c.id)))], [allt.c.id], 200),
     ).subquery("picked")
     return (
         select(parts.c.part, parts.c.ord, unique.label("key_unique"), *_COLUMNS[:-1], _FEED_META)
@@ -193,7 +194,7 @@ def _project_statement(with_repo: bool) -> Any:
 
 
 _REQUEST_PARAMS = frozenset({"key", "keys", "repo", "since", "top_n"})
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s(::(?:VARCHAR|TEXT|INTEGER)\b)?")
 
 
 def _sql_literal(value: Any) -> str:
@@ -221,6 +222,8 @@ def _project_sql(dialect: Any, with_repo: bool) -> str:
     state = _project_statement(with_repo).compile(dialect=dialect).construct_expanded_state(placeholders)
 
     def inline(match: re.Match[str]) -> str:
+        # A constant goes in as a bare literal: Postgres types it from its context, and the
+        # casts the dialect adds would make the text longer than psycopg's statement cache takes.
         name = match.group(1)
         return match.group(0) if name in _REQUEST_PARAMS else _sql_literal(state.parameters[name])
 
@@ -287,8 +290,9 @@ def fleet_signals(session: Session, *, since: dt.datetime) -> list[EntryRecord]:
 
 
 def inject_blocks(session: Session) -> list[EntryRecord]:
-    """Every indexed inject block (the caller filters by target)."""
-    return [_record_at(r, 0) for r in session.execute(select(*_COLUMNS).where(Entry.kind == "inject").order_by(Entry.id).limit(200))]
+    """Every indexed inject block of no project (the caller filters by target); a project's own blocks reach only it."""
+    stmt = select(*_COLUMNS).where(Entry.kind == "inject", func.cardinality(Entry.projects) == 0).order_by(Entry.id).limit(200)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
 def hot_arcs(session: Session, *, limit: int = 10) -> list[EntryRecord]:

@@ -39,9 +39,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
+from brain_core.feed.collect import mitigate
 from brain_core.membership import carriers
 from brain_core.vault.layout import INDEXED_PREFIXES, kind_of_path
 from brain_core.vault.records import attributable_by_session, attributed, project_activity, records_for
+from brain_core.vault.regions import live_paths
 from brain_kernel.feed_snapshots import collect
 from brain_kernel.models import Entry, Project, SessionRow
 from brain_kernel.projects import known_projects
@@ -216,6 +218,20 @@ def vault_files(vault: Vault) -> Iterator[str]:
                 yield rel
 
 
+ARC_CAPABLE_KINDS = ("arc", "region", "signal")
+
+
+def live_vault_files(vault: Vault, extra: Iterable[str] = ()) -> list[str]:
+    """``vault_files`` as the keeper scans them: tombstoned raw files and second copies of an arc left out.
+
+    ``regions.live_paths`` decides; the keeper and a full rebuild both read
+    this list, so they index the same documents. ``extra`` adds paths a dry
+    run only pretends exist (inbox notes it would have moved).
+    """
+    paths = [*vault_files(vault), *extra]
+    return list(live_paths(paths, [p for p in paths if kind_of_path(p) in ARC_CAPABLE_KINDS]).live)
+
+
 def read_records(vault: Vault, rel: str, summary: ReindexSummary) -> list[EntryRecord]:
     """The entries of one file; an unreadable or unparsable file is skipped and reported."""
     try:
@@ -252,14 +268,14 @@ def with_evidence(session: Session, records: list[EntryRecord]) -> list[EntryRec
             SessionRow.session_id.in_(sorted(sids)), SessionRow.project.is_not(None)
         )
         sessions = {sid: (project, repo) for sid, project, repo in session.execute(stmt)}
-    legacy = [r for r in records if r.kind == "arc" and r.project is None and r.meta.get("legacy_project")]
+    legacy = [r for r in records if r.project is None and r.meta.get("legacy_project")]
     known = known_projects(session) if legacy else []
     out = []
     for record in records:
         sid = attributable_by_session(record)
         if sid in sessions:
             record = attributed(record, *sessions[sid], "session")
-        elif record.kind == "arc" and record.project is None and record.meta.get("legacy_project"):
+        elif record.project is None and record.meta.get("legacy_project"):
             found = carriers(str(record.meta["legacy_project"]).strip().lower(), known)
             if len(found) == 1:
                 record = attributed(record, found[0].key, found[0].repo, "legacy")
@@ -306,7 +322,7 @@ def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_starte
     written before it (see the module docstring).
     """
     summary = ReindexSummary()
-    rows = with_evidence(session, _dedupe(records))
+    rows = with_evidence(session, mitigate(_dedupe(records)))
     summary.entries = upsert_entries(session, rows)
     summary.removed = delete_entries_written_before(session, scan_started)
     summary.count(rows)
@@ -320,7 +336,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     scan = ReindexSummary()
     started = scan_point(session)
     records: list[EntryRecord] = []
-    files = list(vault_files(vault))
+    files = live_vault_files(vault)
     for rel in files:
         records.extend(read_records(vault, rel, scan))
         scan.files += 1

@@ -134,6 +134,35 @@ class Vault:
             raise
         return len(data)
 
+    def move(self, source: str | Path, target: str | Path, text: str | None = None) -> None:
+        """Move a file to a new vault path (FileExistsError if taken), optionally with new content.
+
+        The file's mode goes with it, and its mtime unless the content changes. The target is created atomically
+        (``create_exclusive``: an existing name is never replaced) before the
+        source is removed: a crash between the two
+        leaves both copies, which the next scan deduplicates (the region copy
+        wins), never neither.
+        """
+        src, dst = self.path(source), self.path(target)
+        info = src.stat()
+        self.create_exclusive(target, self.read_text(source) if text is None else text)
+        os.chmod(dst, info.st_mode & 0o7777)
+        if text is None:  # an unchanged file keeps its mtime; new content is a new modification
+            os.utime(dst, ns=(info.st_atime_ns, info.st_mtime_ns))
+        os.unlink(src)
+
+    def mtime(self, rel: str | Path) -> float:
+        """The file's modification time (seconds since the epoch)."""
+        return self.path(rel).stat().st_mtime
+
+    def remove(self, rel: str | Path) -> bool:
+        """Delete a file; False when it was already gone."""
+        try:
+            os.unlink(self.path(rel))
+        except FileNotFoundError:
+            return False
+        return True
+
     def create_exclusive(self, rel: str | Path, text: str) -> int:
         """Create a new file atomically, failing with FileExistsError if the name is taken.
 

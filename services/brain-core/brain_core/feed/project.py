@@ -19,7 +19,7 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY, FeedEntry, envelope
 from brain_core.feed.intent import derive_intent, focus_line
 from brain_core.feed.sections import HOT_ARCS_TITLE, day, decisions_markdown, digest, hot_arc_item, hot_arcs_table, inject_item, lessons_markdown
-from brain_core.membership import inject_applies, inject_is_fleet
+from brain_core.membership import inject_applies, inject_is_fleet, inject_is_live
 from brain_core.text import one_line
 from brain_core.times import iso
 
@@ -160,7 +160,7 @@ def project_feed(
         entries.append(_signal_entry(signal, fleet=True, project=project))
     blocks: list[dict[str, Any]] = []
     for block in memory.inject:
-        if not inject_applies(block, project.key, project.repo, key_is_unique=key_is_unique):
+        if not inject_applies(block, project.key, project.repo, key_is_unique=key_is_unique) or not inject_is_live(block, now):
             continue
         fleet = inject_is_fleet(block)
         item = inject_item(block, "fleet" if fleet else "project", None if fleet else pid)

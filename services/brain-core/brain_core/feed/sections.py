@@ -10,7 +10,7 @@ from typing import Any
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY
-from brain_core.feed.intent import ArcDigest, blurb
+from brain_core.feed.intent import ArcDigest
 from brain_core.membership import inject_targets
 from brain_core.text import clip_words, int_or, one_line, table_cell
 from brain_core.times import iso
@@ -58,25 +58,39 @@ def project_label(record: EntryRecord) -> str:
     return label or "-"
 
 
-def hot_arcs_table(arcs: Sequence[EntryRecord]) -> str:
-    """The markdown table of hot arcs, hottest first, blurb from summary else title."""
+HOT_ARC_BLURB_CHARS = 220
+_BLURB_TRIM = " ,;:.\u2014-"
+
+
+def hot_arc_blurb(record: EntryRecord, limit: int = HOT_ARC_BLURB_CHARS) -> str:
+    """Upstream's hot-arcs blurb: summary, else title, else id; one line, ``|`` as ``-``, clipped with ``…``.
+
+    Over ``limit`` characters it is cut at the last space when that space lies
+    past 60% of the limit (else at the limit), trailing `` ,;:.—-`` trimmed.
+    """
+    d = digest(record)
+    text = " ".join(str(d.summary or d.title or d.cluster_id).split()).replace("|", "-")
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    if space > limit * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(_BLURB_TRIM) + "\u2026"
+
+
+def heat_text(heat: float) -> str:
+    """Heat as the frontmatter writes it: a whole number without a decimal point."""
+    return f"{heat:g}"
+
+
+def hot_arcs_table(arcs: Sequence[EntryRecord], *, blurb_chars: int = HOT_ARC_BLURB_CHARS) -> str:
+    """The markdown table of hot arcs, hottest first: upstream's columns plus Project."""
     lines = [HOT_ARCS_HEADER, HOT_ARCS_RULE]
     for record in arcs:
         d = digest(record)
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    table_cell(d.cluster_id),
-                    f"{d.heat:.1f}",
-                    table_cell(d.region or "-"),
-                    table_cell(d.status or "-"),
-                    table_cell(project_label(record)),
-                    table_cell(blurb(d)),
-                ]
-            )
-            + " |"
-        )
+        cells = [d.cluster_id, heat_text(d.heat), d.region or "?", d.status or "?", project_label(record)]
+        lines.append("| " + " | ".join([*(table_cell(c) for c in cells), hot_arc_blurb(record, blurb_chars)]) + " |")
     return "\n".join(lines)
 
 

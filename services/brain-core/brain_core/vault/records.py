@@ -17,6 +17,7 @@ codec's lenient reader.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ from brain_core.membership import inject_is_fleet
 from brain_core.text import text_or_none
 from brain_core.times import parse_time
 from brain_core.vault import frontmatter
+from brain_core.vault.inline import parse_markers
 from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, blocks_project, is_tombstone, kind_of_path
 from brain_core.vault.logs import LogEntry, occurred_at, split_log, valid_ref
 
@@ -233,6 +235,101 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
     )
 
 
+# -- inline markers (``<!-- @signal ... -->`` inside arcs and standing documents) ------------
+
+INLINE_KINDS = {"signal": "signal", "lesson": "lesson", "decision": "decision", "milestone": "milestone", "inject": "inject"}
+CLEARED = "(CLEARED:"
+
+
+def content_hash(text: str) -> str:
+    """The first 16 hex digits of SHA-256 over the trimmed text (how upstream dedupes markers)."""
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def _holder(doc: frontmatter.Document, vault_path: str, arc: EntryRecord | None) -> dict[str, Any]:
+    """Project fields and dates inline markers inherit: the arc's, or what a standing document says."""
+    meta = doc.meta
+    if arc is not None:
+        base = {"project": arc.project, "projects": arc.projects, "repo": arc.repo}
+        legacy = arc.meta.get("legacy_project")
+    else:
+        project, repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
+        base = {"project": project.lower() if project else None, "projects": (), "repo": repo if project else None}
+        legacy = None
+    created = parse_time(meta.get("created")) or (arc.occurred_at if arc is not None else None)
+    status = text_or_none(meta.get("status"))
+    extra = {"parent": text_or_none(meta.get("cluster_id")) or vault_path.rsplit("/", 1)[-1][:-3], "parent_status": status.lower() if status else None}
+    if legacy:
+        extra["legacy_project"] = legacy
+    return {**base, "occurred_at": created, "extra": extra}
+
+
+def inline_records(doc: frontmatter.Document, vault_path: str, arc: EntryRecord | None) -> list[EntryRecord]:
+    """Index rows of the signal, lesson, decision, milestone and inject markers inside one document.
+
+    Each carries the project of the arc that holds it (a standing document's
+    markers are unattributed unless its frontmatter names a project), the
+    parent's created date (what staleness counts from) and, for inject blocks,
+    the parent's status. A resolved or ``(CLEARED: ...)`` signal is stored
+    with status ``resolved``.
+    """
+    markers = [m for m in parse_markers(doc.body) if m.type in INLINE_KINDS]
+    if not markers:
+        return []
+    holder = _holder(doc, vault_path, arc)
+    seen: dict[str, int] = {}
+    out: list[EntryRecord] = []
+    for marker in markers:
+        kind = INLINE_KINDS[marker.type]
+        text = marker.content or marker.attrs.get("text", "")
+        digest = content_hash(text)
+        n = seen.get(f"{kind}:{digest}", 0)
+        seen[f"{kind}:{digest}"] = n + 1
+        attrs = {k: v for k, v in marker.attrs.items() if k in ("source", "verify", "target", "ttl_days", "status", "scope", "date", "severity", "type")}
+        meta = {**holder["extra"], **attrs, "inline": True, "line": marker.line, "hash": digest}
+        severity = status = None
+        occurred = holder["occurred_at"]
+        scope = "project"
+        if kind == "signal":
+            severity = (marker.attrs.get("severity") or DEFAULT_SEVERITY).lower()[:32]
+            status = "resolved" if severity == "resolved" or CLEARED in text else None
+        elif kind == "milestone":
+            status = (marker.attrs.get("status") or "").lower()[:32] or None
+        elif kind == "decision":
+            occurred = parse_time(marker.attrs.get("date")) or occurred
+        elif kind == "inject":
+            status = holder["extra"]["parent_status"]
+            if not holder["projects"] and not holder["project"] and inject_is_fleet(meta):
+                scope = "fleet"
+        out.append(
+            EntryRecord(
+                id=entry_id(kind, vault_path, f"inline:{digest}:{n}"),
+                kind=kind,
+                vault_path=vault_path,
+                title=default_title(text) if text else f"{marker.type} marker",
+                content=text,
+                project=holder["project"],
+                projects=tuple(holder["projects"]),
+                repo=holder["repo"],
+                scope=scope,
+                status=status,
+                severity=severity,
+                occurred_at=occurred,
+                meta=meta,
+            )
+        )
+    return out
+
+
+def document_records(doc: frontmatter.Document, vault_path: str, kind: str | None) -> list[EntryRecord]:
+    """The rows of an arc or a standing region document already parsed: the arc (if it is one) and its inline markers."""
+    is_arc = kind == "arc" or bool(doc.meta.get("cluster_id"))
+    arc = arc_record_of(doc, vault_path) if is_arc else None
+    if is_arc and arc is None:  # a merge tombstone holds no live memory
+        return []
+    return ([arc] if arc is not None else []) + inline_records(doc, vault_path, arc)
+
+
 # -- the keeper's files (intents, inject blocks) ------------------------------------
 
 
@@ -276,17 +373,11 @@ def intent_record(text: str, vault_path: str) -> EntryRecord:
 # -- every file ------------------------------------------------------------------------
 
 
-def _arc_rows(doc: frontmatter.Document, vault_path: str) -> list[EntryRecord]:
-    record = arc_record_of(doc, vault_path)
-    return [record] if record is not None else []
-
-
 def records_for(vault_path: str, text: str) -> list[EntryRecord]:
     """Every index entry one vault file holds (none for tombstones and unrelated files)."""
     kind = kind_of_path(vault_path)
     if kind == "arc":
-        record = arc_record(text, vault_path)
-        return [record] if record is not None else []
+        return document_records(frontmatter.parse(text), vault_path, kind)
     if kind == "lesson":
         return lesson_records(text, vault_path)
     if kind == "decision":
@@ -294,11 +385,12 @@ def records_for(vault_path: str, text: str) -> list[EntryRecord]:
     if kind == "signal":
         doc = frontmatter.parse(text)
         if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":  # an upstream incident arc in amygdala/
-            return _arc_rows(doc, vault_path)
+            return document_records(doc, vault_path, "arc")
         return [signal_record_of(doc, vault_path)]
     if kind == "region":
-        doc = frontmatter.parse(text)
-        return _arc_rows(doc, vault_path) if doc.meta.get("cluster_id") else []
+        if is_tombstone(vault_path):
+            return []
+        return document_records(frontmatter.parse(text), vault_path, kind)
     if kind == "milestone":
         return milestone_records(text, vault_path)
     if kind == "intent":
