@@ -13,19 +13,28 @@ from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_setti
 @operator_errors
 def tick(
     no_ai: bool = typer.Option(False, "--no-ai", help="Derive intents from hot arcs even when an LLM endpoint is configured. Example: brain tick --no-ai"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Compute and report, write nothing (no vault file, no index row). Example: brain tick --dry-run"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Compute and report, write nothing (no vault file, no move, no index row, no verifier run). Example: brain tick --dry-run"
+    ),
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Run one keeper pass: score arcs (heat, status), write brain-feed/ (hot-arcs.md,
-    signals.md, lessons.md, inject-blocks.md, intent.md), write one intent per project
-    active in the last 72 hours (brain-feed/projects/<project>/intent.md), refresh
-    the index from the vault, then store the default project feed answer of each
-    active project so the next session start is served without recomputing it.
+    """Run one keeper pass, upstream's deterministic steps (UPSTREAM.md 5.4), project-aware:
+    drain raw/inbox/ by tags; scan the region folders and clusters/<date>/ (.merged.md
+    tombstones suppress their raw files); heat with upstream's formula (BRAIN_PROMOTE_HEAT,
+    BRAIN_DECAY_START_DAYS, ...) for arcs only; promote to frontal-lobe/conscious/, demote
+    to frontal-lobe/unconscious/, graduate into the region's folder (moves, never copies);
+    collect inline markers (@signal, @lesson, @inject, @decision, @milestone) with the
+    project of the arc holding them; write brain-feed/ (hot-arcs.md with a Project column,
+    signals.md, inject.md, lessons.md, intent.md, last-tick-diff.md), one intent per project
+    active in the last 72 hours, clusters/<date>/_dashboard.md; refresh the index; then store
+    the default feed answer of each active project. A file is rewritten only when its
+    content changes.
 
-    With BRAIN_LLM_BASE_URL set (and no --no-ai) the intents come from one
-    chat completion call; otherwise they are derived from each project's
-    hottest arcs. Prints a JSON summary; progress goes to stderr.
+    With an LLM endpoint (BRAIN_LLM_BASE_URL or INFERENCE_URL) and no --no-ai the intents
+    come from one chat completion call; without one the pass is deterministic and says so
+    on stderr. Prints a JSON summary (upstream's stats keys under "stats"); progress goes
+    to stderr.
 
     Example: brain tick --no-ai
     """
@@ -39,4 +48,6 @@ def tick(
 
     with job_engine(settings) as (ready, engine):
         summary = run_tick_and_warm(engine, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
+    for note in summary.notes:
+        progress(note)
     typer.echo(json.dumps(summary.as_dict()))

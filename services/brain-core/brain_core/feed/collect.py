@@ -10,7 +10,9 @@ UPSTREAM.md 5.4 steps 7 and 8, with its defects fixed:
   only its first line: upstream's CLEAR appends it at the end), the mitigated
   ones, and those neither ``nuclear`` nor ``critical`` whose parent was
   created more than ``stale_days`` ago (an undated one is kept); signal files
-  written by ``POST /marker`` take part like inline ones;
+  written by ``POST /marker`` take part like inline ones; a signal inside a
+  finished arc (resolved, graduated, merged) counts as stale, so an incident
+  arc's nuclear signal expires once the arc graduates;
 - inject blocks are deduplicated by content hash; dropped are those of a
   finished arc (resolved, graduated, merged, complete) and those older than
   their ``ttl_days`` (else ``stale_days``).
@@ -105,8 +107,8 @@ def collect_signals(records: Iterable[EntryRecord], now: dt.datetime, *, stale_d
             out.mitigated += 1
         elif status in ("resolved", "cleared") or severity == "resolved" or CLEARED in r.content:
             out.cleared += 1
-        elif severity not in LASTING_SEVERITIES and r.occurred_at is not None and r.occurred_at < cutoff:
-            out.stale += 1
+        elif status == "expired" or (severity not in LASTING_SEVERITIES and r.occurred_at is not None and r.occurred_at < cutoff):
+            out.stale += 1  # "expired": inside a finished arc (``records.inline_records``)
         else:
             out.kept.append(r)
     floor = dt.datetime.min.replace(tzinfo=dt.timezone.utc)

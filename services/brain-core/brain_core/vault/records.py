@@ -212,7 +212,21 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
     body = doc.body.strip()
     extra = {
         k: meta.get(k)
-        for k in ("cluster_id", "region", "worktrees", "cwd", "git_branch", "project_source", "source_sessions", "signals", "edges", "synthesized", "created")
+        for k in (
+            "cluster_id",
+            "region",
+            "worktrees",
+            "cwd",
+            "git_branch",
+            "project_source",
+            "source_sessions",
+            "signals",
+            "edges",
+            "synthesized",
+            "created",
+            "mitigates",
+            "replayed_from",
+        )
         if k in meta
     }
     extra["summary"] = summary
@@ -237,6 +251,7 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
 
 # -- inline markers (``<!-- @signal ... -->`` inside arcs and standing documents) ------------
 
+FINISHED_PARENTS = frozenset({"resolved", "graduated", "merged"})
 INLINE_KINDS = {"signal": "signal", "lesson": "lesson", "decision": "decision", "milestone": "milestone", "inject": "inject"}
 CLEARED = "(CLEARED:"
 
@@ -271,7 +286,8 @@ def inline_records(doc: frontmatter.Document, vault_path: str, arc: EntryRecord 
     markers are unattributed unless its frontmatter names a project), the
     parent's created date (what staleness counts from) and, for inject blocks,
     the parent's status. A resolved or ``(CLEARED: ...)`` signal is stored
-    with status ``resolved``.
+    with status ``resolved``; a signal of a finished arc (resolved, graduated,
+    merged) with status ``expired``.
     """
     markers = [m for m in parse_markers(doc.body) if m.type in INLINE_KINDS]
     if not markers:
@@ -292,7 +308,10 @@ def inline_records(doc: frontmatter.Document, vault_path: str, arc: EntryRecord 
         scope = "project"
         if kind == "signal":
             severity = (marker.attrs.get("severity") or DEFAULT_SEVERITY).lower()[:32]
-            status = "resolved" if severity == "resolved" or CLEARED in text else None
+            if severity == "resolved" or CLEARED in text:
+                status = "resolved"
+            elif holder["extra"]["parent_status"] in FINISHED_PARENTS:
+                status = "expired"  # the arc holding it is finished: its signals no longer speak for the present
         elif kind == "milestone":
             status = (marker.attrs.get("status") or "").lower()[:32] or None
         elif kind == "decision":
