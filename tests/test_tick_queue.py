@@ -209,7 +209,7 @@ def test_the_drain_runs_one_tick_per_bucket_and_completes_every_request(client: 
     for job in jobs.values():
         assert job["status"] == "completed" and job["error"] is None, job
         assert parse_time(job["requested_at"]) <= parse_time(job["started_at"]) <= parse_time(job["finished_at"])
-        assert job["result"]["arcs_scanned"] == 3
+        assert job["result"]["arcs_scanned"] == 3 and job["result"]["stats"]["arcs_scanned"] == 3  # upstream's stats keys
     assert len({json.dumps(jobs[j]["result"], sort_keys=True) for j in full}) == 1  # one tick shared by the bucket
     first_full = jobs[full[0]]["result"]
     assert first_full["dry_run"] is False and first_full["arcs_updated"] == 3 and first_full["index"]["refreshed"] is True
