@@ -576,9 +576,6 @@ def test_an_inline_marker_with_a_text_attribute_and_no_body() -> None:
     assert [(r.kind, r.content) for r in rows] == [("lesson", "Always pin versions")]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="UPSTREAM.md 5.4 step 10: a signal without severity shows as info; inline_records defaults to warning (/marker's default)"
-)
 def test_an_inline_signal_without_severity_shows_as_info() -> None:
     (row,) = inline_records(frontmatter.parse("<!-- @signal -->\nno severity\n<!-- @/signal -->"), "left/x.md", None)
     assert "- **[info]** (unknown) no severity _(fleet)_" in render_signals_file([row], NOW)

@@ -302,12 +302,12 @@ def inline_records(doc: frontmatter.Document, vault_path: str, arc: EntryRecord 
         n = seen.get(f"{kind}:{digest}", 0)
         seen[f"{kind}:{digest}"] = n + 1
         attrs = {k: v for k, v in marker.attrs.items() if k in ("source", "verify", "target", "ttl_days", "status", "scope", "date", "severity", "type")}
-        meta = {**holder["extra"], **attrs, "inline": True, "line": marker.line, "hash": digest}
+        meta = {**holder["extra"], **attrs, "inline": True, "body_line": marker.line, "hash": digest}
         severity = status = None
         occurred = holder["occurred_at"]
         scope = "project"
         if kind == "signal":
-            severity = (marker.attrs.get("severity") or DEFAULT_SEVERITY).lower()[:32]
+            severity = (marker.attrs.get("severity") or "info").lower()[:32]  # upstream lists a bare @signal as info
             if severity == "resolved" or CLEARED in text:
                 status = "resolved"
             elif holder["extra"]["parent_status"] in FINISHED_PARENTS:
