@@ -129,6 +129,7 @@ _RESET = (
     "DELETE FROM idempotency_keys",
     "DELETE FROM content_embeddings",
     "DELETE FROM tick_requests",
+    "DELETE FROM vault_catalogue",
     "DELETE FROM tick_runs",
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from brain_core.vault import frontmatter
@@ -79,3 +80,24 @@ def test_update_replaces_a_value_holding_blank_lines_whole() -> None:
     block = "---\ntitle: x\nnotes: |\n  a\n\n  b\n\n# kept\nheat: 2\n---\nbody\n"
     assert frontmatter.update(block, {"notes": "z"}) == "---\ntitle: x\nnotes: z\n\n# kept\nheat: 2\n---\nbody\n"
     assert frontmatter.update(block, {"heat": 3}) == block.replace("heat: 2", "heat: 3")
+
+
+CORPUS = [
+    "---\ncluster_id: 2026-11-29-fix-0123456789ab\ntitle: Fix: the login | redirect\nregion: left-hemisphere\nstatus: active\nheat: 7\n"
+    "source_sessions: [a, b]\nproject: web\ncreated: 2026-11-29T08:00:00+00:00\nsignals: {errors: 2, joy: 1, tools: 2400}\nedges: []\nsynthesized: false\n---\nbody\n",
+    '---\ntitle: "quoted \\u00e9 title"\ncreated: 2026-11-20\ntags:\n  - idea\n  - search\n---\n# x\n',
+    "---\ntitle: Disk: full: again\nnot yaml: [unclosed\nseverity: warning\n---\nbody\n",
+    "---\n# a comment\nempty:\nlist_literal: []\nnumber: 0.50\nflag: yes\nnull_value: ~\n---\n",
+    "---\nsummary: |\n  line one\n\n  line three\ntitle: Multi\n---\n",
+    "---\n---\nno meta\n",
+    "no frontmatter at all\n",
+]
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_libyaml_and_the_pure_loader_read_every_file_alike(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fm = frontmatter
+    assert fm._Loader is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    fast = fm.parse(text)
+    monkeypatch.setattr(fm, "_Loader", yaml.SafeLoader)
+    assert fm.parse(text) == fast

@@ -37,14 +37,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.feed.collect import collect_injects, collect_signals, mitigate, mitigated
+from brain_core.feed.collect import collect_injects, collect_signals, mitigation_sources
 from brain_core.feed.intent import derive_intent, focus_line
 from brain_core.feed.keeper_files import (
     render_dashboard,
@@ -59,8 +59,7 @@ from brain_core.feed.keeper_files import (
 )
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
-from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, age_days, arc_activity, heat_of, status_of
-from brain_core.membership import KnownProject, belongs, key_is_unique
+from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, plan_arc
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import (
@@ -76,10 +75,11 @@ from brain_core.vault.layout import (
     kind_of_path,
     project_intent_path,
 )
-from brain_core.vault.records import document_records, project_activity, records_for
-from brain_core.vault.regions import GRADUATED, canonical_id, clash_free, inbox_destination, is_inbox_note, place, region_of_folder
-from brain_kernel.index import live_vault_files, replace_all, scan_point
-from brain_kernel.projects import known_projects
+from brain_core.vault.records import ActivityTally, document_records, records_for
+from brain_core.vault.regions import canonical_id, clash_free, inbox_destination, is_inbox_note, live_paths, region_of_folder
+from brain_kernel import catalogue, feed_repo, index
+from brain_kernel.catalogue import Stat
+from brain_kernel.index import ARC_CAPABLE_KINDS, arc_facts_of, drop_paths_not_in, scan_point, write_file_records
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_kernel.verifier import ERROR, FAIL, PASS, SKIP, Verifier
@@ -90,6 +90,7 @@ ACTIVE_HOURS = 72
 LESSON_DAYS = 7
 MAX_LESSONS = 30
 INTENT_ARCS = 5
+REINDEX_BATCH = 500  # changed files re-indexed per batch (memory bounded by the batch)
 ARC_CAPABLE = ("arc", "region", "signal")  # kinds of files that can hold an arc (a region doc or incident arc with a cluster_id)
 
 # Upstream's stats keys (UPSTREAM.md 5.4), every one always present.
@@ -145,6 +146,8 @@ class TickSummary:
     llm_error: str | None = None
     files_written: list[str] = field(default_factory=list)
     vault_writes: int = 0
+    scanned_files: int = 0
+    read_files: int = 0  # files whose size or mtime differed from the catalogue (read and hashed)
     skipped: list[str] = field(default_factory=list)
     index: dict[str, Any] = field(default_factory=dict)
     feed_answers: dict[str, int] = field(default_factory=dict)  # ``brain tick`` fills it after the commit (project_feeds.warm)
@@ -156,19 +159,23 @@ class TickSummary:
 
 
 @dataclass
-class _Doc:
-    """One scanned document as the tick holds it."""
+class _File:
+    """One live document as the tick holds it: where it is, what the catalogue knows, whether it changed."""
 
     path: str
-    text: str
-    doc: frontmatter.Document
     kind: str | None
-    mtime: dt.datetime | None
-    source: str | None = None  # where it was read, when a dry run only pretends it moved
+    stat: Stat | None
+    sha256: str
+    facts: dict[str, Any] | None  # an arc's facts (``brain_core.heat.arc_facts``); None for other files
+    changed: bool = False  # its content differs from what the index holds: re-read and re-index it
+    text: str | None = None  # kept only when the disk does not hold it (a dry run)
+    source: str | None = None  # where a dry run reads it (an inbox note it only pretends to move)
+    moved_from: str | None = None
+    old_facts: dict[str, Any] | None = None
 
     @property
     def is_arc(self) -> bool:
-        return self.kind == "arc" or (self.kind in ARC_CAPABLE and bool(self.doc.meta.get("cluster_id")) and self.doc.meta.get("type") != "signal")
+        return self.facts is not None
 
 
 class _Writer:
@@ -177,14 +184,15 @@ class _Writer:
     def __init__(self, vault: Vault, summary: TickSummary, *, dry_run: bool) -> None:
         self.vault, self.summary, self.dry_run = vault, summary, dry_run
 
-    def write(self, rel: str, text: str, *, feed: bool = False) -> bool:
-        """Write ``text`` unless the file already says it; True when it was (or would be) written."""
-        try:
-            old = self.vault.read_text(rel) if self.vault.exists(rel) else None
-        except OSError:
-            old = None
-        if old == text or (feed and same_content(old, text)):
-            return False
+    def write(self, rel: str, text: str, *, feed: bool = False, changed: bool = False) -> bool:
+        """Write ``text`` unless the file already says it (``changed``: known to differ); True when it was (or would be) written."""
+        if not changed:
+            try:
+                old = self.vault.read_text(rel) if self.vault.exists(rel) else None
+            except OSError:
+                old = None
+            if old == text or (feed and same_content(old, text)):
+                return False
         if not self.dry_run:
             self.vault.write_atomic(rel, text)
             self.summary.vault_writes += 1
@@ -250,11 +258,31 @@ def drain_inbox(vault: Vault, writer: _Writer, stats: dict[str, Any], now: dt.da
 # -- steps 1 to 6: scan, replay, heat, moves ---------------------------------------------------
 
 
-def scan(vault: Vault, inbox_moves: dict[str, str], summary: TickSummary) -> list[_Doc]:
-    """Read every live document (step 1); in a dry run, drained notes are read from the inbox."""
-    docs: list[_Doc] = []
-    for rel in live_vault_files(vault, extra=inbox_moves):
+def _read(vault: Vault, f: _File) -> str:
+    if f.text is not None:
+        return f.text
+    return vault.read_text(f.source or f.path)
+
+
+def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, catalogue.Entry]]:
+    """Step 1: the live documents; only files whose size or mtime differ from the catalogue are read.
+
+    Returns the files in scan order and the catalogue as it was. A file read
+    whose hash matches its row is unchanged (only its stat is refreshed).
+    """
+    disk = catalogue.stat_files(vault)
+    for target, source in inbox_moves.items():  # a dry run: the note is still in the inbox
+        if target not in disk and (st := catalogue.stat_one(vault, source)) is not None:
+            disk[target] = st
+    known = catalogue.load(session)
+    live = live_paths(disk, [p for p in disk if kind_of_path(p) in ARC_CAPABLE_KINDS]).live
+    files: list[_File] = []
+    for rel in live:
+        stat, row = disk[rel], known.get(rel)
         source = inbox_moves.get(rel) if not vault.exists(rel) else None
+        if row is not None and row.stat == stat and source is None:
+            files.append(_File(rel, row.kind, stat, row.sha256, row.arc, old_facts=row.arc))
+            continue
         try:
             text = vault.read_text(source or rel)
         except FileNotFoundError:
@@ -262,128 +290,141 @@ def scan(vault: Vault, inbox_moves: dict[str, str], summary: TickSummary) -> lis
         except (OSError, UnicodeDecodeError) as exc:
             summary.skipped.append(f"{rel}: {exc}")
             continue
-        kind = kind_of_path(rel)
-        doc = frontmatter.parse(text) if kind in ARC_CAPABLE else frontmatter.Document()
-        docs.append(_Doc(rel, text, doc, kind, _mtime(vault, source or rel), source))
-    return docs
+        sha = catalogue.digest(text)
+        if row is not None and row.sha256 == sha and source is None:
+            files.append(_File(rel, row.kind, stat, sha, row.arc, old_facts=row.arc))  # touched, not changed
+            continue
+        facts = arc_facts_of(rel, text, stat.mtime_ns)
+        files.append(_File(rel, kind_of_path(rel), stat, sha, facts, changed=True, source=source, old_facts=row.arc if row else None))
+    summary.scanned_files, summary.read_files = len(files), sum(1 for f in files if f.changed)
+    return files, known
 
 
-def replay_boosts(arcs: list[_Doc], now: dt.datetime) -> dict[str, int]:
+def replay_boosts(arcs: list[_File], now: dt.datetime) -> dict[str, int]:
     """Step 2: canonical id -> +1 per arc whose ``replayed_from`` names it, created within 14 days."""
     boosts: dict[str, int] = {}
     for arc in arcs:
-        target = arc.doc.meta.get("replayed_from")
+        target = (arc.facts or {}).get("replayed_from")
         if not target:
             continue
-        created = parse_time(arc.doc.meta.get("created"))
+        created = parse_time((arc.facts or {}).get("created"))
         if created is not None and now - created > dt.timedelta(days=REPLAY_MAX_AGE_DAYS):
             continue
         boosts[str(target)] = boosts.get(str(target), 0) + 1
     return boosts
 
 
-def _backfilled_created(arc: _Doc) -> str | None:
-    """``created: YYYY-MM-DD`` for an arc without a valid one: the date in its id, its name, else its mtime."""
-    if parse_time(arc.doc.meta.get("created")) is not None:
-        return None
-    for source in (str(arc.doc.meta.get("cluster_id") or ""), arc.path.rsplit("/", 1)[-1]):
-        match = _DATE.search(source)
-        if match and parse_time(match.group(1)) is not None:
-            return match.group(1)
-    return arc.mtime.date().isoformat() if arc.mtime else None
-
-
-def _heat_value(raw: Any) -> float | None:
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        return None
-
-
-def keep_arc(arc: _Doc, now: dt.datetime, rules: HeatRules, boosts: dict[str, int], writer: _Writer, summary: TickSummary) -> None:
-    """Steps 3, 4 and 6 for one arc: created, heat and status edits, then its move; updates ``arc`` in place."""
+def keep_arc(vault: Vault, arc: _File, now: dt.datetime, rules: HeatRules, boosts: dict[str, int], writer: _Writer, summary: TickSummary) -> None:
+    """Steps 3, 4 and 6 for one arc: the plan from its facts; its file is read and written only when the plan changes it."""
     stats = summary.stats
-    meta = arc.doc.meta
-    changes: dict[str, Any] = {}
-    created = _backfilled_created(arc)
-    if created is not None:
-        changes["created"] = created
-        stats["created_backfilled"] += 1
-    activity = arc_activity(meta | changes, mtime=arc.mtime)
-    status = status_of(activity, now)
-    names = {str(meta.get("cluster_id") or ""), canonical_id(arc.path)} - {""}
-    heat = heat_of(activity, now, rules, replay_boost=sum(boosts.get(n, 0) for n in names), status=status)
-    old_heat = _heat_value(meta.get("heat"))
-    if old_heat is None or old_heat != heat:
-        changes["heat"] = heat
-        stats["heat_changes"] += 1
-    placement = place(
-        arc.path,
-        heat=heat,
-        status=status,
-        age_days=age_days(activity, now),
-        region=meta.get("region"),
-        promote=rules.promote,
-        demote=rules.demote,
-        graduate=rules.graduate,
-        graduate_age_days=rules.graduate_age_days,
-    )
-    if placement.graduate:
-        status = GRADUATED
-    if status is not None and status != (str(meta.get("status")).strip().lower() if meta.get("status") else None):
-        changes["status"] = status
-    summary.statuses[status or "none"] = summary.statuses.get(status or "none", 0) + 1
-    text = frontmatter.update(arc.text, changes) if changes else arc.text
+    facts = arc.facts or {}
+    names = {str(facts.get("cluster_id") or ""), canonical_id(arc.path)} - {""}
+    plan = plan_arc(facts, arc.path, now, rules, replay_boost=sum(boosts.get(n, 0) for n in names))
+    summary.statuses[plan.status or "none"] = summary.statuses.get(plan.status or "none", 0) + 1
+    if not plan.changes and not plan.move_to and not plan.graduated:
+        return
+    stats["created_backfilled"] += 1 if "created" in plan.changes else 0
+    stats["heat_changes"] += 1 if "heat" in plan.changes else 0
+    try:
+        text = _read(vault, arc)
+    except OSError as exc:
+        summary.skipped.append(f"{arc.path}: {exc}")
+        return
+    new_text = frontmatter.update(text, plan.changes) if plan.changes else text
     source = arc.source or arc.path
-    if placement.path is not None and placement.path != arc.path:
-        if writer.move(source, placement.path, text if changes or arc.source else None):
-            key = {"promote": "promotions", "demote": "demotions", "graduate": "graduations"}[placement.action or "promote"]
-            stats[key] += 1
-            summary.moves.append({"from": arc.path, "to": placement.path, "why": placement.action or ""})
-            arc.path, arc.source = placement.path, (source if writer.dry_run else None)
-        elif changes:
-            writer.write(source, text)
-    elif placement.graduate:
+    moved = False
+    if plan.move_to is not None and writer.move(source, plan.move_to, new_text if (plan.changes or arc.source) else None):
+        moved = True
+        stats[{"promote": "promotions", "demote": "demotions", "graduate": "graduations"}[plan.action or "promote"]] += 1
+        summary.moves.append({"from": arc.path, "to": plan.move_to, "why": plan.action or ""})
+        arc.moved_from, arc.path = arc.path, plan.move_to
+        arc.source = source if writer.dry_run else None
+    elif plan.graduated:
         stats["graduations"] += 1
-        if changes:
-            writer.write(source, text)
-    elif changes:
-        writer.write(source, text)
-    if changes:
-        summary.arcs_updated += 1
-        arc.text = text
-        arc.doc = frontmatter.Document(meta=meta | changes, body=arc.doc.body, has_frontmatter=True)
+    if plan.changes and not moved:
+        writer.write(source, new_text, changed=True)
+    if plan.changes or moved:
+        summary.arcs_updated += 1 if plan.changes else 0
+        arc.changed = True
         arc.kind = kind_of_path(arc.path)
+        arc.facts = {**facts, **plan.changes}
+        arc.text = new_text if writer.dry_run else None
 
 
-# -- steps 7 to 11 ------------------------------------------------------------------------------
+# -- the index, from the files that changed ---------------------------------------------------
 
 
-def _records(docs: list[_Doc], summary: TickSummary) -> list[EntryRecord]:
+def _records(vault: Vault, files: list[_File], summary: TickSummary) -> list[EntryRecord]:
     records: list[EntryRecord] = []
-    for d in docs:
+    for f in files:
         try:
-            if d.is_arc or d.kind == "region":
-                records.extend(document_records(d.doc, d.path, "arc" if d.is_arc else d.kind))
+            text = _read(vault, f)
+            f.sha256 = catalogue.digest(text)
+            if f.is_arc or f.kind == "region":
+                records.extend(document_records(frontmatter.parse(text), f.path, "arc" if f.is_arc else f.kind))
             else:
-                records.extend(records_for(d.path, d.text))
+                records.extend(records_for(f.path, text))
         except Exception as exc:  # one bad file must not stop the tick
-            summary.skipped.append(f"{d.path}: {type(exc).__name__}: {exc}")
+            summary.skipped.append(f"{f.path}: {type(exc).__name__}: {exc}")
     return records
 
 
-def verify_signals(records: list[EntryRecord], kept_ids: set[str], verifier: Verifier, stats: dict[str, Any]) -> list[EntryRecord]:
-    """Step 9: run each kept signal's allowed verify command; exit 0 mitigates it."""
-    out = []
-    for r in records:
-        command = r.meta.get("verify") if r.kind == "signal" and r.id in kept_ids else None
-        if command:
-            outcome = verifier.check(str(command))
-            stats[{PASS: "signals_verified_pass", FAIL: "signals_verified_fail", SKIP: "signals_verified_skip", ERROR: "signals_verified_error"}[outcome]] += 1
-            if outcome == PASS:
-                r = mitigated(r, "verify")
-        out.append(r)
-    return out
+def index_changes(
+    session: Session, vault: Vault, files: list[_File], known: dict[str, catalogue.Entry], scan_started: dt.datetime, summary: TickSummary
+) -> None:
+    """Re-index the files that changed (in batches), drop the rows of files gone, keep the catalogue current."""
+    changed = [f for f in files if f.changed]
+    entries = removed = 0
+    tally = ActivityTally()
+    for start in range(0, len(changed), REINDEX_BATCH):
+        batch = changed[start : start + REINDEX_BATCH]
+        paths = [f.path for f in batch] + [f.moved_from for f in batch if f.moved_from]
+        part = write_file_records(session, paths, _records(vault, batch, summary), before=scan_started, tally=tally)
+        entries, removed = entries + part.entries, removed + part.removed
+    live = [f.path for f in files]
+    removed += drop_paths_not_in(session, live, before=scan_started)
+    rows = []
+    for f in files:
+        if not f.changed and f.path in known and known[f.path].stat == f.stat:
+            continue
+        stat = catalogue.stat_one(vault, f.path) if not summary.dry_run else f.stat
+        if stat is None:
+            continue
+        rows.append(catalogue.Entry(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, f.facts))
+    catalogue.save(session, rows)
+    gone = set(known) - set(live)
+    catalogue.forget(session, gone)
+    index.record_activity(session, tally.result())
+    summary.index = {
+        "refreshed": not summary.dry_run,
+        "files_reindexed": len(changed),
+        "entries_written": entries,
+        "removed": removed,
+        "catalogue_rows": len(rows),
+    }
+
+
+def verify_signals(session: Session, signals: list[EntryRecord], verifier: Verifier, stats: dict[str, Any]) -> set[str]:
+    """Step 9: run each kept signal's allowed verify command; exit 0 mitigates it (in the index too). Returns their ids."""
+    passed: set[str] = set()
+    for r in signals:
+        command = r.meta.get("verify")
+        if not command:
+            continue
+        outcome = verifier.check(str(command))
+        stats[{PASS: "signals_verified_pass", FAIL: "signals_verified_fail", SKIP: "signals_verified_skip", ERROR: "signals_verified_error"}[outcome]] += 1
+        if outcome == PASS:
+            passed.add(r.id)
+    index.set_verified(session, passed)
+    return passed
+
+
+def _unverified(record: EntryRecord) -> EntryRecord:
+    """A signal as its file says it, when only last tick's verifier had mitigated it (it is verified again)."""
+    if record.meta.get("mitigated_by") != "verify":
+        return record
+    meta = {k: v for k, v in record.meta.items() if k not in ("mitigated_by", "file_status")}
+    return replace(record, status=record.meta.get("file_status"), meta=meta)
 
 
 def _hottest(records: list[EntryRecord]) -> list[EntryRecord]:
@@ -395,14 +436,27 @@ def _signal_lines(text: str | None) -> set[str]:
     return {ln for ln in (text or "").splitlines() if _SIGNAL_LINE.match(ln)}
 
 
-def dashboards(arcs: list[EntryRecord], dates: set[str]) -> dict[str, str]:
-    """``clusters/<date>/_dashboard.md`` for each date folder: the arcs created that day, hottest first."""
+def _day_of(facts: dict[str, Any] | None) -> str:
+    return str((facts or {}).get("created") or "")[:10]
+
+
+def dashboards(session: Session, vault: Vault, arcs: list[_File]) -> dict[str, str]:
+    """``clusters/<date>/_dashboard.md`` of the date folders whose arcs changed (or that have none yet).
+
+    A dashboard lists the arcs created that day, hottest first, wherever they now live.
+    """
+    if not vault.exists(CLUSTERS_DIR):
+        return {}
+    folders = {p.name for p in vault.path(CLUSTERS_DIR).iterdir() if p.is_dir() and _DATE.fullmatch(p.name)}
+    touched = {_day_of(a.facts) for a in arcs if a.changed} | {_day_of(a.old_facts) for a in arcs if a.changed}
+    touched |= {d for d in folders if not vault.exists(f"{CLUSTERS_DIR}/{d}/_dashboard.md")}
+    days = sorted(touched & folders)
+    if not days:
+        return {}
     by_day: dict[str, list[EntryRecord]] = {}
-    for a in arcs:
-        created = str(a.meta.get("created") or "")[:10]
-        if created in dates:
-            by_day.setdefault(created, []).append(a)
-    return {f"{CLUSTERS_DIR}/{day}/_dashboard.md": render_dashboard(day, _hottest(by_day.get(day, []))) for day in sorted(dates)}
+    for a in feed_repo.arcs_created_on(session, days):
+        by_day.setdefault(str(a.meta.get("created") or "")[:10], []).append(a)
+    return {f"{CLUSTERS_DIR}/{day}/_dashboard.md": render_dashboard(day, _hottest(by_day.get(day, []))) for day in days}
 
 
 def run_tick(
@@ -434,57 +488,69 @@ def run_tick(
     )
 
     scan_started = scan_point(session)
+    savepoint = session.begin_nested() if dry_run else None  # a dry run computes in the database too, then rolls back
+    try:
+        _pass(session, vault, settings, summary, writer, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
+    finally:
+        if savepoint is not None:
+            savepoint.rollback()
+    return summary
+
+
+def _pass(
+    session: Session,
+    vault: Vault,
+    settings: Settings,
+    summary: TickSummary,
+    writer: _Writer,
+    rules: HeatRules,
+    *,
+    now: dt.datetime,
+    use_ai: bool,
+    scan_started: dt.datetime,
+    say: Progress,
+    llm_transport: httpx.BaseTransport | None,
+) -> None:
+    stats = summary.stats
     say("draining the inbox")
     inbox_moves = drain_inbox(vault, writer, stats, now)
     say("scanning the vault")
-    docs = scan(vault, inbox_moves, summary)
-    arcs = [d for d in docs if d.is_arc]
+    files, known = scan(vault, session, inbox_moves if writer.dry_run else {}, summary)
+    arcs = [f for f in files if f.is_arc]
     stats["arcs_scanned"] = summary.arcs_scanned = len(arcs)
     boosts = replay_boosts(arcs, now)
-    say(f"scoring {len(arcs)} arcs")
+    say(f"scoring {len(arcs)} arcs ({summary.read_files} of {len(files)} files read)")
     for n, arc in enumerate(arcs, 1):
-        keep_arc(arc, now, rules, boosts, writer, summary)
-        if progress is not None and n % 1000 == 0:
-            progress(f"scored {n} of {len(arcs)} arcs")
-
+        keep_arc(vault, arc, now, rules, boosts, writer, summary)
+        if n % 5000 == 0:
+            say(f"scored {n} of {len(arcs)} arcs")
     say("collecting markers")
-    records = mitigate(_records(docs, summary), None)
-    signals = collect_signals(records, now, stale_days=settings.stale_signal_days)
-    records = verify_signals(records, {r.id for r in signals.kept}, Verifier.from_settings(settings, dry_run=dry_run), stats)
-    verified_out = {r.id for r in records if r.kind == "signal" and r.meta.get("mitigated_by") == "verify"}
-    kept_signals = [s for s in signals.kept if s.id not in verified_out]
+    index_changes(session, vault, files, known, scan_started, summary)
+    index.apply_mitigation(session, mitigation_sources(_arc_statuses(arcs)))
+
+    signal_rows = [_unverified(r) for r in feed_repo.entries_of_kinds(session, ["signal"])]
+    signals = collect_signals(signal_rows, now, stale_days=settings.stale_signal_days)
+    verified = verify_signals(session, signals.kept, Verifier.from_settings(settings, dry_run=writer.dry_run), stats)
+    kept_signals = [s for s in signals.kept if s.id not in verified]
     stats.update(
         signals_collected=signals.collected,
         signals_deduped=signals.deduped,
         signals_tombstoned_cleared=signals.cleared,
-        signals_tombstoned_mitigated=signals.mitigated + len(verified_out),
+        signals_tombstoned_mitigated=signals.mitigated + len(verified),
         signals_tombstoned_stale=signals.stale,
         signals_written=len(kept_signals),
     )
-    blocks, stats["inject_blocks_collected"] = collect_injects(records, now, stale_days=settings.stale_inject_days)
-    stats["lessons_collected"] = sum(1 for r in records if r.kind == "lesson")
-    arc_records = _hottest([r for r in records if r.kind == "arc"])
-    hot = arc_records[:HOT_ARCS]
+    blocks, stats["inject_blocks_collected"] = collect_injects(feed_repo.entries_of_kinds(session, ["inject"]), now, stale_days=settings.stale_inject_days)
+    stats["lessons_collected"] = feed_repo.count_of_kind(session, "lesson")
+    hot = feed_repo.hot_arcs(session, limit=HOT_ARCS)
     stats["hot_arcs_written"] = len(hot)
     summary.hot_arcs = [digest(a).cluster_id for a in hot]
-    lessons = sorted(
-        (r for r in records if r.kind == "lesson" and r.occurred_at and r.occurred_at >= now - dt.timedelta(days=LESSON_DAYS)),
-        key=lambda r: (r.occurred_at, r.id),
-        reverse=True,
-    )[:MAX_LESSONS]
+    lessons = feed_repo.recent_of_kind(session, "lesson", since=now - dt.timedelta(days=LESSON_DAYS), limit=MAX_LESSONS)
     summary.signals, summary.lessons, summary.inject_blocks = len(kept_signals), len(lessons), len(blocks)
 
     say("writing intents")
-    activity = project_activity(records)
-    # Uniqueness over every project the index knows (roots and aliases included) and the vault names.
-    known = {p.id: p for p in (KnownProject(a.key, a.repo) for a in activity)} | {p.id: p for p in known_projects(session)}
-    cutoff = now - dt.timedelta(hours=ACTIVE_HOURS)
-    active = [p for p in activity if p.last_active and p.last_active >= cutoff]
-    refs = {ProjectRef(p.key, p.repo, True, p.last_active).id: ProjectRef(p.key, p.repo, True, p.last_active) for p in active}
-    project_arcs: dict[str, list[EntryRecord]] = {}
-    for pid, ref in refs.items():
-        unique = key_is_unique(ref.key, known.values())
-        project_arcs[pid] = [a for a in arc_records if belongs(a, ref.key, ref.repo, key_is_unique=unique)][:INTENT_ARCS]
+    refs = {p.id: ProjectRef(p.key, p.repo, True, p.last_active) for p in feed_repo.active_projects(session, since=now - dt.timedelta(hours=ACTIVE_HOURS))}
+    project_arcs = {pid: feed_repo.top_arcs(session, ref.key, ref.repo, limit=INTENT_ARCS) for pid, ref in refs.items()}
     if use_ai and not settings.llm_base_url:
         summary.notes.append("no LLM configured (BRAIN_LLM_BASE_URL / INFERENCE_URL): deterministic tick, intents derived from hot arcs")
     result = project_intents(settings, {pid: [digest(a) for a in arcs_] for pid, arcs_ in project_arcs.items()}, use_ai=use_ai, transport=llm_transport)
@@ -495,7 +561,7 @@ def run_tick(
 
     say("writing the feed")
     old_signals = vault.read_text(SIGNALS_FILE) if vault.exists(SIGNALS_FILE) else None
-    files: dict[str, str] = {
+    files_out: dict[str, str] = {
         HOT_ARCS_FILE: render_hot_arcs_file(hot, now, blurb_chars=settings.hot_arc_blurb_chars),
         SIGNALS_FILE: render_signals_file(kept_signals, now),
         INJECT_FILE: render_inject_file(blocks, now),
@@ -505,11 +571,10 @@ def run_tick(
     for pid, ref in sorted(refs.items()):
         top = project_arcs[pid][0] if project_arcs[pid] else None
         focus = focus_line(digest(top) if top else None, (ref.last_active or now).strftime("%Y-%m-%d"))
-        files[project_intent_path(ref.id)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
-    for rel, text in files.items():
-        writer.write(rel, text, feed=True)
+        files_out[project_intent_path(ref.id)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
+    written = [rel for rel, text in files_out.items() if writer.write(rel, text, feed=True)]
     changed = {
-        "signals_changed": len(_signal_lines(old_signals) ^ _signal_lines(files[SIGNALS_FILE])),
+        "signals_changed": len(_signal_lines(old_signals) ^ _signal_lines(files_out[SIGNALS_FILE])),
         **{k: stats[k] for k in ("heat_changes", "promotions", "demotions", "graduations", "inbox_drained")},
     }
     if any(changed.values()) or not vault.exists(LAST_TICK_DIFF_FILE):
@@ -518,15 +583,26 @@ def run_tick(
         if vault.exists(rel):
             writer.remove(rel)
             summary.files_written.append(f"{rel} (removed)")
-    dates = {p.name for p in vault.path(CLUSTERS_DIR).iterdir() if p.is_dir() and _DATE.fullmatch(p.name)} if vault.exists(CLUSTERS_DIR) else set()
-    for rel, text in dashboards(arc_records, dates).items():
+    intents = [rel for rel in written if kind_of_path(rel) == "intent"]
+    if intents:
+        write_file_records(session, intents, [r for rel in intents for r in records_for(rel, files_out[rel])])
+        if not writer.dry_run:
+            catalogue.save(session, [_catalogue_row(vault, rel, files_out[rel]) for rel in intents])
+    for rel, text in dashboards(session, vault, arcs).items():
         writer.write(rel, text)
 
-    if dry_run:
-        summary.index = {"refreshed": False}
-        return summary
-    say("refreshing the index")
-    intents = [r for rel in files if kind_of_path(rel) == "intent" for r in records_for(rel, files[rel])]
-    index = replace_all(session, [r for r in records if r.kind != "intent" or r.vault_path not in files] + intents, scan_started=scan_started)
-    summary.index = index.as_dict() | {"refreshed": True, "skipped": summary.skipped + index.skipped}
-    return summary
+
+def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
+    """The arcs as the mitigation set reads them: status and ``mitigates``."""
+    out = []
+    for a in arcs:
+        facts = a.facts or {}
+        if facts.get("mitigates"):
+            status = str(facts.get("status") or "").lower() or None
+            out.append(EntryRecord(id=a.path, kind="arc", vault_path=a.path, status=status, meta={"mitigates": facts["mitigates"]}))
+    return out
+
+
+def _catalogue_row(vault: Vault, rel: str, text: str) -> catalogue.Entry:
+    stat = catalogue.stat_one(vault, rel) or catalogue.Stat(len(text.encode("utf-8")), 0)
+    return catalogue.Entry(rel, stat.size, stat.mtime_ns, catalogue.digest(text), kind_of_path(rel), None)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from brain_core.arcs import arc_last_active
+from brain_core.times import parse_time
+from brain_core.vault.regions import GRADUATED, place
 
 ACTIVE_HOURS = 6
 COMPLETE_HOURS = 48
@@ -90,7 +92,9 @@ def arc_activity(meta: Mapping[str, Any], *, mtime: dt.datetime | None = None) -
     """The heat evidence of one arc (ours or upstream's frontmatter)."""
     signals = meta.get("signals")
     raw_sessions = meta.get("source_sessions")
-    if isinstance(raw_sessions, (list, tuple)):
+    if isinstance(raw_sessions, int) and not isinstance(raw_sessions, bool):  # a count (``arc_facts``)
+        sessions = max(0, raw_sessions)
+    elif isinstance(raw_sessions, (list, tuple)):
         sessions = len([s for s in raw_sessions if s])
     elif isinstance(raw_sessions, str) and raw_sessions.strip():
         sessions = 1
@@ -156,3 +160,101 @@ def age_days(activity: ArcActivity, now: dt.datetime) -> int | None:
     """Whole days since the arc's last activity (None when nothing dates it)."""
     hours = age_hours(activity, now)
     return None if hours is None else int(hours // 24)
+
+
+# -- the facts of an arc a tick keeps between runs (the vault catalogue) ------------------------
+
+# Frontmatter keys heat, status, moves, the replay boost and the mitigation set read.
+FACT_KEYS = (
+    "cluster_id",
+    "title",
+    "status",
+    "heat",
+    "created",
+    "region",
+    "replayed_from",
+    "mitigates",
+    "type",
+    "signals",
+    "last_active",
+    "last_activity",
+    "end",
+    "last_seen",
+    "ended",
+    "updated",
+)
+_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
+
+
+def arc_facts(meta: Mapping[str, Any], *, mtime: dt.datetime | None) -> dict[str, Any]:
+    """What a tick needs of an arc without reading its file again (JSON-ready)."""
+    facts = {k: meta[k] for k in FACT_KEYS if k in meta}
+    signals = facts.get("signals")
+    if isinstance(signals, Mapping):  # only the figures heat and activity read
+        facts["signals"] = {k: v for k, v in signals.items() if k not in ("top_tools", "agents")}
+    raw = meta.get("source_sessions")
+    facts["source_sessions"] = len([s for s in raw if s]) if isinstance(raw, (list, tuple)) else (raw if isinstance(raw, str) else 0)
+    facts["mtime"] = mtime.isoformat() if mtime else None
+    return facts
+
+
+def backfilled_created(facts: Mapping[str, Any], vault_path: str) -> str | None:
+    """``created: YYYY-MM-DD`` for an arc without a valid one: the date in its id, its name, else its mtime."""
+    if parse_time(facts.get("created")) is not None:
+        return None
+    for source in (str(facts.get("cluster_id") or ""), vault_path.rsplit("/", 1)[-1]):
+        match = _DATE.search(source)
+        if match and parse_time(match.group(1)) is not None:
+            return match.group(1)
+    mtime = parse_time(facts.get("mtime"))
+    return mtime.date().isoformat() if mtime else None
+
+
+@dataclass(frozen=True)
+class ArcChange:
+    """What a tick does to one arc: frontmatter edits, its heat and status, and its move (if any)."""
+
+    changes: dict[str, Any]
+    heat: int
+    status: str | None
+    move_to: str | None = None
+    action: str | None = None  # promote, demote, graduate
+    graduated: bool = False
+
+
+def _number(raw: Any) -> float | None:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def plan_arc(facts: Mapping[str, Any], vault_path: str, now: dt.datetime, rules: HeatRules, *, replay_boost: int = 0) -> ArcChange:
+    """Steps 3, 4 and 6 of the tick for one arc, from its facts alone (UPSTREAM.md 5.4)."""
+    changes: dict[str, Any] = {}
+    created = backfilled_created(facts, vault_path)
+    if created is not None:
+        changes["created"] = created
+    activity = arc_activity({**facts, **changes}, mtime=parse_time(facts.get("mtime")))
+    status = status_of(activity, now)
+    heat = heat_of(activity, now, rules, replay_boost=replay_boost, status=status)
+    if _number(facts.get("heat")) != heat:
+        changes["heat"] = heat
+    placement = place(
+        vault_path,
+        heat=heat,
+        status=status,
+        age_days=age_days(activity, now),
+        region=facts.get("region"),
+        promote=rules.promote,
+        demote=rules.demote,
+        graduate=rules.graduate,
+        graduate_age_days=rules.graduate_age_days,
+    )
+    if placement.graduate:
+        status = GRADUATED
+    current = str(facts.get("status")).strip().lower() if facts.get("status") else None
+    if status is not None and status != current:
+        changes["status"] = status
+    moved = placement.path if placement.path not in (None, vault_path) else None
+    return ArcChange(changes, heat, status, moved, placement.action if (moved or placement.graduate) else None, placement.graduate)

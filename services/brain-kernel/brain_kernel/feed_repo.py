@@ -398,3 +398,51 @@ def list_projects(session: Session) -> list[ProjectSummary]:
                 last = g.last
         out.append(ProjectSummary(p.id, p.key, p.repo, sorted(p.aliases or []), counts, last or p.last_active))
     return out
+
+
+# -- what the keeper reads back after its incremental refresh --------------------------------------
+
+
+def count_of_kind(session: Session, kind: str) -> int:
+    """How many entries of ``kind`` the index holds."""
+    return int(session.scalar(select(func.count()).select_from(Entry).where(Entry.kind == kind)) or 0)
+
+
+def recent_of_kind(session: Session, kind: str, *, since: dt.datetime, limit: int) -> list[EntryRecord]:
+    """The newest entries of ``kind`` since ``since`` (``ix_entries_kind_occurred``)."""
+    stmt = select(*_COLUMNS).where(Entry.kind == kind, Entry.occurred_at >= since).order_by(Entry.occurred_at.desc(), Entry.id.desc()).limit(limit)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
+
+
+def top_arcs(session: Session, key: str, repo: str | None, *, limit: int) -> list[EntryRecord]:
+    """P's hottest arcs by the feed's membership rule."""
+    stmt = (
+        select(*_COLUMNS)
+        .where(Entry.kind == "arc", member(key, repo, key_unique_sql(key)))
+        .order_by(Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id)
+        .limit(limit)
+    )
+    return [_record_at(r, 0) for r in session.execute(stmt)]
+
+
+def arcs_created_on(session: Session, days: Sequence[str]) -> list[EntryRecord]:
+    """The live arcs whose ``created`` falls on one of ``days`` (YYYY-MM-DD), for the dashboards."""
+    stmt = select(*_COLUMNS).where(Entry.kind == "arc", func.left(Entry.meta["created"].astext, 10).in_(list(days))).order_by(Entry.id)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
+
+
+@dataclass(frozen=True)
+class ActiveProject:
+    """A project with activity since a moment: id, key, repo, last activity."""
+
+    id: str
+    key: str
+    repo: str | None
+    last_active: dt.datetime | None
+
+
+def active_projects(session: Session, *, since: dt.datetime) -> list[ActiveProject]:
+    """Projects whose last activity is at or after ``since``; a key-only mention beside a real repository of that key is not one."""
+    rows = list(session.execute(select(Project.id, Project.key, Project.repo, Project.root, Project.last_active).where(Project.last_active >= since)))
+    with_repo = {key for key, repo in session.execute(select(Project.key, Project.repo).where(Project.repo.is_not(None)))}
+    return [ActiveProject(i, k, r, at) for i, k, r, root, at in rows if r or root or k not in with_repo]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +40,15 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.feed.collect import mitigate
+from brain_core.feed.collect import mitigate, mitigation_sources
+from brain_core.heat import arc_facts
 from brain_core.membership import carriers
-from brain_core.vault.layout import INDEXED_PREFIXES, kind_of_path
-from brain_core.vault.records import attributable_by_session, attributed, project_activity, records_for
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
+from brain_core.vault.records import ActivityTally, ProjectActivity, attributable_by_session, attributed, project_activity, records_for
 from brain_core.vault.regions import live_paths
+from brain_kernel.catalogue import Entry as CatalogueEntry
+from brain_kernel.catalogue import digest, forget, load, save, stat_files
 from brain_kernel.feed_snapshots import collect
 from brain_kernel.models import Entry, Project, SessionRow
 from brain_kernel.projects import known_projects
@@ -93,41 +98,86 @@ def _row(record: EntryRecord) -> dict[str, object]:
 
 @functools.cache
 def _upsert_entries_stmt() -> Any:
-    """The entry upsert, built once; rows are stamped with the database clock as the statement runs."""
+    """The entry upsert, built once: a row is rewritten (and stamped with the database clock) only when it changes.
+
+    An unchanged row is left alone, so a tick or a rebuild over a vault that
+    did not change writes nothing: no table-wide update, no dead tuples, no
+    feed invalidation.
+    """
     stmt = insert(Entry.__table__).values(updated_at=func.clock_timestamp())
-    update = {c.name: stmt.excluded[c.name] for c in Entry.__table__.columns if c.name not in ("id", "created_at", "updated_at")}
+    names = [c.name for c in Entry.__table__.columns if c.name not in ("id", "created_at", "updated_at")]
+    update = {name: stmt.excluded[name] for name in names}
     update["updated_at"] = func.clock_timestamp()
-    return stmt.on_conflict_do_update(index_elements=["id"], set_=update)
+    table = Entry.__table__
+    changed = func.row(*(table.c[n] for n in names)).is_distinct_from(func.row(*(stmt.excluded[n] for n in names)))
+    return stmt.on_conflict_do_update(index_elements=["id"], set_=update, where=changed)
+
+
+def _plain(value: Any) -> Any:
+    """A value as it reads back from its column (JSON through a round trip, arrays as lists)."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.loads(json.dumps(value, default=str))
+    return value
+
+
+def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
+    """Ids of ``rows`` the table already holds exactly (read without locking them)."""
+    names = [n for n in COMPARED_COLUMNS if n != "id"]
+    table = Entry.__table__
+    stmt = select(table.c.id, *(table.c[n] for n in names)).where(table.c.id.in_([r["id"] for r in rows]))
+    held = {r[0]: r[1:] for r in session.execute(stmt)}
+    same = set()
+    for row in rows:
+        old = held.get(row["id"])
+        if old is not None and all(_plain(row[n]) == _plain(v) for n, v in zip(names, old, strict=True)):
+            same.add(row["id"])
+    return same
 
 
 def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
-    """Insert or replace entries by id; returns how many were written."""
+    """Insert or replace entries by id; returns how many were given.
+
+    Rows the table already holds exactly are skipped before the upsert: an
+    unchanged row is neither rewritten nor locked, so a long rebuild or tick
+    never makes a marker's refresh of the same file wait for it.
+    """
     rows = [_row(r) for r in records]
     for start in range(0, len(rows), 1000):
-        session.execute(_upsert_entries_stmt(), rows[start : start + 1000])
+        batch = rows[start : start + 1000]
+        same = _unchanged(session, batch)
+        changed = [r for r in batch if r["id"] not in same]
+        if changed:
+            session.execute(_upsert_entries_stmt(), changed)
     return len(rows)
 
 
-def delete_entries_at(session: Session, vault_paths: Iterable[str], *, keep_ids: Iterable[str] = ()) -> int:
-    """Remove the entries of the given vault files, except ``keep_ids``."""
-    paths = list(vault_paths)
+def delete_entries_at(session: Session, vault_paths: Iterable[str], *, keep_ids: Iterable[str] = (), before: dt.datetime | None = None) -> int:
+    """Remove the entries of the given vault files, except ``keep_ids`` and rows written at or after ``before``."""
+    paths = sorted(set(vault_paths))
     if not paths:
         return 0
-    stmt = delete(Entry).where(Entry.vault_path.in_(paths))
-    keep = list(keep_ids)
-    if keep:
-        stmt = stmt.where(Entry.id.not_in(keep))
-    return session.execute(stmt).rowcount or 0
+    keep = sorted(set(keep_ids))
+    removed = 0
+    for start in range(0, len(paths), 500):
+        stmt = delete(Entry).where(Entry.vault_path.in_(paths[start : start + 500]))
+        if keep:
+            stmt = stmt.where(Entry.id.not_in(keep))
+        if before is not None:
+            stmt = stmt.where(Entry.updated_at < before)
+        removed += session.execute(stmt).rowcount or 0
+    return removed
+
+
+def drop_paths_not_in(session: Session, live: Iterable[str], *, before: dt.datetime) -> int:
+    """Delete the rows of files no longer live (deleted, tombstoned, a second copy), written before ``before``."""
+    keep = set(live)
+    gone = [p for p in session.scalars(select(Entry.vault_path).distinct()) if p not in keep]
+    return delete_entries_at(session, gone, before=before)
 
 
 def scan_point(session: Session) -> dt.datetime:
     """The database clock now: taken before a pass reads its first file."""
     return session.execute(text("SELECT clock_timestamp()")).scalar_one()
-
-
-def delete_entries_written_before(session: Session, cutoff: dt.datetime) -> int:
-    """Delete entries last written before ``cutoff`` (a database time); returns how many."""
-    return session.execute(delete(Entry).where(Entry.updated_at < cutoff)).rowcount or 0
 
 
 def entry_rows(session: Session) -> list[dict[str, Any]]:
@@ -307,57 +357,204 @@ def attribute_session(session: Session, session_id: str, key: str, repo: str | N
 
 def record_projects(session: Session, records: Iterable[EntryRecord]) -> int:
     """Register the projects the records name and move their last activity forward."""
+    return record_activity(session, project_activity(records))
+
+
+def record_activity(session: Session, activities: Iterable[ProjectActivity]) -> int:
+    """``touch_project`` for each activity that would change its row (an unchanged row is not written, nor locked)."""
+    wanted = list(activities)
+    if not wanted:
+        return 0
+    held = dict(session.execute(select(Project.id, Project.last_active).where(Project.id.in_([a.repo or a.key for a in wanted]))).tuples().all())
     count = 0
-    for activity in project_activity(records):
-        touch_project(session, activity.key, activity.repo, at=activity.last_active)
+    for a in wanted:
+        pid = a.repo or a.key
+        if pid in held and (a.last_active is None or (held[pid] is not None and held[pid] >= a.last_active)):
+            continue
+        touch_project(session, a.key, a.repo, at=a.last_active)
         count += 1
     return count
 
 
-def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_started: dt.datetime) -> ReindexSummary:
-    """Make the entries table hold ``records``, keeping rows written since ``scan_started`` (no commit).
+def write_file_records(
+    session: Session,
+    paths: Iterable[str],
+    records: Iterable[EntryRecord],
+    *,
+    before: dt.datetime | None = None,
+    mitigation: set[str] | None = None,
+    tally: ActivityTally | None = None,
+) -> ReindexSummary:
+    """Make the rows of exactly the files ``paths`` what ``records`` says (no commit).
 
-    ``scan_started`` is ``scan_point`` read before the pass read its first
-    file: rows this pass did not rewrite are deleted only when they were last
-    written before it (see the module docstring).
+    Rows those files no longer hold are deleted (except rows written at or
+    after ``before``: a marker acknowledged while the pass ran), new and
+    changed ones upserted, unchanged ones left alone. ``mitigation`` (the
+    sources a full pass found mitigated) marks their signals as it writes.
     """
     summary = ReindexSummary()
-    rows = with_evidence(session, mitigate(_dedupe(records)))
+    rows = _dedupe(records)
+    if mitigation:
+        rows = mitigate(rows, mitigation)
+    rows = with_evidence(session, rows)
+    summary.removed = delete_entries_at(session, paths, keep_ids=[r.id for r in rows], before=before)
     summary.entries = upsert_entries(session, rows)
-    summary.removed = delete_entries_written_before(session, scan_started)
     summary.count(rows)
-    summary.projects = record_projects(session, rows)
+    if tally is not None:
+        tally.add(rows)
+    else:
+        summary.projects = record_projects(session, rows)
+    return summary
+
+
+_MITIGATE = text(
+    """
+    UPDATE entries SET status = 'mitigated',
+           metadata = metadata || jsonb_build_object('mitigated_by', metadata ->> 'source', 'file_status', status),
+           updated_at = clock_timestamp()
+     WHERE kind = 'signal' AND (metadata ->> 'source') = ANY(:sources) AND status IS DISTINCT FROM 'mitigated'
+    """
+)
+_UNMITIGATE = text(
+    """
+    UPDATE entries SET status = metadata ->> 'file_status', metadata = metadata - 'mitigated_by' - 'file_status',
+           updated_at = clock_timestamp()
+     WHERE kind = 'signal' AND status = 'mitigated' AND (metadata ->> 'mitigated_by') IS DISTINCT FROM 'verify'
+       AND NOT ((metadata ->> 'source') = ANY(:sources))
+    """
+)
+
+
+def mitigation_set(session: Session) -> set[str]:
+    """The ``mitigates`` values of the resolved and graduated arcs the index holds."""
+    stmt = select(Entry.id, Entry.status, Entry.meta["mitigates"]).where(Entry.kind == "arc", Entry.meta.has_key("mitigates"))
+    rows = [EntryRecord(id=i, kind="arc", vault_path="", status=st, meta={"mitigates": m}) for i, st, m in session.execute(stmt)]
+    return mitigation_sources(rows)
+
+
+def apply_mitigation(session: Session, sources: set[str] | None = None) -> int:
+    """Mark the signals of mitigated sources ``mitigated`` and restore the others; returns rows changed."""
+    sources = mitigation_set(session) if sources is None else sources
+    params = {"sources": sorted(sources)}
+    return (session.execute(_MITIGATE, params).rowcount or 0) + (session.execute(_UNMITIGATE, params).rowcount or 0)
+
+
+_VERIFIED = text(
+    """
+    UPDATE entries SET status = 'mitigated',
+           metadata = metadata || jsonb_build_object('mitigated_by', 'verify', 'file_status', status), updated_at = clock_timestamp()
+     WHERE kind = 'signal' AND id = ANY(:ids) AND status IS DISTINCT FROM 'mitigated'
+    """
+)
+_UNVERIFIED = text(
+    """
+    UPDATE entries SET status = metadata ->> 'file_status', metadata = metadata - 'mitigated_by' - 'file_status', updated_at = clock_timestamp()
+     WHERE kind = 'signal' AND status = 'mitigated' AND (metadata ->> 'mitigated_by') = 'verify' AND NOT (id = ANY(:ids))
+    """
+)
+
+
+def set_verified(session: Session, ids: Iterable[str]) -> int:
+    """Mark exactly ``ids`` as the signals this tick's verifier mitigated (earlier verifier marks are lifted)."""
+    params = {"ids": sorted(set(ids))}
+    return (session.execute(_VERIFIED, params).rowcount or 0) + (session.execute(_UNVERIFIED, params).rowcount or 0)
+
+
+def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_started: dt.datetime) -> ReindexSummary:
+    """Make the entries table hold ``records`` and nothing else, keeping rows written since ``scan_started`` (no commit)."""
+    rows = _dedupe(records)
+    paths = {r.vault_path for r in rows}
+    summary = write_file_records(session, paths, rows, before=scan_started)
+    summary.removed += drop_paths_not_in(session, paths, before=scan_started)
+    apply_mitigation(session)
     collect(session)  # bound the feed change log; answers read since the previous refresh stay servable
     return summary
 
 
+REBUILD_BATCH = 500  # files per batch: memory stays bounded by the batch, not the vault
+
+
 def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None) -> ReindexSummary:
-    """Make the index what the vault holds now, keeping writes acknowledged meanwhile (no commit)."""
-    scan = ReindexSummary()
+    """Make the index what the vault holds now, keeping writes acknowledged meanwhile (no commit).
+
+    Files are read, parsed and written in batches (memory bounded by a batch,
+    not by the vault); unchanged rows are not rewritten; rows of files no
+    longer live are deleted; the mitigation set is applied once at the end.
+    The vault catalogue is refreshed too, so the next tick reads only what
+    changes after this.
+    """
+    summary = ReindexSummary()
     started = scan_point(session)
-    records: list[EntryRecord] = []
+    stats = stat_files(vault)
     files = live_vault_files(vault)
-    for rel in files:
-        records.extend(read_records(vault, rel, scan))
-        scan.files += 1
-        if progress is not None:
-            progress(scan.files, len(files))
-    summary = replace_all(session, records, scan_started=started)
-    summary.files, summary.skipped = scan.files, scan.skipped
+    known = load(session)
+    tally = ActivityTally()
+    for start in range(0, len(files), REBUILD_BATCH):
+        batch = files[start : start + REBUILD_BATCH]
+        records: list[EntryRecord] = []
+        entries: list[CatalogueEntry] = []
+        for n, rel in enumerate(batch, start + 1):
+            text_ = _read(vault, rel, summary)
+            if progress is not None:
+                progress(n, len(files))
+            if text_ is None:
+                continue
+            found = _records_of(rel, text_, summary)
+            records.extend(found)
+            stat = stats.get(rel)
+            if stat is not None:
+                entries.append(CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
+        part = write_file_records(session, batch, records, before=started, tally=tally)
+        summary.entries += part.entries
+        summary.removed += part.removed
+        for kind, n in part.by_kind.items():
+            summary.by_kind[kind] = summary.by_kind.get(kind, 0) + n
+        save(session, entries)
+        summary.files += len(batch)
+    summary.removed += drop_paths_not_in(session, files, before=started)
+    forget(session, [p for p in known if p not in set(files)])
+    apply_mitigation(session)
+    summary.projects = record_activity(session, tally.result())
+    collect(session)
     return summary
+
+
+def _read(vault: Vault, rel: str, summary: ReindexSummary) -> str | None:
+    try:
+        return vault.read_text(rel)
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        summary.skipped.append(f"{rel}: {getattr(exc, 'strerror', None) or exc}")
+        return None
+
+
+def _records_of(rel: str, text_: str, summary: ReindexSummary) -> list[EntryRecord]:
+    try:
+        return records_for(rel, text_)
+    except Exception as exc:  # one bad file must not stop a rebuild of the whole vault
+        summary.skipped.append(f"{rel}: {type(exc).__name__}: {exc}")
+        return []
+
+
+def arc_facts_of(rel: str, text_: str, mtime_ns: int) -> dict[str, Any] | None:
+    """The catalogue facts of a file that is an arc (None for any other file)."""
+    kind = kind_of_path(rel)
+    if kind not in ARC_CAPABLE_KINDS:
+        return None
+    meta = frontmatter.parse(text_).meta
+    if not (kind == "arc" or (meta.get("cluster_id") and meta.get("type") != "signal")) or is_tombstone(rel) or meta.get("merged_into"):
+        return None
+    return arc_facts(meta, mtime=dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.timezone.utc))
 
 
 def refresh(session: Session, vault: Vault, paths: Iterable[str | Path]) -> ReindexSummary:
     """Re-read the given files and replace their rows (deleted files lose theirs); no commit."""
-    summary = ReindexSummary()
     rels = sorted({vault.rel(vault.path(p)) for p in paths})
+    scratch = ReindexSummary()
     records: list[EntryRecord] = []
     for rel in rels:
-        records.extend(read_records(vault, rel, summary) if kind_of_path(rel) else [])
-        summary.files += 1
-    records = with_evidence(session, _dedupe(records))
-    summary.removed = delete_entries_at(session, rels, keep_ids=[r.id for r in records])
-    summary.entries = upsert_entries(session, records)
-    summary.count(records)
-    summary.projects = record_projects(session, records)
+        records.extend(read_records(vault, rel, scratch) if kind_of_path(rel) else [])
+    summary = write_file_records(session, rels, records)
+    summary.files, summary.skipped = len(rels), scratch.skipped
     return summary

@@ -290,3 +290,17 @@ __all__ = [
     "TickRun",
     "text",
 ]
+
+
+class VaultFile(Base):
+    """What the keeper and reindex last read of one vault file (revision 0007)."""
+
+    __tablename__ = "vault_catalogue"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    sha256: Mapped[str] = mapped_column(Text, nullable=False)
+    kind: Mapped[str | None] = mapped_column(Text)
+    arc: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))

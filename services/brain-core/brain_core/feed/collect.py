@@ -53,7 +53,7 @@ def mitigation_sources(records: Iterable[EntryRecord]) -> set[str]:
 
 def mitigated(record: EntryRecord, why: str) -> EntryRecord:
     """The signal marked mitigated (``why``: the mitigating source or the verifier)."""
-    return replace(record, status=MITIGATED, meta={**record.meta, "mitigated_by": why})
+    return replace(record, status=MITIGATED, meta={**record.meta, "mitigated_by": why, "file_status": record.status})
 
 
 def mitigate(records: Sequence[EntryRecord], sources: set[str] | None = None) -> list[EntryRecord]:
@@ -87,31 +87,48 @@ class SignalCollection:
     stale: int = 0
 
 
+def _verdict(r: EntryRecord, cutoff: dt.datetime) -> str:
+    """kept, or why a signal is dropped: mitigated, cleared, stale."""
+    status = (r.status or "").lower()
+    severity = (r.severity or "info").lower()
+    if status == MITIGATED:
+        return "mitigated"
+    if status in ("resolved", "cleared") or severity == "resolved" or CLEARED in r.content:
+        return "cleared"
+    if status == "expired" or (severity not in LASTING_SEVERITIES and r.occurred_at is not None and r.occurred_at < cutoff):
+        return "stale"  # "expired": inside a finished arc (``records.inline_records``)
+    return "kept"
+
+
 def collect_signals(records: Iterable[EntryRecord], now: dt.datetime, *, stale_days: int) -> SignalCollection:
-    """Every signal, deduplicated, minus the cleared, mitigated and stale ones (module docstring)."""
+    """Every signal, deduplicated, minus the cleared, mitigated and stale ones (module docstring).
+
+    Of the copies of one signal (same source and content) the live one wins,
+    whatever order the files come in: a stale copy left in an old arc never
+    hides the same alert raised again in a current one.
+    """
     out = SignalCollection()
-    seen: set[tuple[str, str]] = set()
     cutoff = now - dt.timedelta(days=stale_days)
+    floor = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    best: dict[tuple[str, str], tuple[str, EntryRecord]] = {}
     for r in records:
         if r.kind != "signal":
             continue
         out.collected += 1
-        key = signal_key(r)
-        if key in seen:
-            out.deduped += 1
+        key, verdict = signal_key(r), _verdict(r, cutoff)
+        held = best.get(key)
+        if held is None:
+            best[key] = (verdict, r)
             continue
-        seen.add(key)
-        status = (r.status or "").lower()
-        severity = (r.severity or "info").lower()
-        if status == MITIGATED:
-            out.mitigated += 1
-        elif status in ("resolved", "cleared") or severity == "resolved" or CLEARED in r.content:
-            out.cleared += 1
-        elif status == "expired" or (severity not in LASTING_SEVERITIES and r.occurred_at is not None and r.occurred_at < cutoff):
-            out.stale += 1  # "expired": inside a finished arc (``records.inline_records``)
-        else:
+        out.deduped += 1
+        rank = (verdict == "kept", r.occurred_at or floor, r.id)
+        if rank > (held[0] == "kept", held[1].occurred_at or floor, held[1].id):
+            best[key] = (verdict, r)
+    for verdict, r in best.values():
+        if verdict == "kept":
             out.kept.append(r)
-    floor = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+        else:
+            setattr(out, verdict, getattr(out, verdict) + 1)
     out.kept.sort(key=lambda r: (r.occurred_at or floor, r.id), reverse=True)
     return out
 

@@ -428,6 +428,45 @@ class ProjectActivity:
     last_active: dt.datetime | None
 
 
+def _later(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+class ActivityTally:
+    """``project_activity`` fed in parts (a streaming rebuild adds each batch; the answer is the same)."""
+
+    def __init__(self) -> None:
+        self.by_repo: dict[tuple[str, str], dt.datetime | None] = {}
+        self.bare: dict[str, dt.datetime | None] = {}
+
+    def add(self, records: Iterable[EntryRecord]) -> None:
+        """Count the projects ``records`` name."""
+        for record in records:
+            if record.kind not in ACTIVITY_KINDS:
+                continue
+            for key in record.projects:
+                if key == record.project and record.repo:
+                    slot = (key, record.repo)
+                    self.by_repo[slot] = _later(self.by_repo[slot], record.occurred_at) if slot in self.by_repo else record.occurred_at
+                else:
+                    self.bare[key] = _later(self.bare[key], record.occurred_at) if key in self.bare else record.occurred_at
+
+    def result(self) -> list[ProjectActivity]:
+        """The projects, folded as ``project_activity`` describes."""
+        repos_of: dict[str, list[str]] = {}
+        for key, repo in self.by_repo:
+            repos_of.setdefault(key, []).append(repo)
+        out = [ProjectActivity(key, repo, when) for (key, repo), when in self.by_repo.items()]
+        for key, when in self.bare.items():
+            repos = repos_of.get(key, [])
+            if len(repos) == 1:
+                index = next(i for i, p in enumerate(out) if p.key == key and p.repo == repos[0])
+                out[index] = ProjectActivity(key, repos[0], _later(out[index].last_active, when))
+            elif not repos:
+                out.append(ProjectActivity(key, None, when))
+        return sorted(out, key=lambda p: (p.key, p.repo or ""))
+
+
 def project_activity(records: Iterable[EntryRecord]) -> list[ProjectActivity]:
     """The projects named by entries, with their last activity.
 
@@ -437,33 +476,9 @@ def project_activity(records: Iterable[EntryRecord]) -> list[ProjectActivity]:
     repo-less mentions, which could belong to either; a key never seen with
     a repo is a project of its own.
     """
-    by_repo: dict[tuple[str, str], dt.datetime | None] = {}
-    bare: dict[str, dt.datetime | None] = {}
-
-    def later(a: dt.datetime | None, b: dt.datetime | None) -> dt.datetime | None:
-        return b if a is None else a if b is None else max(a, b)
-
-    for record in records:
-        if record.kind not in ACTIVITY_KINDS:
-            continue
-        for key in record.projects:
-            if key == record.project and record.repo:
-                slot = (key, record.repo)
-                by_repo[slot] = later(by_repo.get(slot), record.occurred_at) if slot in by_repo else record.occurred_at
-            else:
-                bare[key] = later(bare.get(key), record.occurred_at) if key in bare else record.occurred_at
-    repos_of: dict[str, list[str]] = {}
-    for key, repo in by_repo:
-        repos_of.setdefault(key, []).append(repo)
-    out = [ProjectActivity(key, repo, when) for (key, repo), when in by_repo.items()]
-    for key, when in bare.items():
-        repos = repos_of.get(key, [])
-        if len(repos) == 1:
-            index = next(i for i, p in enumerate(out) if p.key == key and p.repo == repos[0])
-            out[index] = ProjectActivity(key, repos[0], later(out[index].last_active, when))
-        elif not repos:
-            out.append(ProjectActivity(key, None, when))
-    return sorted(out, key=lambda p: (p.key, p.repo or ""))
+    tally = ActivityTally()
+    tally.add(records)
+    return tally.result()
 
 
 def entry_line_spans(vault_path: str, text: str) -> dict[str, tuple[int, int]]:
