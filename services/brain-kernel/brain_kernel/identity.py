@@ -3,18 +3,25 @@
 Evidence comes, in order, from client attrs, the session index, the transcript,
 git on disk, the operator catalog, learned roots and layout patterns; the
 first hit wins and nothing falls back to a folder's basename. The resolver is
-cheap to build (one per request or job) and caches git facts per distinct
-folder for its lifetime. Git cost is bounded: at most two git processes for a
-folder git has not seen yet (``rev-parse`` for the dirs and toplevel, ``config``
-for the remotes, the latter once per repository), and none for a folder whose
-repository this resolver already knows when no ``.git`` entry lies between the
-folder and that repository's toplevel (a plain stat walk). With a database
-session the resolver also reads the session index and learned roots, and
-records learned roots after each git resolution; it never commits.
+cheap to build (one per request or job). Git facts are read in-process by
+git's own rules (``brain_kernel.gitfacts``: ``.git``, ``commondir`` and the
+config files through GitPython) and kept per process for every resolver
+while the files they were read from are unchanged, so a folder of a known
+repository costs a walk of ``stat`` calls and no read; a folder is given to a
+known repository only when no ``.git`` entry lies between them. Git itself
+runs only where the in-process reading cannot promise git's answer (two
+processes: ``rev-parse`` for the dirs and toplevel, ``config`` for the
+remotes). ``git_calls`` counts both kinds (``git_reads`` in-process,
+``git_processes`` spawned): at most two for a folder of an unseen
+repository, none for a further folder of a known one. With a database session
+the resolver also reads the session index and learned roots, and records
+learned roots a git resolution reveals when the index does not hold them
+already; it never commits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import subprocess
@@ -28,8 +35,9 @@ from sqlalchemy.orm import Session
 
 from brain_core import identity as core
 from brain_core.identity import CatalogError, CatalogProject, GitFacts, ProjectIdentity
+from brain_kernel import gitfacts
 from brain_kernel.errors import ConfigError
-from brain_kernel.settings import Settings, environ_snapshot
+from brain_kernel.settings import Settings, environ_snapshot, environ_subset
 
 GIT_TIMEOUT_S = 10
 # Variables that would point git at another repository than the folder asked about.
@@ -43,6 +51,11 @@ _GIT_ENV_DROP = (
     "GIT_DISCOVERY_ACROSS_FILESYSTEM",
     "GIT_NAMESPACE",
 )
+
+
+def clear_git_caches() -> None:
+    """Forget the git facts this process keeps (a benchmark's fresh process)."""
+    gitfacts.clear_caches()
 
 
 def load_catalog(settings: Settings) -> tuple[CatalogProject, ...]:
@@ -82,11 +95,29 @@ def _parse_catalog_file(path: Path, mtime_ns: int, size: int, user_home: str) ->
 class IdentityResolver:
     """Resolve working folders and sessions to a ``ProjectIdentity`` (one instance per request or job)."""
 
-    def __init__(self, settings: Settings, db: Session | None = None, *, learn: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Session | None = None,
+        *,
+        learn: bool = True,
+        in_process: bool = True,
+        batch: bool = False,
+    ) -> None:
+        """``in_process=False`` asks git itself for every repository (the comparison the tests and bench make).
+
+        ``batch=True`` (a job resolving thousands of folders) reads every learned
+        root once and keeps the roots it learns until ``flush_learned``, so the
+        resolution itself sends no statement: lookups see the kept roots as the
+        index will hold them.
+        """
         self.settings = settings
         self.db = db
         self.learn = learn
-        self.git_calls = 0
+        self.in_process = in_process
+        self.batch = batch
+        self.tally = gitfacts.Tally()
+        self._reader: gitfacts.GitReader | None = None
         self._home = core.norm_path(str(settings.user_home.expanduser()))
         self._home_real = os.path.realpath(self._home) if self._home else None
         self._catalog: tuple[CatalogProject, ...] | None = None
@@ -95,9 +126,33 @@ class IdentityResolver:
         self._remotes: dict[str, str | None] = {}
         self._learned_written: set[tuple[str, str]] = set()
         self._learned: dict[str, list[core.LearnedRoot]] = {}
+        self._learned_rows: dict[str, core.LearnedRoot] | None = None  # batch: every stored learned root by path
+        self._pending: list[tuple[ProjectIdentity, list[tuple[str, str | None]]]] = []  # batch: learned, not yet written
+        self._pending_rows: dict[str, core.LearnedRoot] = {}
+        self._sessions: dict[str, ProjectIdentity | None] = {}
         self._env: dict[str, str] | None = None
 
     # -- public ---------------------------------------------------------------
+
+    @property
+    def git_calls(self) -> int:
+        """Git facts fetched from a repository: in-process reads and git processes (cached answers cost none)."""
+        return self.tally.calls
+
+    @property
+    def git_in_process(self) -> bool:
+        """True when git facts are read in-process (GitPython importable, an environment git reads as we do)."""
+        return self._git_reader().env.in_process
+
+    @property
+    def git_reads(self) -> int:
+        """In-process reads of ``.git``, ``commondir`` and config files."""
+        return self.tally.reads
+
+    @property
+    def git_processes(self) -> int:
+        """``git`` processes started."""
+        return self.tally.processes
 
     @property
     def catalog(self) -> tuple[CatalogProject, ...]:
@@ -194,14 +249,46 @@ class IdentityResolver:
     def _from_session(self, session_id: str, shown: str | None) -> ProjectIdentity | None:
         from brain_kernel.identity_repo import get_session
 
+        if session_id in self._sessions:
+            stored = self._sessions[session_id]
+            if stored is None:
+                return None
+            return core.from_stored(stored.project, stored.repo, stored.root, stored.worktree, shown or stored.cwd, "session")
         row = get_session(self.db, session_id)  # type: ignore[arg-type]
         if row is None:
             return None
         return core.from_stored(row.project, row.repo, row.root, row.worktree, shown or row.cwd, "session")
 
-    def _from_learned(self, path: str, shown: str | None, home: str | None) -> ProjectIdentity | None:
-        from brain_kernel.identity_repo import learned_roots_containing
+    def session_identity(self, session_id: str, cwd: str | None) -> ProjectIdentity | None:
+        """The identity the session index holds for ``session_id`` (source ``session``), or None (needs a database)."""
+        if self.db is None or not session_id:
+            return None
+        return self._from_session(session_id, self._display(cwd))
 
+    def preload_sessions(self, session_ids: list[str]) -> None:
+        """Read the stored identities of many sessions at once (a job resolving thousands; needs a database)."""
+        from brain_kernel.identity_repo import stored_identities
+
+        wanted = [sid for sid in dict.fromkeys(session_ids) if sid and sid not in self._sessions]
+        if self.db is None or not wanted:
+            return
+        found = stored_identities(self.db, wanted)
+        for sid in wanted:
+            self._sessions[sid] = found.get(sid)
+
+    def remember_session(self, session_id: str, identity: ProjectIdentity) -> None:
+        """What a job is about to store for a session, as the session index will then answer for it."""
+        self._sessions[session_id] = identity
+
+    def _from_learned(self, path: str, shown: str | None, home: str | None) -> ProjectIdentity | None:
+        from brain_kernel.identity_repo import all_learned_roots, learned_roots_containing, path_and_ancestors
+
+        if self.batch:
+            if self._learned_rows is None:
+                self._learned_rows = all_learned_roots(self.db)  # type: ignore[arg-type]
+            stored, pending = self._learned_rows, self._pending_rows
+            found = [lr for lr in (pending.get(p) or stored.get(p) for p in path_and_ancestors(path)) if lr is not None]
+            return core.from_learned(path, found, shown, home)
         if path not in self._learned:
             self._learned[path] = learned_roots_containing(self.db, path)  # type: ignore[arg-type]
         return core.from_learned(path, self._learned[path], shown, home)
@@ -215,6 +302,7 @@ class IdentityResolver:
         return hit
 
     def _learn(self, identity: ProjectIdentity, toplevel: str) -> None:
+        """Record the roots a git resolution revealed, unless the index already holds them as they are."""
         from brain_kernel.identity_repo import record_learned_roots
 
         assert identity.root is not None
@@ -222,8 +310,23 @@ class IdentityResolver:
         if marker in self._learned_written:
             return
         self._learned_written.add(marker)
-        self._learned.clear()  # lookups cached before this root was learned may now match it
-        record_learned_roots(self.db, identity, core.learned_paths(identity, toplevel))  # type: ignore[arg-type]
+        paths = core.learned_paths(identity, toplevel)
+        if self.batch:
+            self._pending.append((identity, paths))
+            for path, worktree in paths:
+                self._pending_rows[path] = core.LearnedRoot(path, identity.project, identity.repo, identity.root, worktree)  # type: ignore[arg-type]
+        elif record_learned_roots(self.db, identity, paths):  # type: ignore[arg-type]
+            self._learned.clear()  # lookups cached before this root was learned may now match it
+
+    def flush_learned(self) -> int:
+        """Write the learned roots a batch resolver kept (those new or changed); returns rows written."""
+        from brain_kernel.identity_repo import record_learned
+
+        if self.db is None or not self._pending:
+            return 0
+        written = record_learned(self.db, self._pending)
+        self._pending = []
+        return written
 
     def _enrich_layout(self, hit: ProjectIdentity) -> ProjectIdentity:
         """A layout key named in the catalog (key or alias, one project) takes that project's key and repo."""
@@ -241,17 +344,33 @@ class IdentityResolver:
         if not os.path.isdir(path):
             self._git[path] = None
             return None
-        facts = self._known_repo(path)
-        if facts is None:
-            facts = self._rev_parse(path)
-            if facts is not None:
-                facts = GitFacts(facts.git_dir, facts.common_dir, facts.toplevel, self._remote(path, facts.common_dir))
-                self._by_toplevel.setdefault(facts.toplevel, facts)
+        reader = self._git_reader()
+        if reader.env.in_process:
+            facts = reader.facts(path)
+        else:
+            facts = self._known_repo(path)
+            if facts is None:
+                facts = gitfacts.rev_parse(self._run_git, path, self.tally)
+                if facts is not None:
+                    facts = GitFacts(facts.git_dir, facts.common_dir, facts.toplevel, self._remote(path, facts.common_dir))
+                    self._by_toplevel.setdefault(facts.toplevel, facts)
         self._git[path] = facts
         return facts
 
+    def _git_reader(self) -> gitfacts.GitReader:
+        if self._reader is None:
+            env = gitfacts.GitEnvironment.from_environ(environ_subset(gitfacts.ENV_NAMES))
+            if not self.in_process:
+                env = dataclasses.replace(env, in_process=False)
+            self._reader = gitfacts.GitReader(env, self._run_git, self.tally)
+        return self._reader
+
     def _known_repo(self, path: str) -> GitFacts | None:
-        """Facts of an already-seen repository containing ``path`` with no ``.git`` in between."""
+        """Facts of a repository this resolver asked git about that holds ``path`` with no ``.git`` in between.
+
+        Only when the environment sends every question to git; otherwise the
+        process-wide answers of ``gitfacts`` play this part.
+        """
         current = path
         while True:
             known = self._by_toplevel.get(current)
@@ -269,7 +388,6 @@ class IdentityResolver:
             env = {k: v for k, v in environ_snapshot().items() if k not in _GIT_ENV_DROP}
             env.update({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"})
             self._env = env
-        self.git_calls += 1
         try:
             return subprocess.run(
                 ["git", "-C", path, *args],
@@ -282,27 +400,8 @@ class IdentityResolver:
         except (OSError, subprocess.TimeoutExpired):
             return None
 
-    def _rev_parse(self, path: str) -> GitFacts | None:
-        proc = self._run_git(path, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", "--show-toplevel")
-        if proc is None or proc.returncode != 0:
-            return None
-        lines = [line for line in proc.stdout.splitlines() if line.strip()]
-        if len(lines) != 3:
-            return None
-        git_dir, common_dir, toplevel = (posixpath.normpath(os.path.join(path, p)) for p in lines)
-        return GitFacts(git_dir=git_dir, common_dir=common_dir, toplevel=toplevel)
-
     def _remote(self, path: str, common_dir: str) -> str | None:
-        """The origin URL (else the only remote's URL), once per repository."""
-        if common_dir in self._remotes:
-            return self._remotes[common_dir]
-        proc = self._run_git(path, "config", "--get-regexp", r"^remote\..*\.url$")
-        urls: dict[str, str] = {}
-        if proc is not None and proc.returncode == 0:
-            for line in proc.stdout.splitlines():
-                name, _, url = line.partition(" ")
-                if name.startswith("remote.") and name.endswith(".url") and url.strip():
-                    urls.setdefault(name[len("remote.") : -len(".url")], url.strip())
-        url = urls.get("origin") or (next(iter(urls.values())) if len(urls) == 1 else None)
-        self._remotes[common_dir] = url
-        return url
+        """The origin URL (else the only remote's URL) from git, once per repository."""
+        if common_dir not in self._remotes:
+            self._remotes[common_dir] = gitfacts.remote_by_git(self._run_git, path, self.tally)
+        return self._remotes[common_dir]

@@ -11,6 +11,7 @@ working.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -177,6 +178,11 @@ class _ExplicitSettings(Settings):
 def environ_snapshot() -> dict[str, str]:
     """A copy of the process environment, for the few adapters that must pass it to children."""
     return dict(os.environ)
+
+
+def environ_subset(names: Iterable[str]) -> dict[str, str]:
+    """The named variables of the process environment that are set (cheaper than a snapshot, per request)."""
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 # Every environment variable the settings read starts with one of these.
