@@ -1,4 +1,4 @@
-"""The incremental tick (ADR 0015): the vault catalogue lets a tick read only what changed.
+"""The incremental tick (ADR 0016): the vault catalogue lets a tick read only what changed.
 
 An unchanged vault is not read and not written; a changed, added, deleted or
 renamed file is picked up; a file touched without a change is read but not

@@ -5,7 +5,7 @@ content hash and kind, and for an arc the facts its heat is computed from
 (``brain_core.heat.arc_facts``). A tick stats the vault and reads only files
 whose size or mtime differ from their row (and whose hash then differs); an
 arc whose file did not change is scored from its row, and its file is
-rewritten only when its heat, status or place changes (ADR 0015).
+rewritten only when its heat, status or place changes (ADR 0016).
 
 Revision ID: 0007
 Revises: 0006
