@@ -22,8 +22,10 @@ from brain_kernel.identity import IdentityResolver, clear_git_caches
 from brain_kernel.identity_repo import SessionRecord, record_session, record_sessions
 from brain_kernel.models import LearnedRoot, SessionRow
 from brain_kernel.settings import Settings
+from brain_ops.extract import run_extract
 from tests.conftest import make_settings
 from tests.gitrepo import add_submodule, add_worktree, git, make_repo
+from tests.transcript_factory import write_claude
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 
@@ -221,6 +223,44 @@ def test_a_nested_repository_under_a_learned_root_resolves_to_itself(tmp_path: P
     assert {r.path: r.project for r in db.scalars(select(LearnedRoot))} == {str(outer): "platform", str(inner): "lib"}
     shutil.rmtree(inner / ".git")  # no longer a repository: the folder is the outer one's again
     assert IdentityResolver(settings, db).resolve(str(inner / "src")).project == "platform"
+
+
+def _row_versions(db: Session, table: str, key: str) -> dict[str, str]:
+    db.expire_all()
+    return dict(db.execute(text(f"SELECT {key}, xmin::text FROM {table}")).all())
+
+
+def test_an_unchanged_extract_rerun_writes_no_session_row(tmp_path: Path, database_url: str, db: Session) -> None:
+    settings = make_settings(tmp_path, database_url)
+    home = settings.user_home
+    repo = make_repo(home / "dev" / "api", "git@github.com:acme/api.git")
+    wt = add_worktree(repo, home / "wt" / "api-feature", "feature")
+    plain = home / "notes"
+    plain.mkdir()
+    later_repo = home / "dev" / "later"
+    later_repo.mkdir(parents=True)
+    for n, cwd in enumerate([repo, wt, repo / "gone", plain, later_repo, home / "scratchpad" / "api" / "t1"] * 3):
+        write_claude(settings.resolved_claude_dir, f"s-{n:03d}", str(cwd), NOW - dt.timedelta(hours=2, minutes=n), ["One", "Two"])
+    first = run_extract(settings, since=None, min_turns=1, db=db)
+    db.commit()
+    assert first["sessions_recorded"] == 18
+    sessions, learned = _row_versions(db, "sessions", "session_id"), _row_versions(db, "learned_roots", "path")
+    assert len(sessions) == 18 and set(learned) == {str(repo), str(wt)}
+    assert db.get(SessionRow, "s-002").source == "learned"  # repo/gone: under the root the same run learned
+
+    again = run_extract(settings, since=None, min_turns=1, db=db)
+    db.commit()
+    assert again["sessions_recorded"] == 0
+    assert _row_versions(db, "sessions", "session_id") == sessions
+    assert _row_versions(db, "learned_roots", "path") == learned
+    assert [s["project_source"] for s in again["sessions"]].count("session") == 12  # the 6 unresolved were resolved again
+
+    make_repo(later_repo, "git@github.com:acme/later.git")  # the plain folder became a repository: only its sessions change
+    third = run_extract(settings, since=None, min_turns=1, db=db)
+    db.commit()
+    changed = {sid for sid, version in _row_versions(db, "sessions", "session_id").items() if sessions[sid] != version}
+    assert third["sessions_recorded"] == 3 == len(changed)
+    assert {db.get(SessionRow, sid).project for sid in changed} == {"later"}
 
 
 def test_batched_session_records_equal_one_at_a_time(tx: Session) -> None:

@@ -7,10 +7,10 @@ held in memory), then resolves every session's project with the identity
 resolver before anything groups them: the Codex ``repository_url`` is passed
 as transcript evidence, git is consulted at most once per distinct folder.
 
-Safe to rerun: the job only reads transcripts; with a database it upserts
-session rows and learned roots, which a rerun rewrites with the same values.
-Files that cannot be read, are empty, or fall outside the window are counted,
-never fatal.
+Safe to rerun: the job only reads transcripts; with a database it records
+session rows and learned roots in batches, writing only those that are new or
+changed, so an unchanged rerun writes nothing. Files that cannot be read, are
+empty, or fall outside the window are counted, never fatal.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.transcripts import SessionSummary
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import IdentityResolver
+from brain_kernel.identity_repo import SessionRecord, record_sessions
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptFile, find_transcripts, read_summary
 
@@ -158,35 +159,54 @@ def run_extract(
 ) -> dict[str, Any]:
     """Extract sessions with resolved identities into a bundle dict (see the module docstring).
 
-    With ``db`` the resolver reads the session index and learned roots and
-    this job records session rows; the caller commits.
+    With ``db`` the resolver reads the session index (all sessions at once)
+    and learned roots, and this job records the session rows that are new or
+    changed (``sessions_recorded`` counts the rows written); the caller commits.
     """
     claude = Path(claude_dir).expanduser() if claude_dir else settings.resolved_claude_dir
     codex = Path(codex_dir).expanduser() if codex_dir else settings.resolved_codex_dir
     wanted = _project_filter(project)
-    resolver = resolver or IdentityResolver(settings, db)
+    resolver = resolver or IdentityResolver(settings, db, batch=db is not None)
     stats = ScanStats()
     files = find_transcripts(claude, codex)
     found: list[tuple[TranscriptFile, SessionSummary]] = []
-    # Path evidence is resolved once per distinct (folder, transcript URL), on one
-    # background thread while the main thread parses, so git latency overlaps
-    # parsing. Only that thread touches the resolver (and ``db``) until the pool
-    # is shut down; the main thread then reads the cached answers.
-    pending: dict[tuple[str | None, str | None], Future[ProjectIdentity]] = {}
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-resolve") as pool:
-        for item, summary in iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress):
+    # Path evidence is resolved once per distinct (folder, transcript URL). Git facts read
+    # in-process cost well under a millisecond per repository: they are resolved when the pair
+    # first appears (a thread would only contend with parsing for the interpreter). When git
+    # itself must answer, one background thread resolves while the main thread parses, so the
+    # processes' latency overlaps parsing; only that thread touches the resolver (and ``db``)
+    # until the pool is shut down.
+    pending: dict[tuple[str | None, str | None], Future[ProjectIdentity] | ProjectIdentity] = {}
+    summaries = iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress)
+    if resolver.git_in_process:
+        for item, summary in summaries:
             found.append((item, summary))
             key = (summary.cwd, summary.repo_url)
             if key not in pending:
-                pending[key] = pool.submit(resolver.resolve, summary.cwd, transcript_repo_url=summary.repo_url)
+                pending[key] = resolver.resolve(summary.cwd, transcript_repo_url=summary.repo_url)
+    else:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-resolve") as pool:
+            for item, summary in summaries:
+                found.append((item, summary))
+                key = (summary.cwd, summary.repo_url)
+                if key not in pending:
+                    pending[key] = pool.submit(resolver.resolve, summary.cwd, transcript_repo_url=summary.repo_url)
     chosen: dict[str, dict[str, Any]] = {}
-    recorded = 0
+    records: list[SessionRecord] = []
+    resolved: dict[tuple[str | None, str | None], ProjectIdentity] = {}
+    if db is not None:
+        resolver.preload_sessions([summary.session_id for _, summary in found])
     for item, summary in found:
-        if db is not None:
-            # The session index may know this session: resolve it in full (git answers are cached).
-            identity = resolver.resolve(summary.cwd, session_id=summary.session_id, transcript_repo_url=summary.repo_url)
-        else:
-            identity = pending[(summary.cwd, summary.repo_url)].result()
+        key = (summary.cwd, summary.repo_url)
+        identity = resolver.session_identity(summary.session_id, summary.cwd) if db is not None else None
+        if identity is None and db is not None:
+            # Path evidence again, now that the whole run's learned roots are known (git answers are cached).
+            if key not in resolved:
+                resolved[key] = resolver.resolve(summary.cwd, transcript_repo_url=summary.repo_url)
+            identity = resolved[key]
+        elif identity is None:
+            answer = pending[key]
+            identity = answer.result() if isinstance(answer, Future) else answer
         if not wanted(identity):
             stats.skipped["other_project"] += 1
             continue
@@ -199,8 +219,12 @@ def run_extract(
         chosen[summary.session_id] = entry
         if db is not None and identity.source != "session":
             # A session the index already knew keeps its stored (stronger) source.
-            resolver.record_session(summary.session_id, identity, agent=summary.agent, started_at=summary.start)
-            recorded += 1
+            records.append(SessionRecord(summary.session_id, identity, agent=summary.agent, started_at=summary.start))
+            resolver.remember_session(summary.session_id, identity)
+    recorded = 0
+    if db is not None:
+        resolver.flush_learned()
+        recorded = record_sessions(db, records) if records else 0
     sessions = sorted(chosen.values(), key=lambda e: (e["start"] or "", e["session_id"]))
     skipped_by_reason = dict(sorted(stats.skipped.items()))
     return {
@@ -218,6 +242,8 @@ def run_extract(
         "skipped_by_reason": skipped_by_reason,
         "lines_skipped": {k: stats.lines.get(k, 0) for k in ("malformed", "non_utf8", "unknown_type")},
         "git_calls": resolver.git_calls,
+        "git_reads": resolver.git_reads,
+        "git_processes": resolver.git_processes,
         "sessions_recorded": recorded,
         "by_source": dict(sorted(Counter(s["project_source"] for s in sessions).items())),
         "sessions": sessions,
