@@ -116,11 +116,14 @@ def cloned_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
 
 
 # Emptied after every test that used the shared database: rows only, the schema stays. Entries
-# and projects go first, since their triggers log into feed_changes.
+# and projects go first, since their triggers log into feed_changes and project_counts.
 _RESET = (
     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
     "DELETE FROM entries",
     "DELETE FROM projects",
+    "DELETE FROM project_counts",
+    "DELETE FROM vault_documents",
+    "DELETE FROM vault_search_state",
     "DELETE FROM feed_changes",
     "DELETE FROM feed_snapshots",
     "UPDATE feed_horizon SET horizon = 0, pending = 0",

@@ -17,21 +17,25 @@ generated rows.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, DateTime, Integer, Text, and_, any_, bindparam, case, func, literal, or_, select, union_all
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import Session
+from sqlalchemy import Boolean, ColumnElement, DateTime, Text, and_, any_, bindparam, case, false, func, literal_column, or_, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, array
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, aliased
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.project import ProjectMemory
 from brain_core.membership import INACTIVE_SIGNAL_STATUSES, KnownProject, repo_matches, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
 from brain_kernel.models import Entry, Project
+
+log = logging.getLogger(__name__)
 
 MAX_RECENT = 200  # per kind of recent entry
 MAX_SIGNALS = 20
@@ -128,73 +132,50 @@ class ProjectRows:
     key_is_unique: bool = True
 
 
-def _part(name: str, source: Any, where: list[Any], order: list[Any], limit: Any) -> Any:
-    """One ranked, limited branch of the feed statement: (id, part, ord)."""
-    rank = func.row_number().over(order_by=order).label("ord")
-    return select(source.c.id, literal(name).label("part"), rank).where(*where).order_by(*order).limit(limit)
+def single_project(of: Any = Entry) -> ColumnElement[bool]:
+    """Rows that list exactly their own project (almost every row): for them ``member`` is ``primary_member``.
+
+    Written ``IS TRUE`` (never NULL, so the same rows) because that is the form
+    the planner estimates from the expression statistics of revision 0008:
+    guessed at 0.5 %, it priced the feed's ordered scans as full ones.
+    """
+    return (of.projects == array([of.project])).is_(True)
+
+
+def other_projects(of: Any = Entry) -> ColumnElement[bool]:
+    """Every other row that lists a project (merged arcs, a key that is not the row's own); a partial GIN index holds them."""
+    return and_(of.projects != array([of.project]), func.cardinality(of.projects) > 0)
+
+
+def primary_member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, of: Any = Entry) -> ColumnElement[bool]:
+    """``member`` for a ``single_project`` row, without the array lookup: its project is P's key, then the repo half.
+
+    With ``projects = [project]`` and ``project = key``, the row names a repo
+    for the key exactly when it has one, so the repo half reduces to this;
+    tests/test_membership.py holds ``single_project AND primary_member`` or
+    ``other_projects AND member`` equal to ``belongs``.
+    """
+    if isinstance(unique, bool):
+        if repo is not None:
+            cond = or_(of.repo == repo, of.repo.is_(None)) if unique else of.repo == repo
+        else:
+            cond = of.repo.is_(None)
+    elif repo is not None:
+        # ``repo = R OR (unique AND repo IS NULL)``, as one expression the planner does not guess
+        # at 0.5 % (two repos share a key at most): it prices ordered scans as the short reads they are.
+        cond = func.coalesce(of.repo == repo, unique)
+    else:
+        cond = func.coalesce(of.repo.is_(None), false())  # the same, for a project with no repo of its own
+    return and_(of.project == key, cond)
 
 
 _P_KEY = bindparam("key", type_=Text)
 _P_KEYS = bindparam("keys", type_=ARRAY(Text))
 _P_REPO = bindparam("repo", type_=Text)
 _P_SINCE = bindparam("since", type_=DateTime(timezone=True))
-_P_TOP_N = bindparam("top_n", type_=Integer)
-
-
-@lru_cache(maxsize=2)
-def _project_statement(with_repo: bool) -> Any:
-    """The project feed statement, built once per shape (with or without a repo).
-
-    Only the SQL text is kept between requests; every value is a bind
-    parameter, so nothing of one project's data can reach another's answer.
-    """
-    unique = select(_key_unique_query(_P_KEY).cte("uniq").c.ok).scalar_subquery()  # computed once, used twice
-    mine = (
-        select(Entry.id, Entry.kind, Entry.heat, Entry.occurred_at, Entry.scope, Entry.status)
-        .where(member(_P_KEY, _P_REPO if with_repo else None, unique, keys=_P_KEYS))
-        .cte("mine")
-        .prefix_with("MATERIALIZED")
-    )
-    allt = Entry.__table__
-    # Recent lessons, decisions and milestones: one budget per kind (a flood of lessons must
-    # not push a project's decisions out), ranked within each kind; ``part`` is the kind.
-    ranked = (
-        select(mine.c.id, mine.c.kind, func.row_number().over(partition_by=mine.c.kind, order_by=[mine.c.occurred_at.desc(), mine.c.id]).label("ord"))
-        .where(mine.c.kind.in_(RECENT_KINDS), mine.c.occurred_at >= _P_SINCE)
-        .subquery("ranked")
-    )
-    recent = select(ranked.c.id, ranked.c.kind.label("part"), ranked.c.ord).where(ranked.c.ord <= MAX_RECENT)
-    parts = union_all(
-        _part("arc", mine, [mine.c.kind == "arc"], [mine.c.heat.desc(), mine.c.occurred_at.desc().nulls_last(), mine.c.id], _P_TOP_N),
-        recent,
-        _part("intent", mine, [mine.c.kind == "intent", mine.c.scope == "project"], [mine.c.occurred_at.desc().nulls_last(), mine.c.id], 1),
-        _part(
-            "own_signal",
-            mine,
-            [mine.c.kind == "signal", mine.c.scope == "project", _active_signal(mine), mine.c.occurred_at >= _P_SINCE],
-            [mine.c.occurred_at.desc(), mine.c.id],
-            MAX_SIGNALS,
-        ),
-        _part("last", mine, [mine.c.kind.in_(ACTIVITY_KINDS), mine.c.occurred_at.is_not(None)], [mine.c.occurred_at.desc(), mine.c.id], 1),
-        _part(
-            "fleet_signal",
-            allt,
-            [_fleet_signal(), _active_signal(), Entry.occurred_at >= _P_SINCE],
-            [allt.c.occurred_at.desc(), allt.c.id],
-            MAX_SIGNALS,
-        ),
-        # Inject blocks of no project (targeted ones are filtered by the feed), and P's own.
-        _part("inject", allt, [allt.c.kind == "inject", or_(func.cardinality(allt.c.projects) == 0, allt.c.id.in_(select(mine.c.id)))], [allt.c.id], 200),
-    ).subquery("picked")
-    return (
-        select(parts.c.part, parts.c.ord, unique.label("key_unique"), *_COLUMNS[:-1], _FEED_META)
-        .join_from(parts, Entry, Entry.id == parts.c.id)
-        .order_by(parts.c.part, parts.c.ord)
-    )
-
-
 _REQUEST_PARAMS = frozenset({"key", "keys", "repo", "since", "top_n"})
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s(::(?:VARCHAR|TEXT|INTEGER)\b)?")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s(::(?:VARCHAR|TEXT(?:\[\])?|INTEGER)\b)?")
+_UNIQUE = literal_column("(SELECT ok FROM u)", Boolean)  # P's key is unique: the statement's one InitPlan
 
 
 def _sql_literal(value: Any) -> str:
@@ -205,39 +186,80 @@ def _sql_literal(value: Any) -> str:
     return "'" + value.replace("'", "''").replace("%", "%%") + "'"  # %% : the driver's escape in pyformat SQL
 
 
-@lru_cache(maxsize=8)
-def _project_sql(dialect: Any, with_repo: bool) -> str:
-    """The project feed statement as final SQL text: constants inline, request values as bind parameters.
+def _render(expr: Any, dialect: Any) -> str:
+    """One SQL fragment as final text: this module's constants inline, request values as bind parameters.
 
-    Rendered once per dialect and shape. The text is the same for every
-    request, so the driver parses it once and prepares it (a statement with
-    about fifty constant parameters re-rendered per request was too long for
-    psycopg's query cache and cost a fifth of the request). Only the constants
-    of this module are inlined (kinds, scopes, statuses, limits, labels);
-    the five request values stay bind parameters.
+    A constant goes in as a bare literal (Postgres types it from its context;
+    the casts the dialect adds would make the statement longer than
+    psycopg's statement cache takes); a request value keeps its placeholder.
     """
-    placeholders: dict[str, Any] = {"key": "", "keys": [], "since": dt.datetime.now(dt.timezone.utc), "top_n": 1}
-    if with_repo:
-        placeholders["repo"] = ""
-    state = _project_statement(with_repo).compile(dialect=dialect).construct_expanded_state(placeholders)
+    placeholders = {"key": "", "keys": [], "repo": "", "since": dt.datetime.now(dt.timezone.utc)}
+    compiled = expr.compile(dialect=dialect)
+    state = compiled.construct_expanded_state({k: v for k, v in placeholders.items() if k in compiled.binds})
 
     def inline(match: re.Match[str]) -> str:
-        # A constant goes in as a bare literal: Postgres types it from its context, and the
-        # casts the dialect adds would make the text longer than psycopg's statement cache takes.
+        # Request values go in untyped (Postgres types them from their context, as it does
+        # the constants), except ``keys``, the array ``@>`` needs typed.
         name = match.group(1)
-        return match.group(0) if name in _REQUEST_PARAMS else _sql_literal(state.parameters[name])
+        if name in _REQUEST_PARAMS:
+            return match.group(0) if name == "keys" else f"%({name})s"
+        return _sql_literal(state.parameters[name])
 
-    return _PLACEHOLDER.sub(inline, state.statement)
+    return f"({_PLACEHOLDER.sub(inline, state.statement)})"
+
+
+@lru_cache(maxsize=8)
+def _project_sql(dialect: Any, with_repo: bool) -> str:
+    """The project feed statement as final SQL text, rendered once per dialect and shape (with or without a repo).
+
+    Each section reads only what it returns, through an index ordered for
+    that read: P's ``single_project`` rows by ``project = key`` (the dated
+    sections through a LATERAL over ``b``, one ordered scan per kind and
+    limit; hot arcs by heat), plus ``o``, P's few other rows, selected by
+    ``member`` through the partial GIN index; each section is the top of
+    both, ranked. The text is the same for every request, so the driver
+    parses and prepares it once; only the request's key, keys, repo, window
+    and ``top_n`` are bind parameters, so nothing of one project's data can
+    reach another's answer. The picked rows are joined back one primary-key
+    read each (a LATERAL the planner cannot turn into a hash join over the
+    whole table).
+    """
+    e = aliased(Entry, name="e")
+    repo = _P_REPO if with_repo else None
+    own = _render(and_(single_project(e), primary_member(_P_KEY, repo, _UNIQUE, of=e)), dialect)
+    x = aliased(Entry, name="x")
+    others = _render(and_(other_projects(x), member(_P_KEY, repo, _UNIQUE, keys=_P_KEYS, of=x)), dialect)
+    active = {t: _render(_active_signal(Entry.__table__.alias(t)), dialect) for t in ("e", "o")}
+    fleet = _render(and_(e.kind == "signal", or_(e.scope == "fleet", func.cardinality(e.projects) == 0)), dialect)
+    signal = "(b.part <> 'own_signal' OR {t}.scope = 'project' AND {a})"
+    windowed = [(kind, kind, MAX_RECENT) for kind in RECENT_KINDS] + [("own_signal", "signal", MAX_SIGNALS)]
+    last = [("last", kind, 1) for kind in ACTIVITY_KINDS]
+    rows = [f"('{p}', '{k}', {n}, %(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windowed)]
+    rows += [f"('{p}', '{k}', {n}, '-infinity')" for p, k, n in last]
+    arc_order = "heat DESC, occurred_at DESC NULLS LAST, id"
+    return f"""WITH u AS ({_render(_key_unique_query(_P_KEY), dialect)}),
+o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries x WHERE {others}),
+b (part, kind, lim, since) AS (VALUES {", ".join(rows)}),
+t AS (SELECT b.part, b.lim, x.id, x.occurred_at FROM b CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = b.kind AND e.occurred_at >= b.since AND {own} AND {signal.format(t="e", a=active["e"])} ORDER BY e.occurred_at DESC, e.id LIMIT b.lim) x
+ UNION ALL SELECT b.part, b.lim, o.id, o.occurred_at FROM b JOIN o ON o.kind = b.kind AND o.occurred_at >= b.since AND {signal.format(t="o", a=active["o"])}),
+picked AS (SELECT id, part, ord FROM (SELECT id, part, lim, row_number() OVER (PARTITION BY part ORDER BY occurred_at DESC, id) AS ord FROM t) r WHERE ord <= lim
+ UNION ALL (SELECT id, 'arc', row_number() OVER (ORDER BY {arc_order}) FROM ((SELECT e.id, e.heat, e.occurred_at FROM entries e WHERE e.kind = 'arc' AND {own} ORDER BY e.{arc_order.replace(", ", ", e.")} LIMIT %(top_n)s) UNION ALL SELECT id, heat, occurred_at FROM o WHERE kind = 'arc') a ORDER BY {arc_order} LIMIT %(top_n)s)
+ UNION ALL (SELECT id, 'intent', 1 FROM (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = 'intent' AND e.scope = 'project' AND {own} UNION ALL SELECT id, occurred_at FROM o WHERE kind = 'intent' AND scope = 'project') i ORDER BY occurred_at DESC NULLS LAST, id LIMIT 1)
+ UNION ALL (SELECT id, 'fleet_signal', row_number() OVER (ORDER BY occurred_at DESC, id) FROM entries e WHERE {fleet} AND {active["e"]} AND occurred_at >= %(since)s ORDER BY occurred_at DESC, id LIMIT {MAX_SIGNALS})
+ UNION ALL (SELECT e.id, 'inject', row_number() OVER (ORDER BY e.id) FROM entries e WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR {own} OR e.id IN (SELECT id FROM o)) ORDER BY e.id LIMIT 200))
+SELECT p.part, p.ord, (SELECT ok FROM u), {", ".join(f"e.{c.name}" for c in _COLUMNS[:-1])}, {_render(_feed_meta(e), dialect)}
+FROM picked p CROSS JOIN LATERAL (SELECT * FROM entries e WHERE e.id = p.id LIMIT 1) e ORDER BY p.part, p.ord"""
 
 
 # What the project feed reads of each row's metadata: an arc's cluster id, summary and
 # region (its full frontmatter, with session signals, is several times larger), an
 # intent's or inject block's whole metadata (few rows), nothing for the other kinds.
 # Decoding every row's JSONB was a fifth of the statement's client-side cost.
-_FEED_META = case(
-    (Entry.kind == "arc", func.jsonb_build_object("cluster_id", Entry.meta["cluster_id"], "summary", Entry.meta["summary"], "region", Entry.meta["region"])),
-    (Entry.kind.in_(("intent", "inject")), Entry.meta),
-).label("meta")
+def _feed_meta(of: Any = Entry) -> Any:
+    return case(
+        (of.kind == "arc", func.jsonb_build_object("cluster_id", of.meta["cluster_id"], "summary", of.meta["summary"], "region", of.meta["region"])),
+        (of.kind.in_(("intent", "inject")), of.meta),
+    )
 
 
 def project_memory(
@@ -250,13 +272,13 @@ def project_memory(
 ) -> ProjectRows:
     """P's hot arcs, recent lessons/decisions/milestones, intent, signals; fleet signals; inject blocks.
 
-    One statement, one round trip: P's rows are selected once (GIN ``@>`` on
-    ``projects``, then the membership rule) into a materialized CTE of narrow
-    columns; each feed section is a ranked, limited branch over it; only the
-    picked rows are joined back for their text. Whether P's key is unique is
-    an InitPlan of the same statement. Records carry only the metadata the
-    feed reads (``_FEED_META``): an arc's cluster id, summary and region, an
-    intent's or inject block's whole metadata, none for other kinds.
+    One statement, one round trip (``_project_sql``): each section reads at
+    most its own limit of P's rows through an ordered index (a hot project of
+    100,000 rows costs what a small one does), and only the picked rows are
+    joined back for their text. Whether P's key is unique is an InitPlan of
+    the same statement. Records carry only the metadata the feed reads
+    (``_feed_meta``): an arc's cluster id, summary and region, an intent's or
+    inject block's whole metadata, none for other kinds.
     """
     params: dict[str, Any] = {"key": key, "keys": [key], "since": since, "top_n": top_n}
     if repo is not None:
@@ -365,39 +387,112 @@ class ProjectSummary:
 
 
 def list_projects(session: Session) -> list[ProjectSummary]:
-    """Every known project with counts by kind, using the feed's membership and uniqueness rules."""
+    """Every known project with counts by kind and last activity, using the feed's membership and uniqueness rules.
+
+    Read from ``project_counts``, the deltas the triggers on ``entries`` keep
+    (revision 0008), summed per (member key, repo, primary, kind) and matched
+    to each project by ``repo_matches``: a few rows per project, whatever the
+    history. A group's last activity is the newest ``occurred_at`` its rows
+    brought, unless a removal took away one at least as new; only then is it
+    read from the entries (``_group_last``), and the deltas are folded so the
+    next read need not.
+    """
     rows = list(session.scalars(select(Project).order_by(Project.id)))
     with_repo = {p.key for p in rows if p.repo}
     # A row with neither repo nor root only records that a key was mentioned; next to
     # a real repository of that key it is the same project, not a second one.
     projects = [p for p in rows if p.repo or p.root or p.key not in with_repo]
     unique = unique_keys(KnownProject(p.key, p.repo, p.root, tuple(p.aliases or ())) for p in projects)
-    # One row per (entry, member key): unnest in the select list, then group.
-    flat = select(func.unnest(Entry.projects).label("member_key"), Entry.repo, Entry.project, Entry.kind, Entry.occurred_at).subquery()
-    is_primary = func.coalesce(flat.c.project == flat.c.member_key, False).label("is_primary")
-    stmt = select(
-        flat.c.member_key,
-        flat.c.repo,
-        is_primary,
-        flat.c.kind,
-        func.count().label("n"),
-        func.max(flat.c.occurred_at).label("last"),
-    ).group_by(flat.c.member_key, flat.c.repo, is_primary, flat.c.kind)
-    groups_of: dict[str, list[Any]] = {}
-    for g in session.execute(stmt):
-        groups_of.setdefault(g.member_key, []).append(g)
+    groups_of: dict[str, list[_Group]] = {}
+    deltas = dirty = 0
+    for member_key, repo, is_primary, kind, n, count, last, gone in session.execute(text(_COUNT_GROUPS)):
+        deltas += count
+        if _is_dirty(last, gone):
+            dirty += 1
+            last = _group_last(session, member_key, repo, is_primary, kind)
+        groups_of.setdefault(member_key, []).append(_Group(repo, is_primary, kind, n, last))
+    if dirty or deltas > 2 * sum(len(v) for v in groups_of.values()) + COMPACT_AFTER_DELTAS:
+        _compact_when_autocommit(session)
     out: list[ProjectSummary] = []
     for p in projects:
         counts: dict[str, int] = {}
-        last: dt.datetime | None = None
+        last_active: dt.datetime | None = None
         for g in groups_of.get(p.key, ()):
-            if not repo_matches(g.repo, bool(g.is_primary), p.repo, key_is_unique=unique.get(p.key, True)):
+            if not repo_matches(g.repo, g.is_primary, p.repo, key_is_unique=unique.get(p.key, True)):
                 continue
-            counts[g.kind] = counts.get(g.kind, 0) + int(g.n)
-            if g.kind in ACTIVITY_KINDS and g.last is not None and (last is None or g.last > last):
-                last = g.last
-        out.append(ProjectSummary(p.id, p.key, p.repo, sorted(p.aliases or []), counts, last or p.last_active))
+            counts[g.kind] = counts.get(g.kind, 0) + g.n
+            if g.kind in ACTIVITY_KINDS and g.last is not None and (last_active is None or g.last > last_active):
+                last_active = g.last
+        out.append(ProjectSummary(p.id, p.key, p.repo, sorted(p.aliases or []), counts, last_active or p.last_active))
     return out
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The entries of one (member key, repo, primary, kind): how many, and the newest ``occurred_at``."""
+
+    repo: str | None
+    is_primary: bool
+    kind: str
+    n: int
+    last: dt.datetime | None
+
+
+COMPACT_AFTER_DELTAS = 1000  # delta rows beyond twice the groups before a read folds them
+_COUNT_GROUPS = (
+    "SELECT member_key, repo, is_primary, kind, sum(n)::bigint, count(*), max(last), max(gone) FROM project_counts "
+    "GROUP BY member_key, repo, is_primary, kind HAVING sum(n) <> 0"
+)
+_FOLD = """WITH folded AS (DELETE FROM project_counts RETURNING member_key, repo, is_primary, kind, n, last, gone)
+INSERT INTO project_counts (member_key, repo, is_primary, kind, n, last, gone)
+SELECT member_key, repo, is_primary, kind, sum(n), max(last), CASE WHEN max(gone) >= max(last) THEN max(gone) END FROM folded GROUP BY member_key, repo, is_primary, kind HAVING sum(n) <> 0
+RETURNING id, member_key, repo, is_primary, kind, last, gone"""
+
+
+def _is_dirty(last: dt.datetime | None, gone: dt.datetime | None) -> bool:
+    """A removal took away a row at least as new as the newest one added: the newest left must be read."""
+    return last is not None and gone is not None and gone >= last
+
+
+def _group_last(session: Session, key: str, repo: str | None, is_primary: bool, kind: str) -> dt.datetime | None:
+    """The newest ``occurred_at`` of one group's rows, read from the entries with its values inline (a plan for them)."""
+    conds = [
+        Entry.kind == kind,
+        Entry.projects.contains([key]),
+        Entry.occurred_at.is_not(None),
+        Entry.repo == repo if repo is not None else Entry.repo.is_(None),
+        Entry.project == key if is_primary else or_(Entry.project.is_(None), Entry.project != key),
+    ]
+    stmt = select(Entry.occurred_at).where(*conds).order_by(Entry.occurred_at.desc()).limit(1)
+    conn = session.connection()
+    return conn.exec_driver_sql(str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})).replace("%", "%%")).scalar()
+
+
+def compact_project_counts(session: Session) -> None:
+    """Fold ``project_counts`` into one row per group and settle the last activity of groups whose newest row went.
+
+    The fold is one statement over the rows committed before it, so
+    concurrent writers (which only insert) and readers (which sum) never see
+    a count change, and two folds at once cannot count a row twice (a row
+    another one deleted is skipped). A group's newest row is then read after
+    the fold, so it is at least as recent as every delta folded. ``GET
+    /projects`` folds when the deltas pile up or a group's newest row was
+    removed; a keeper tick or a reindex may call this too.
+    """
+    for row_id, key, repo, is_primary, kind, last, gone in session.execute(text(_FOLD)).all():
+        if _is_dirty(last, gone):
+            exact = _group_last(session, key, repo, is_primary, kind)
+            session.execute(text("UPDATE project_counts SET last = :last, gone = NULL WHERE id = :id"), {"last": exact, "id": row_id})
+
+
+def _compact_when_autocommit(session: Session) -> None:
+    """Fold the deltas from a read path, only on an autocommit session (each statement commits alone; a refusal changes nothing)."""
+    if session.connection().get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        return
+    try:
+        compact_project_counts(session)
+    except DBAPIError as exc:  # a read-only role: the sums stay exact, only slower
+        log.warning("project counts not folded: %s", exc.orig)
 
 
 # -- what the keeper reads back after its incremental refresh --------------------------------------

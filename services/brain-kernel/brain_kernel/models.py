@@ -17,6 +17,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Float,
+    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -71,8 +72,22 @@ class Entry(Base):
     __table_args__ = (
         # fastupdate off: feed lookups never scan a GIN pending list left by a bulk reindex.
         Index("ix_entries_projects_gin", "projects", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
-        Index("ix_entries_project_kind_heat", "project", "kind", "heat"),
         Index("ix_entries_kind_occurred", "kind", "occurred_at"),
+        # The project feed's ordered reads (revision 0008): rows that list exactly their own
+        # project are read by ``project = key`` in the order each section wants, up to its limit.
+        Index("ix_entries_project_kind_occurred", "project", "kind", occurred_at.desc(), "id"),
+        Index("ix_entries_project_hot_arcs", "project", heat.desc(), occurred_at.desc().nulls_last(), "id", postgresql_where=text("kind = 'arc'")),
+        # The few other rows (merged arcs, a key that is not the row's own project).
+        Index(
+            "ix_entries_shared_projects_gin",
+            "projects",
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+            postgresql_where=text("projects <> ARRAY[project] AND cardinality(projects) > 0"),
+        ),
+        Index(
+            "ix_entries_fleet_signals", occurred_at.desc(), "id", postgresql_where=text("kind = 'signal' AND (scope = 'fleet' OR cardinality(projects) = 0)")
+        ),
         Index("ix_entries_vault_path", "vault_path"),
         # The global feed's hottest arcs: an ordered partial index instead of sorting every arc.
         Index(
@@ -239,6 +254,70 @@ class FeedHorizon(Base):
     pending: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
 
+class ProjectCount(Base):
+    """A signed delta of entry counts for one (member key, repo, primary, kind); written by triggers on ``entries``.
+
+    Insert-only (revision 0008), so writers never wait on a counter row;
+    ``GET /projects`` sums the deltas (``feed_repo.list_projects``) and folds
+    them now and then (``feed_repo.compact_project_counts``).
+    """
+
+    __tablename__ = "project_counts"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    member_key: Mapped[str] = mapped_column(Text, nullable=False)
+    repo: Mapped[str | None] = mapped_column(Text)
+    is_primary: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    n: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    last: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))  # newest occurred_at the added rows bring
+    gone: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))  # newest occurred_at the removed rows take away
+
+
+class VaultDocument(Base):
+    """One searchable vault file (``.md``, ``.markdown``, ``.txt``) in the search index (``brain_kernel.search_docs``)."""
+
+    __tablename__ = "vault_documents"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    name_lower: Mapped[str] = mapped_column(Text, nullable=False)
+    name_grams: Mapped[list[int]] = mapped_column(ARRAY(Integer), nullable=False, server_default="{}")
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    lines: Mapped[int] = mapped_column(Integer, nullable=False)
+    digest: Mapped[str] = mapped_column(Text, nullable=False)  # of the text indexed: an unchanged file is not rewritten
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
+
+    __table_args__ = (Index("ix_vault_documents_name_grams", "name_grams", postgresql_using="gin"),)
+
+
+class VaultSegment(Base):
+    """Consecutive lines of a document (an entry of a shared log, the lines between, a block), with their trigram codes."""
+
+    __tablename__ = "vault_segments"
+
+    path: Mapped[str] = mapped_column(Text, ForeignKey("vault_documents.path", ondelete="CASCADE"), primary_key=True)
+    first_line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_line: Mapped[int] = mapped_column(Integer, nullable=False)
+    entry_id: Mapped[str | None] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    lowered: Mapped[str] = mapped_column(Text, nullable=False)
+    grams: Mapped[list[int]] = mapped_column(ARRAY(Integer), nullable=False, server_default="{}")
+
+    __table_args__ = (
+        Index("ix_vault_segments_grams", "grams", postgresql_using="gin"),
+        Index("ix_vault_segments_entry_id", "entry_id", postgresql_where=text("entry_id IS NOT NULL")),
+    )
+
+
+class VaultSearchState(Base):
+    """A vault root whose files a full rebuild indexed: search answers from the index only for these."""
+
+    __tablename__ = "vault_search_state"
+
+    vault_root: Mapped[str] = mapped_column(Text, primary_key=True)
+    rebuilt_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
+
+
 class ContentEmbedding(Base):
     """One embedded chunk; ``metadata`` carries the project for the GIN-backed filter."""
 
@@ -285,9 +364,13 @@ __all__ = [
     "IdempotencyKey",
     "LearnedRoot",
     "Project",
+    "ProjectCount",
     "SessionRow",
     "TickRequest",
     "TickRun",
+    "VaultDocument",
+    "VaultSearchState",
+    "VaultSegment",
     "text",
 ]
 
