@@ -220,7 +220,7 @@ def main() -> None:
         )
         bad = bad or bool(result["lost"] or result["duplicated"] or result["failed"] or result["misattributed"] or result["indexed"] != args.lessons)
     if args.compare:
-        rate = {m: statistics.median(r["lessons_per_s"] for r in results if r["mode"] == m) for m in ("project", "cwd-only")}
+        rate = {m: round(statistics.median(r["lessons_per_s"] for r in results if r["mode"] == m), 1) for m in ("project", "cwd-only")}
         p50 = {m: round(statistics.median(r["p50_ms"] for r in results if r["mode"] == m), 1) for m in ("project", "cwd-only")}
         print(
             f"median of {args.rounds}: project {rate['project']} lessons/s (p50 {p50['project']} ms), cwd-only {rate['cwd-only']} lessons/s "
