@@ -279,7 +279,7 @@ def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: T
     files: list[_File] = []
     for rel in live:
         stat, row = disk[rel], known.get(rel)
-        source = inbox_moves.get(rel) if not vault.exists(rel) else None
+        source = inbox_moves.get(rel) if rel in inbox_moves and not vault.exists(rel) else None
         if row is not None and row.stat == stat and source is None:
             files.append(_File(rel, row.kind, stat, row.sha256, row.arc, old_facts=row.arc))
             continue
