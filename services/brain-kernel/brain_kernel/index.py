@@ -365,7 +365,7 @@ def record_activity(session: Session, activities: Iterable[ProjectActivity]) -> 
     wanted = list(activities)
     if not wanted:
         return 0
-    held = dict(session.execute(select(Project.id, Project.last_active).where(Project.id.in_([a.repo or a.key for a in wanted]))).tuples().all())
+    held = dict(session.execute(select(Project.id, Project.last_active).where(Project.id.in_([a.repo or a.key for a in wanted]))).all())
     count = 0
     for a in wanted:
         pid = a.repo or a.key
