@@ -21,8 +21,8 @@
   folded into one row per group now and then; the table is filled from the
   entries at upgrade.
 - **Search index.** ``vault_documents`` (one row per searchable vault file:
-  lower-cased name, its trigram codes, size, line count, a digest of its
-  text) and
+  lower-cased name, its trigram codes, size and mtime as a full rebuild saw
+  them, line count, a digest of its text) and
   ``vault_segments`` (the file's lines in line-aligned pieces: each entry of
   a shared log, the lines between them, blocks of other files; original and
   lower-cased text and the codes of the lower-cased trigrams, GIN-indexed).
@@ -156,12 +156,15 @@ def upgrade() -> None:
         sa.Column("name_lower", sa.Text(), nullable=False),
         sa.Column("name_grams", postgresql.ARRAY(sa.Integer()), server_default="{}", nullable=False),
         sa.Column("size", sa.BigInteger(), nullable=False),
+        sa.Column("mtime_ns", sa.BigInteger(), nullable=True),
         sa.Column("lines", sa.Integer(), nullable=False),
         sa.Column("digest", sa.Text(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), server_default=sa.text("clock_timestamp()"), nullable=False),
         sa.PrimaryKeyConstraint("path", name="pk_vault_documents"),
     )
     op.create_index("ix_vault_documents_name_grams", "vault_documents", ["name_grams"], postgresql_using="gin")
+    # Files long enough to reach the score's cap on hit lines, in code-point order: what a search with a frequent token walks.
+    op.create_index("ix_vault_documents_long", "vault_documents", [sa.text('(path COLLATE "C")')], postgresql_where=sa.text("lines >= 30"))
     op.create_table(
         "vault_segments",
         sa.Column("path", sa.Text(), nullable=False),
@@ -189,6 +192,7 @@ def downgrade() -> None:
     op.drop_index("ix_vault_segments_entry_id", table_name="vault_segments")
     op.drop_index("ix_vault_segments_grams", table_name="vault_segments")
     op.drop_table("vault_segments")
+    op.drop_index("ix_vault_documents_long", table_name="vault_documents")
     op.drop_index("ix_vault_documents_name_grams", table_name="vault_documents")
     op.drop_table("vault_documents")
     for suffix in ("ins", "upd", "del", "trunc"):

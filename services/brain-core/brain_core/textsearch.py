@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +77,12 @@ def lines_of(text: str) -> list[str]:
     return lines
 
 
-def _context(lines: list[str], index: int, context_lines: int, keep: set[int] | None) -> str:
-    """The hit line at ``index`` (0-based) with up to ``context_lines`` either side, never past an unallowed line."""
+def context_snippet(lines: Sequence[str], index: int, context_lines: int, keep: Collection[int] | None) -> str:
+    """The hit line at ``index`` (0-based) with up to ``context_lines`` either side, never past an unallowed line.
+
+    ``lines`` may be any sequence that answers ``len`` and slices: the search
+    index passes the few lines around a hit of a document it does not load.
+    """
     start = end = index
     # Context stops at the first line outside ``allowed``: in a shared log that line is
     # another project's entry, which a project-filtered search must not show.
@@ -116,7 +120,7 @@ def search_text(
     snippets: list[dict[str, object]] = [
         {
             "line": number,
-            "snippet": _context(lines, number - 1, context_lines, keep),
+            "snippet": context_snippet(lines, number - 1, context_lines, keep),
             "text": line.strip()[:SNIPPET_CHARS],  # the hit line alone, which existing kernel clients read
         }
         for number, line in hit_lines[:MAX_SNIPPETS]

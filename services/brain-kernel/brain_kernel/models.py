@@ -283,11 +283,16 @@ class VaultDocument(Base):
     name_lower: Mapped[str] = mapped_column(Text, nullable=False)
     name_grams: Mapped[list[int]] = mapped_column(ARRAY(Integer), nullable=False, server_default="{}")
     size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    mtime_ns: Mapped[int | None] = mapped_column(BigInteger)  # with size, as a rebuild's walk saw the file: unchanged, it is not read
     lines: Mapped[int] = mapped_column(Integer, nullable=False)
     digest: Mapped[str] = mapped_column(Text, nullable=False)  # of the text indexed: an unchanged file is not rewritten
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
 
-    __table_args__ = (Index("ix_vault_documents_name_grams", "name_grams", postgresql_using="gin"),)
+    __table_args__ = (
+        Index("ix_vault_documents_name_grams", "name_grams", postgresql_using="gin"),
+        # The frequent-token walk, in code-point order: revision 0008 creates it on ``path COLLATE "C"``.
+        Index("ix_vault_documents_long", "path", postgresql_where=text("lines >= 30")),
+    )
 
 
 class VaultSegment(Base):

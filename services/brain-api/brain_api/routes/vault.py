@@ -27,7 +27,7 @@ from brain_core.text import slugify
 from brain_core.textsearch import Hit, tokens
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
-from brain_kernel import feed_repo
+from brain_kernel import feed_repo, search_docs
 from brain_kernel.projects import EXACT, resolve_project
 from brain_kernel.vault import Vault
 from brain_kernel.vault_search import SKIP_DIRS, search_project, search_vault
@@ -129,17 +129,31 @@ def vault_search(
     context_lines: Annotated[int, Query(ge=0, le=10, description="Lines of context either side of a hit line.")] = 2,
     project: Annotated[str | None, Query(max_length=300, description="Only this project's entries (short key or owner/name).")] = None,
 ) -> dict[str, Any]:
-    """Token search over .md/.markdown/.txt files with line snippets, optionally restricted to one project."""
+    """Token search over .md/.markdown/.txt files with line snippets, optionally restricted to one project.
+
+    Served from the search index (``brain_kernel.search_docs``) once a full
+    rebuild has indexed this vault, else by reading the files; both answer
+    the same (tests/test_search_docs.py).
+    """
     wanted = tokens(q)
     base = _rel(prefix).rstrip("/")
     hits: list[Hit] = []
     if project is None:
-        hits = search_vault(vault, wanted, prefix=base, context_lines=context_lines)
+        target = vault.path(base) if base else vault.root  # an escaping prefix is a 400
+        under = "" if target == vault.root else vault.rel(target)
+        # The index holds what the walk from the root reads; a prefix inside a dot or skipped
+        # folder (which the walk only enters when asked for it) is read from the files.
+        if search_docs.walked(under) and search_docs.indexed(db, vault):
+            hits = search_docs.search(db, q, under, limit, context_lines)
+        else:
+            hits = search_vault(vault, wanted, prefix=base, context_lines=context_lines)
     else:
         if base:
             vault.path(base)  # an escaping prefix is a 400 here too, not an empty answer
         found = resolve_project(db, project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
-        if found.status == EXACT:
+        if found.status == EXACT and search_docs.indexed(db, vault):
+            hits = search_docs.search(db, q, base, limit, context_lines, project=(found.key, found.repo))
+        elif found.status == EXACT:
             hits = search_project(vault, db, found.key, found.repo, wanted, prefix=base, context_lines=context_lines)
     return {
         "query": q,

@@ -1,0 +1,615 @@
+"""The vault search index: ``GET /vault/search`` answered from Postgres instead of a read of every file.
+
+Every searchable file (``.md``, ``.markdown``, ``.txt``, outside dot folders,
+``.git``, ``.obsidian``, ``.trash`` and ``node_modules``: what the search's
+walk reads) is a row of ``vault_documents`` (its lower-cased name and that
+name's trigram codes, size, line count), and its lines are rows of
+``vault_segments`` in line-aligned pieces: each entry of a shared log (its
+span as the log codec splits the file), the lines between entries, and
+blocks of at most ``BLOCK_LINES`` lines of any other file. A segment keeps
+its lines as written and lower-cased one by one (``str.lower``, exactly as
+the search lowers them), and the codes of the distinct trigrams of its
+lower-cased words in a GIN-indexed ``int4[]`` (revision 0008). pg_trgm is not
+in the embedded server; a token never holds whitespace, so only trigrams of
+whitespace-free runs are kept. An ASCII trigram's code is its three bytes,
+any other's a hash of its code points (a collision only adds a candidate,
+which the exact test then drops).
+
+``search`` keeps upstream's semantics (``brain_core.textsearch``) exactly:
+a token of three characters or more selects segments by its trigrams
+(``grams @> ...``), a shorter one by ``strpos``; every candidate is then
+tested exactly in SQL on the lower-cased lines (``strpos`` is a literal
+substring test, whatever the database's locale), which gives each file's hit
+lines, the tokens it holds and its filename hits; files are ranked by
+upstream's score and path (code-point order, ``COLLATE "C"``) and only the
+``limit`` best are built, with snippets from the few segments around their
+first three hit lines. With a project, only P's entries count, as in
+``vault_search.search_project``: whole files P alone holds, and in files
+shared with other projects only the segments of P's own entries (context
+stops at any other line); P's segments are read from its entries, so the
+cost follows P's size, not the tokens'. Without a project, a query with a
+frequent token first finds the files that must hold the answer
+(``_top_candidates``: those naming a token, and the first ones in path
+order that reach the score's cap) and ranks only those.
+
+The index follows the vault through ``upsert_documents`` and
+``delete_documents`` (for the vault writes, the keeper tick and ``brain
+reindex`` to call) and ``rebuild_documents`` (a walk that reads only files
+whose size or mtime changed, and rewrites only texts that changed). A
+search uses it only for a vault root a full rebuild has recorded in
+``vault_search_state``; otherwise the route scans the files as before.
+Stored text cannot hold NUL, so a NUL reads as U+FFFD in the index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import posixpath
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from brain_core.textsearch import (
+    ALL_TOKENS_BONUS,
+    FILENAME_WEIGHT,
+    MAX_LINE_SCORE,
+    MAX_SNIPPETS,
+    SNIPPET_CHARS,
+    Hit,
+    context_snippet,
+    is_searchable,
+    lines_of,
+    tokens,
+)
+from brain_core.vault.records import entry_line_spans
+from brain_kernel.feed_repo import _like, key_unique_sql, member
+from brain_kernel.models import Entry
+from brain_kernel.vault import Vault
+from brain_kernel.vault_search import SKIP_DIRS
+
+BLOCK_LINES = 64  # lines per segment of a file that is not a log of entries
+BATCH_FILES = 200  # files written per statement batch
+
+
+# -- what is indexed ------------------------------------------------------------------------------------------
+
+
+def walked(rel: str) -> bool:
+    """Whether the walk from the vault root reaches this path (no dot or skipped folder or file on the way; "" is the root)."""
+    return not any(part.startswith(".") or part in SKIP_DIRS for part in rel.split("/") if rel)
+
+
+def indexable(rel: str) -> bool:
+    """Whether the search's walk reads this vault path: a searchable suffix, reached from the root."""
+    return is_searchable(rel) and walked(rel)
+
+
+# Mixing constants of the code of a trigram that is not all ASCII (any fixed odd numbers would do).
+_MIX = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D)
+_TRIGRAM = re.compile(r"(?=(\S{3}))")  # every three characters without whitespace (``\S`` is ``not str.isspace``)
+_CODES: dict[str, int] = {}
+_MAX_CODES = 1_000_000  # trigram codes remembered across documents
+
+
+def _code(gram: str) -> int:
+    """A trigram's code: its three ASCII bytes exactly (positive), else a hash of its code points (negative)."""
+    code = _CODES.get(gram)
+    if code is None:
+        a, b, c = (ord(ch) for ch in gram)
+        if a < 128 and b < 128 and c < 128:
+            code = (a << 16) | (b << 8) | c
+        else:
+            code = (((a * _MIX[0] + b * _MIX[1] + c * _MIX[2]) & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
+        if len(_CODES) >= _MAX_CODES:
+            _CODES.clear()
+        _CODES[gram] = code
+    return code
+
+
+def grams(lowered: str) -> list[int]:
+    """The codes of the distinct trigrams of the whitespace-free runs of lower-cased text."""
+    codes = _CODES
+    return [codes[g] if g in codes else _code(g) for g in set(_TRIGRAM.findall(lowered))]
+
+
+def token_grams(token: str) -> list[int]:
+    """The codes every segment holding ``token`` (three characters or more, no whitespace) has."""
+    return sorted({_code(token[i : i + 3]) for i in range(len(token) - 2)})
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive lines of a document: 1-based first and last line, the log entry they are (if any), the text."""
+
+    first_line: int
+    last_line: int
+    entry_id: str | None
+    content: str
+    lowered: str
+
+
+def segments_of(path: str, body: str) -> list[Segment]:
+    """A document's lines in line-aligned pieces: each log entry's span, the lines between, blocks of other files."""
+    lines = lines_of(body)
+    owner: list[str | None] = [None] * len(lines)
+    for entry_id, (first, last) in sorted(entry_line_spans(path, body).items(), key=lambda item: item[1]):
+        for n in range(max(first, 1), min(last, len(lines)) + 1):
+            if owner[n - 1] is None:
+                owner[n - 1] = entry_id
+    out = []
+    i = 0
+    while i < len(lines):
+        who, j = owner[i], i + 1
+        while j < len(lines) and owner[j] == who and (who is not None or j - i < BLOCK_LINES):
+            j += 1
+        chunk = lines[i:j]
+        out.append(Segment(i + 1, j, who, "\n".join(chunk), "\n".join(line.lower() for line in chunk)))
+        i = j
+    return out
+
+
+# -- keeping the index current --------------------------------------------------------------------------------
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+_UPSERT_DOCUMENTS = """INSERT INTO vault_documents (path, name_lower, name_grams, size, mtime_ns, lines, digest)
+SELECT path, name, g::int4[], size, mtime_ns, lines, digest
+  FROM unnest(%(paths)s::text[], %(names)s::text[], %(name_grams)s::text[], %(sizes)s::bigint[], %(mtimes)s::bigint[], %(lines)s::int[], %(digests)s::text[])
+    AS d(path, name, g, size, mtime_ns, lines, digest)
+ON CONFLICT (path) DO UPDATE SET name_lower = excluded.name_lower, name_grams = excluded.name_grams, size = excluded.size,
+    mtime_ns = excluded.mtime_ns, lines = excluded.lines, digest = excluded.digest, updated_at = clock_timestamp()"""
+_RESTAMP = """UPDATE vault_documents d SET size = s.size, mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
+  FROM unnest(%(paths)s::text[], %(sizes)s::bigint[], %(mtimes)s::bigint[]) AS s(path, size, mtime_ns) WHERE d.path = s.path"""
+_COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN (FORMAT BINARY)"
+_SEGMENT_TYPES = ("text", "int4", "int4", "text", "text", "text", "int4[]")
+
+
+def _array_text(codes: Sequence[int]) -> str:
+    return "{" + ",".join(map(str, codes)) + "}"
+
+
+def _digest(body: str) -> str:
+    return hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk saw them
+
+
+def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Stamp] | None = None) -> int:
+    """One batch: rows of changed documents upserted first (the row lock orders two writers of one file), then their segments replaced.
+
+    A document whose text is what the index holds is not rewritten (only its
+    stamp, when the walk gives one); returns how many were written.
+    """
+    latest = {p: t.replace("\x00", "\ufffd") for p, t in batch}  # a path given twice: its last text; Postgres text holds no NUL
+    digests = {p: _digest(t) for p, t in latest.items()}
+    stamps = stamps or {}
+    conn = session.connection()
+    held = dict(conn.exec_driver_sql("SELECT path, digest FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": list(latest)}).all())
+    paths = sorted(p for p in latest if held.get(p) != digests[p])  # one lock order for every writer
+    same = sorted(p for p in latest if held.get(p) == digests[p] and p in stamps)
+    if same:  # the text a write hook indexed: keep its stamp, so the next walk need not read it
+        conn.exec_driver_sql(_RESTAMP, {"paths": same, "sizes": [stamps[p][0] for p in same], "mtimes": [stamps[p][1] for p in same]})
+    if not paths:
+        return 0
+    docs: dict[str, list[Any]] = {"paths": [], "names": [], "name_grams": [], "sizes": [], "mtimes": [], "lines": [], "digests": []}
+    segs: list[tuple[Any, ...]] = []
+    for path in paths:
+        body = latest[path]
+        name = posixpath.basename(path).lower()
+        pieces = segments_of(path, body)
+        docs["paths"].append(path)
+        docs["names"].append(name)
+        docs["name_grams"].append(_array_text(grams(name)))
+        size, mtime = stamps.get(path, (len(body.encode("utf-8")), None))
+        docs["sizes"].append(size)
+        docs["mtimes"].append(mtime)
+        docs["lines"].append(pieces[-1].last_line if pieces else 0)
+        docs["digests"].append(digests[path])
+        segs.extend((path, seg.first_line, seg.last_line, seg.entry_id, seg.content, seg.lowered) for seg in pieces)
+    conn.exec_driver_sql(_UPSERT_DOCUMENTS, docs)  # one statement per batch, the name codes as array literals
+    conn.exec_driver_sql("DELETE FROM vault_segments WHERE path = ANY(%(paths)s::text[])", {"paths": paths})
+    if segs:
+        cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
+        with cursor.copy(_COPY_SEGMENTS) as copy:
+            copy.set_types(_SEGMENT_TYPES)
+            for row in segs:
+                copy.write_row((*row, grams(row[5])))
+    return len(paths)
+
+
+def upsert_documents(session: Session, docs: Iterable[tuple[str, str]]) -> int:
+    """Index (vault path, text) pairs, replacing what the index held for those paths; paths the search never reads are ignored.
+
+    Runs in the caller's transaction, in batches of ``BATCH_FILES``; a
+    document whose text the index already holds (same digest) is not
+    rewritten. Returns how many documents were written.
+    """
+    return sum(_write(session, batch) for batch in _batches(((p, t) for p, t in docs if indexable(p)), BATCH_FILES))
+
+
+def delete_documents(session: Session, paths: Iterable[str]) -> int:
+    """Drop these vault paths (and their segments) from the index; returns how many were there."""
+    removed = 0
+    conn = session.connection()
+    for batch in _batches(paths, 5000):
+        removed += conn.exec_driver_sql("DELETE FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": batch}).rowcount
+    return removed
+
+
+@dataclass(frozen=True)
+class RebuildSummary:
+    """What ``rebuild_documents`` did: files read, documents written (new or changed), documents the vault no longer holds."""
+
+    files: int
+    documents: int
+    removed: int
+
+
+def _walk(vault: Vault) -> Iterator[tuple[str, Stamp]]:
+    for path in vault.iter_files("", ("",), skip_dirs=SKIP_DIRS):
+        rel = vault.rel(path)
+        if indexable(rel):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue  # gone since the walk listed it
+            yield rel, (stat.st_size, stat.st_mtime_ns)
+
+
+def _changed(session: Session, vault: Vault, batch: list[tuple[str, Stamp]]) -> Iterator[tuple[str, str]]:
+    """The batch's files whose size or mtime differ from the index's, with their text."""
+    rows = session.connection().exec_driver_sql(
+        "SELECT path, size, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": [p for p, _ in batch]}
+    )
+    held = {path: (size, mtime) for path, size, mtime in rows}
+    for rel, stamp in batch:
+        if held.get(rel) != stamp:
+            try:
+                yield rel, vault.path(rel).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+
+
+# The trigram indexes, dropped while a first build loads an empty index and built once after it (a
+# GIN index built from sorted entries costs a fraction of the same entries inserted row by row).
+_GIN_INDEXES = {
+    "ix_vault_segments_grams": "CREATE INDEX ix_vault_segments_grams ON vault_segments USING gin (grams)",
+    "ix_vault_documents_name_grams": "CREATE INDEX ix_vault_documents_name_grams ON vault_documents USING gin (name_grams)",
+}
+
+
+def rebuild_documents(session: Session, vault: Vault) -> RebuildSummary:
+    """Index every searchable file of ``vault`` (streamed in batches) and drop documents it no longer holds.
+
+    A file whose size and mtime are the index's is not read; one read whose
+    text is unchanged is not rewritten. Documents written
+    while the pass runs (a vault write's ``upsert_documents``) are kept: only
+    rows stamped before the pass began, of files it did not find, are
+    deleted (the rule of ``brain reindex``, ADR 0011). The vault root is then
+    recorded in ``vault_search_state``, so searches use the index. Into an
+    empty index the trigram indexes are built after the load (that first
+    build holds the tables' lock until it commits).
+    """
+    scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
+    first = not session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_documents)")).scalar()
+    if first:
+        for name in _GIN_INDEXES:
+            session.execute(text(f"DROP INDEX IF EXISTS {name}"))
+    seen: list[str] = []
+    written = 0
+    for batch in _batches(_walk(vault), BATCH_FILES):
+        seen.extend(p for p, _ in batch)
+        written += _write(session, list(_changed(session, vault, batch)), dict(batch))
+    if first:
+        for ddl in _GIN_INDEXES.values():
+            session.execute(text(ddl))
+    removed = session.execute(text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": scan_point, "seen": seen}).rowcount
+    session.execute(
+        text("INSERT INTO vault_search_state (vault_root) VALUES (:root) ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp()"),
+        {"root": str(vault.root)},
+    )
+    return RebuildSummary(len(seen), written, removed)
+
+
+def indexed(session: Session, vault: Vault) -> bool:
+    """Whether a full rebuild indexed this vault root (else a search must scan the files)."""
+    return bool(session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_search_state WHERE vault_root = :root)"), {"root": str(vault.root)}).scalar())
+
+
+# -- search ---------------------------------------------------------------------------------------------------
+
+
+class _Lines(Sequence[str]):
+    """The lines of a document the search did not load whole: its length, and the lines around some hits."""
+
+    def __init__(self, count: int, known: dict[int, str]) -> None:
+        self._count, self._known = count, known
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._known[i + 1] for i in range(*index.indices(self._count))]
+        return self._known[index + 1]
+
+
+def _token_tests(wanted: list[str]) -> tuple[list[str], list[str]]:
+    """Per token, the SQL that selects a segment holding it (``s``) and a document naming it (``d``)."""
+    seg_any, name_any = [], []
+    for i, token in enumerate(wanted):
+        found = f"strpos(s.lowered, %(t{i})s) > 0"
+        in_name = f"strpos(d.name_lower, %(t{i})s) > 0"
+        seg_any.append(f"(s.grams @> %(g{i})s::int4[] AND {found})" if len(token) >= 3 else found)
+        name_any.append(f"(d.name_grams @> %(g{i})s::int4[] AND {in_name})" if len(token) >= 3 else in_name)
+    return seg_any, name_any
+
+
+def _under(col: str, prefix: bool) -> str:
+    """A folder's files, or the one file it names (a folder and a file never share a path)."""
+    return f"({col} = %(under)s OR starts_with({col}, %(under)s || '/'))" if prefix else "true"
+
+
+def _statement(wanted: list[str], project: bool, prefix: bool, member_sql: str, *, by_project: bool = True, only: bool = False) -> str:
+    """The ranking statement: candidate segments tested exactly, summed per file, scored, the best ``limit`` files.
+
+    With a project, P's segments are those of its own entries (any file) and
+    every other segment of the files P holds alone. ``by_project``: read them
+    from P's entries (a cost bounded by P, whatever the tokens), else from the
+    tokens' trigrams, filtered to P (for a project too large to read whole).
+    ``only``: only the files ``%(only)s`` (the candidates ``_top_candidates`` proved enough).
+    """
+    seg_any, name_any = _token_tests(wanted)
+    present = [f"strpos(s.lowered, %(t{i})s) > 0 AS h{i}" for i in range(len(wanted))]
+    hit_line = [f"strpos(l, %(t{i})s) > 0" for i in range(len(wanted))]
+    agg = ", ".join(f"bool_or(h{i}) AS h{i}" for i in range(len(wanted)))
+    held = ", ".join(f"coalesce(a.h{i}, false) AS h{i}" for i in range(len(wanted)))
+    fname = " + ".join(f"(strpos(d.name_lower, %(t{i})s) > 0)::int" for i in range(len(wanted)))
+    every = " AND ".join(f"coalesce(a.h{i}, false)" for i in range(len(wanted)))
+    if project:
+        # ``shared``: the file holds entries that are not P's (NOT IN over P's ids: one hashed set).
+        scope = f"""m AS MATERIALIZED ({member_sql}),
+p AS MATERIALIZED (SELECT DISTINCT m.vault_path AS path FROM m),
+sh AS MATERIALIZED (SELECT p.path, EXISTS (SELECT 1 FROM entries y WHERE y.vault_path = p.path AND y.id NOT IN (SELECT id FROM m)) AS shared FROM p),
+"""
+        if by_project:
+            # One index read per entry of P and per file P holds alone (OFFSET 0 keeps each LATERAL
+            # a loop of index reads: joined, the planner would scan every segment for a few files).
+            scope += """own AS MATERIALIZED (
+  SELECT s.path, s.first_line, s.lowered FROM m CROSS JOIN LATERAL (SELECT * FROM vault_segments s WHERE s.entry_id = m.id OFFSET 0) s
+  UNION ALL
+  SELECT s.path, s.first_line, s.lowered FROM sh CROSS JOIN LATERAL (SELECT * FROM vault_segments s WHERE s.path = sh.path OFFSET 0) s
+   WHERE NOT sh.shared AND (s.entry_id IS NULL OR s.entry_id NOT IN (SELECT id FROM m))),
+"""
+            segments = "own s WHERE"
+            seg_any = [f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted))]
+        else:
+            segments = "vault_segments s WHERE (s.entry_id IN (SELECT id FROM m) OR s.path IN (SELECT path FROM sh WHERE NOT shared)) AND"
+        names = "vault_documents d JOIN sh ON sh.path = d.path WHERE"
+        shared = "coalesce(sh.shared, false)"
+        join_sh = "LEFT JOIN sh ON sh.path = d.path"
+    else:
+        scope, shared, join_sh = "", "false", ""
+        within = " AND s.path = ANY(%(only)s::text[])" if only else ""
+        segments = f"vault_segments s WHERE {_under('s.path', prefix)}{within} AND"
+        names = f"vault_documents d WHERE {_under('d.path', prefix)}{within.replace('s.path', 'd.path')} AND"
+    return f"""WITH {scope}c AS MATERIALIZED (
+  SELECT s.path, s.first_line, (SELECT count(*) FROM unnest(string_to_array(s.lowered, E'\\n')) AS x(l) WHERE {" OR ".join(hit_line)}) AS hits, {", ".join(present)}
+    FROM {segments} ({" OR ".join(seg_any)})),
+a AS (SELECT path, sum(hits)::int AS hits, (array_agg(first_line ORDER BY first_line))[1:{MAX_SNIPPETS}] AS firsts, {agg} FROM c GROUP BY path),
+cand AS (SELECT path FROM a UNION SELECT d.path FROM {names} ({" OR ".join(name_any)})),
+r AS (SELECT d.path, d.lines, coalesce(a.hits, 0) AS hits, a.firsts, {fname} AS f, {every} AS every, {shared} AS shared, {held}
+        FROM cand JOIN vault_documents d ON d.path = cand.path LEFT JOIN a ON a.path = d.path {join_sh})
+SELECT * FROM r ORDER BY least(hits, {MAX_LINE_SCORE}) + {FILENAME_WEIGHT} * f + CASE WHEN every THEN {ALL_TOKENS_BONUS} ELSE 0 END DESC, path COLLATE "C" LIMIT %(limit)s"""
+
+
+_SEGMENTS_AT = """SELECT s.path, s.first_line, s.entry_id, s.content, s.lowered
+  FROM unnest(%(paths)s::text[], %(firsts)s::int[]) AS w(path, first_line) JOIN vault_segments s ON s.path = w.path AND s.first_line = w.first_line"""
+_SEGMENTS_AROUND = """SELECT s.path, s.first_line, s.entry_id, s.content, s.lowered
+  FROM unnest(%(paths)s::text[], %(los)s::int[], %(his)s::int[]) AS w(path, lo, hi)
+  JOIN LATERAL (SELECT * FROM vault_segments z WHERE z.path = w.path AND z.first_line <= w.hi
+                   AND z.first_line >= coalesce((SELECT max(y.first_line) FROM vault_segments y WHERE y.path = w.path AND y.first_line <= w.lo), 1)) s ON true"""
+
+
+PROJECT_READ_LIMIT = 20_000  # a project of more entries is searched from the tokens' trigrams, not read whole
+MANY_CANDIDATES = 2_000  # a token's candidate segments beyond which it is frequent: a search first looks for the files that cap the score
+WALK_FILES = 200  # long files tested for saturation before a search gives up the shortcut
+NAMED_LIMIT = 1_000  # files naming a token beyond which the shortcut is not tried
+
+
+def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix: bool, limit: int) -> list[str] | None:
+    """Files that hold the best ``limit`` of a query with a frequent token, or None (then every candidate is ranked).
+
+    A file that names no token scores at most ``MAX_LINE_SCORE + ALL_TOKENS_BONUS``
+    when it holds every token, else at most ``MAX_LINE_SCORE``, reached
+    exactly with ``MAX_LINE_SCORE`` hit lines or more. So, besides the files
+    naming a token (``named``):
+
+    - every token frequent: the first ``limit`` files in path order (C) with
+      that many hit lines and every token score the most; any other file
+      scores less, or as much with a later path;
+    - some token rare: the files holding the rarest token (few), then the
+      first ``limit`` files in path order with that many hit lines; any
+      other file lacks that token, so it scores at most ``MAX_LINE_SCORE``,
+      and less, or as much with a later path.
+
+    Only files of ``MAX_LINE_SCORE`` lines or more are walked, each tested
+    with reads that stop at its ``MAX_LINE_SCORE``-th hit line (and at each
+    token's first occurrence). Returns None when the walk ends or passes
+    ``WALK_FILES`` files first, or when every token is rare.
+    """
+    seg_any, name_any = _token_tests(wanted)
+    under_s = _under("s.path", prefix)
+    counts = [
+        conn.exec_driver_sql(f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {under_s} AND {test} LIMIT {MANY_CANDIDATES}) x", params).scalar_one()
+        for test in seg_any
+    ]
+    if min(counts) >= MANY_CANDIDATES:
+        holding: list[str] = []
+        presence = " AND " + " AND ".join(
+            f"EXISTS (SELECT 1 FROM vault_segments s WHERE s.path = w.path AND strpos(s.lowered, %(t{i})s) > 0)" for i in range(len(wanted))
+        )
+    elif max(counts) >= MANY_CANDIDATES:
+        rarest = seg_any[counts.index(min(counts))]
+        holding = [r[0] for r in conn.exec_driver_sql(f"SELECT DISTINCT s.path FROM vault_segments s WHERE {under_s} AND {rarest}", params)]
+        presence = ""
+    else:
+        return None  # few candidates: ranking them all is cheap
+    named = [
+        r[0]
+        for r in conn.exec_driver_sql(
+            f"SELECT d.path FROM vault_documents d WHERE {_under('d.path', prefix)} AND ({' OR '.join(name_any)}) LIMIT {NAMED_LIMIT + 1}", params
+        )
+    ]
+    if len(named) > NAMED_LIMIT:
+        return None
+    line_hit = " OR ".join(f"strpos(l, %(t{i})s) > 0" for i in range(len(wanted)))
+    test = f"""SELECT w.path, (SELECT count(*) FROM (SELECT 1 FROM vault_segments s CROSS JOIN LATERAL unnest(string_to_array(s.lowered, E'\\n')) AS x(l)
+                                     WHERE s.path = w.path AND ({line_hit}) LIMIT {MAX_LINE_SCORE}) z) >= {MAX_LINE_SCORE}{presence}
+  FROM unnest(%(batch)s::text[]) WITH ORDINALITY AS w(path, n) ORDER BY w.n"""
+    walk = f"""SELECT d.path FROM vault_documents d WHERE d.lines >= {MAX_LINE_SCORE} AND {_under("d.path", prefix)} AND d.path COLLATE "C" > %(after)s
+  ORDER BY d.path COLLATE "C" LIMIT %(batch_size)s"""
+    found: list[str] = []
+    after, walked, known = "", 0, set(named) | set(holding)
+    while len(found) < limit:
+        if walked >= WALK_FILES:
+            return None
+        batch = [r[0] for r in conn.exec_driver_sql(walk, {**params, "after": after, "batch_size": limit - len(found) + 5})]
+        if not batch:
+            return None  # fewer such files than asked for: rank every candidate
+        after, walked = batch[-1], walked + len(batch)
+        todo = [p for p in batch if p not in known]
+        if todo:
+            found += [p for p, full in conn.exec_driver_sql(test, {**params, "batch": todo}) if full]
+    return sorted(known | set(found[:limit]))
+
+
+def _project_size(session: Session, key: str, repo: str | None) -> int:
+    """At most how many entries project (key, repo) has: the entries listing its key, from the counts
+    ``GET /projects`` reads (a few rows, not a count of the entries)."""
+    return int(session.execute(text("SELECT coalesce(sum(n), 0) FROM project_counts WHERE member_key = :key"), {"key": key}).scalar_one())
+
+
+def search(
+    session: Session,
+    q: str,
+    prefix: str = "",
+    limit: int = 20,
+    context_lines: int = 2,
+    project: tuple[str, str | None] | None = None,
+) -> list[Hit]:
+    """The best ``limit`` files for query ``q``, as ``vault_search.search_vault`` (or ``search_project``) ranks them.
+
+    ``prefix``: without a project, a vault folder (or file) as the route
+    resolves it ("" for the whole vault); with one, a prefix of entry paths,
+    as ``feed_repo.project_entries`` reads it. ``project``: (key, repo) of a
+    project the caller resolved.
+    """
+    wanted = tokens(q)
+    if not wanted:
+        return []
+    params: dict[str, Any] = {"limit": limit}
+    for i, token in enumerate(wanted):
+        params[f"t{i}"] = token
+        if len(token) >= 3:
+            params[f"g{i}"] = token_grams(token)
+    member_sql = ""
+    if project is not None:
+        key, repo = project
+        stmt = select(Entry.id, Entry.vault_path).where(member(key, repo, key_unique_sql(key)))
+        if prefix:
+            stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
+        compiled = stmt.compile(dialect=session.connection().dialect)
+        member_sql = str(compiled)
+        params.update({f"m_{k}": v for k, v in compiled.params.items()})
+        for name in compiled.params:
+            member_sql = member_sql.replace(f"%({name})s", f"%(m_{name})s")
+    elif prefix.strip("/"):
+        params["under"] = prefix.strip("/")
+    conn = session.connection()
+    only = None if project is not None else _top_candidates(conn, wanted, params, "under" in params, limit)
+    if only is not None:
+        params["only"] = only
+    by_project = project is None or _project_size(session, *project) <= PROJECT_READ_LIMIT
+    sql = _statement(wanted, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None)
+    ranked = conn.exec_driver_sql(sql, params).mappings().all()
+    return _hits(session, wanted, ranked, context_lines, project)
+
+
+def _hits(session: Session, wanted: list[str], ranked: Sequence[Any], context_lines: int, project: tuple[str, str | None] | None) -> list[Hit]:
+    """The result items of the ranked files: first three hit lines and their context, read from the segments around them."""
+    if not ranked:
+        return []
+    conn = session.connection()
+    first_rows = [(r["path"], f) for r in ranked for f in (r["firsts"] or ())]
+    loaded: dict[str, dict[int, tuple[str | None, str, str]]] = {}  # path -> first line -> (entry id, content, lowered)
+
+    def load(rows: Iterable[Any]) -> None:
+        for path, first, entry_id, content, lowered in rows:
+            loaded.setdefault(path, {})[first] = (entry_id, content, lowered)
+
+    if first_rows:
+        load(conn.exec_driver_sql(_SEGMENTS_AT, {"paths": [p for p, _ in first_rows], "firsts": [f for _, f in first_rows]}))
+    hit_lines: dict[str, list[int]] = {}
+    for r in ranked:
+        found: list[int] = []
+        for first in r["firsts"] or ():
+            _, _, lowered = loaded[r["path"]][first]
+            for offset, line in enumerate(lowered.split("\n")):
+                if len(found) < MAX_SNIPPETS and any(t in line for t in wanted):
+                    found.append(first + offset)
+        hit_lines[r["path"]] = found
+    around = [(r["path"], max(1, n - context_lines), min(r["lines"], n + context_lines)) for r in ranked for n in hit_lines[r["path"]]]
+    if around and context_lines:
+        load(conn.exec_driver_sql(_SEGMENTS_AROUND, {"paths": [a[0] for a in around], "los": [a[1] for a in around], "his": [a[2] for a in around]}))
+    own: set[str] = set()
+    if project is not None and any(r["shared"] for r in ranked):
+        ids = {seg[0] for r in ranked if r["shared"] for seg in loaded.get(r["path"], {}).values() if seg[0]}
+        key, repo = project
+        own = set(session.scalars(select(Entry.id).where(Entry.id.in_(sorted(ids)), member(key, repo, key_unique_sql(key))))) if ids else set()
+    out = []
+    for r in ranked:
+        path = r["path"]
+        lines: dict[int, str] = {}
+        keep: set[int] | None = set() if r["shared"] else None
+        for first, (entry_id, content, _) in loaded.get(path, {}).items():
+            for offset, line in enumerate(content.split("\n")):
+                lines[first + offset] = line
+                if keep is not None and entry_id in own:
+                    keep.add(first + offset)
+        doc = _Lines(r["lines"], lines)
+        snippets: list[dict[str, object]] = [
+            {"line": n, "snippet": context_snippet(doc, n - 1, context_lines, keep), "text": lines[n].strip()[:SNIPPET_CHARS]} for n in hit_lines[path]
+        ]
+        matched = sum(1 for i in range(len(wanted)) if r[f"h{i}"])
+        hits = int(r["hits"])
+        score = min(hits, MAX_LINE_SCORE) + FILENAME_WEIGHT * int(r["f"]) + (ALL_TOKENS_BONUS if matched == len(wanted) else 0)
+        out.append(
+            Hit(
+                path=path,
+                score=score,
+                match_count=hits,
+                tokens_matched=matched,
+                tokens_total=len(wanted),
+                filename_match=int(r["f"]) > 0,
+                title=posixpath.splitext(posixpath.basename(path))[0],
+                snippets=snippets,
+            )
+        )
+    return out

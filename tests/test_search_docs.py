@@ -1,0 +1,201 @@
+"""``GET /vault/search`` from the search index answers exactly what the file scan answers (revision 0008).
+
+One varied vault, written through the real writers (arc files, lessons of
+several projects in one shared log, decisions, milestones) plus notes of
+every awkward shape (non-ASCII case mappings, CRLF lines, a long file cut in
+blocks, empty files, filename hits, regex and LIKE characters, files the
+walk skips), indexed once by ``rebuild_documents``. Every query of a list
+(short tokens, non-ASCII, filename-only hits, absent tokens, many hit lines)
+is asked with several prefixes, limits and context widths of the file scan
+(``search_vault``, ``search_project``) and of the index (``search``), with
+and without a project: the results are equal item by item. Then the route:
+it answers from the index once the vault is indexed, follows upserts and
+deletions, and falls back to the files when the vault is not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session
+
+from brain_core.textsearch import tokens
+from brain_kernel import search_docs
+from brain_kernel.index import rebuild
+from brain_kernel.projects import EXACT, resolve_project
+from brain_kernel.settings import Settings
+from brain_kernel.vault import Vault
+from brain_kernel.vault_search import search_project, search_vault
+from tests.planting import arc_session, post, write_arc
+
+NOTES = {
+    "notes/Ünïcödé Straße.md": "# Straße\nSTRASSE und straße\nΣΑΣ ΟΔΟΣ σας\nİstanbul ıspanak\nKelvin K and ﬁle ligature\n🙂 emoji 🙂 line\n",
+    "notes/crlf.txt": "first Retry line\r\nsecond line\r\n\r\nthird retry\r\r\n",
+    "notes/Retry-Guide.MARKDOWN": "How to retry.\nNothing else here.\n",
+    "notes/empty.md": "",
+    "notes/newline.md": "\n",
+    "notes/odd chars.md": "100% of a_b are [x] (y)* matched\n.* and %_ literally\n",
+    "notes/many.md": "".join(f"line {i} has retry and cache\n" for i in range(45)),
+    "deep/a/b/c.md": "nested retry cache parser\n",
+    "deep/a/b/other.txt": "the parser is fine\n",
+    ".obsidian/skip.md": "retry cache hidden\n",
+    "node_modules/pkg/readme.md": "retry cache in modules\n",
+    "notes/.hidden.md": "retry cache hidden file\n",
+    "notes/data.json": '{"retry": "cache"}\n',
+}
+# Long notes where a token fills at least 30 lines (the score's cap), in several mixes, so the shortcut
+# that looks for files capping the score first has files to find, and files to pass over.
+for i in range(8):
+    NOTES[f"bulk/b{i}.md"] = "".join(
+        f"retry {'cache ' if n % (i + 1) == 0 else ''}{'rareword ' if i == 5 and n == 3 else ''}line {n}\n" for n in range(31 + i * 3)
+    )
+# A long note: hits on both sides of block boundaries, so snippets take context from neighbouring segments.
+LONG = [f"filler line {i}" for i in range(200)]
+for n in (0, 62, 63, 64, 65, 127, 128, 190, 199):
+    LONG[n] = f"long retry hit {n} Cache"
+
+QUERIES = [
+    "retry",
+    "RETRY cache",
+    "a",
+    "ca",
+    "re",
+    "é",
+    "straße",
+    "strasse",
+    "σας",
+    "ς",
+    "i̇stanbul",
+    "ı",
+    "k",
+    "ﬁle",
+    "🙂",
+    "lessons",
+    "guide",
+    "100%",
+    "a_b",
+    ".*",
+    "[x]",
+    "zzzabsent",
+    "retry zzzabsent",
+    "cache cache parser",
+    "pin resolver",
+    "md",
+    "-",
+    "filler 199",
+    "hit",
+]
+
+
+def _planted(client, settings: Settings, db: Session) -> Vault:
+    vault = Vault(settings.vault)
+    for rel, body in NOTES.items():
+        path = vault.path(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body.encode("utf-8"))
+    vault.path("notes/long.md").write_text("\n".join(LONG) + "\n")
+    write_arc(vault, [arc_session("s-api", "api", "org1/api", "Teach the retry parser to cache", hours_ago=3)])
+    write_arc(vault, [arc_session("s-web", "web", "acme/web", "Retry the web cache warmup", hours_ago=4)])
+    post(client, "lesson", "Always pin the resolver version before a retry.", repo="org1/api", title="Pin")
+    post(client, "lesson", "The cache of web retries twice.\nSecond line of web.", repo="acme/web")
+    post(client, "lesson", "Fix the secretq rotation; cache it.", repo="org1/api", title="Fix")
+    post(client, "lesson", "Web parser lesson\nwith retry inside", repo="acme/web")
+    post(client, "decision", "Retry with backoff for api.", title="Backoff", repo="org1/api")
+    post(client, "milestone", "Shipped the cache for web.", repo="acme/web")
+    rebuild(db, vault)
+    search_docs.rebuild_documents(db, vault)
+    db.commit()
+    return vault
+
+
+@pytest.fixture
+def indexed(client, settings: Settings, db: Session) -> Vault:
+    return _planted(client, settings, db)
+
+
+def _scan(vault: Vault, q: str, prefix: str, limit: int, context: int) -> list[dict[str, Any]]:
+    return [h.as_dict() for h in search_vault(vault, tokens(q), prefix=prefix, context_lines=context)[:limit]]
+
+
+def _index(db: Session, q: str, prefix: str, limit: int, context: int, project: tuple[str, str | None] | None = None) -> list[dict[str, Any]]:
+    return [h.as_dict() for h in search_docs.search(db, q, prefix, limit, context, project=project)]
+
+
+def test_the_index_answers_what_the_file_scans_answer(indexed: Vault, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a project (``search_vault``), then for two projects of one shared log (``search_project``); without a
+    project also with every token counted frequent, and with some, so the files capping the score are looked for first."""
+    shared = next(p.name for p in (indexed.root / "left/reference").iterdir() if p.name.startswith("lessons-"))
+    prefixes = ["", "notes", "deep/a", "notes/crlf.txt", "left/reference/" + shared, "no/such"]
+    checked = 0
+    for q, prefix in itertools.product(QUERIES, prefixes):
+        for limit, context in ((20, 2), (3, 0), (200, 10)) if prefix in ("", "notes") else ((20, 2),):
+            assert _index(db, q, prefix, limit, context) == _scan(indexed, q, prefix, limit, context), (q, prefix, limit, context)
+            checked += 1
+    assert checked > 250
+    shortcuts = []
+    real = search_docs._top_candidates
+
+    def spy(*args: Any) -> list[str] | None:
+        found = real(*args)
+        shortcuts.append(found is not None)
+        return found
+
+    monkeypatch.setattr(search_docs, "_top_candidates", spy)
+    for many in (1, 40):
+        monkeypatch.setattr(search_docs, "MANY_CANDIDATES", many)
+        for q in [*QUERIES, "retry rareword", "retry line", "cache rareword zzzabsent", "line"]:
+            for prefix, limit in (("", 1), ("bulk", 3), ("", 20)):
+                assert _index(db, q, prefix, limit, 1) == _scan(indexed, q, prefix, limit, 1), (many, q, prefix, limit)
+    assert sum(shortcuts) > 10 and not all(shortcuts)  # the shortcut answered often, and fell back too
+    everything = _index(db, "retry", "", 200, 2)
+    assert {r["path"] for r in everything} >= {"notes/long.md", "notes/crlf.txt", "deep/a/b/c.md"}
+    assert not any(part.startswith(".") or part == "node_modules" for r in everything for part in r["path"].split("/"))
+
+    # Projects read whole from their entries, then (as one too large for that) from the tokens' trigrams.
+    for ref, read_limit in itertools.product(("org1/api", "acme/web"), (search_docs.PROJECT_READ_LIMIT, 0)):
+        monkeypatch.setattr(search_docs, "PROJECT_READ_LIMIT", read_limit)
+        found = resolve_project(db, ref)
+        assert found.status == EXACT
+        for q, prefix in itertools.product(QUERIES if read_limit else QUERIES[::3], ["", "left/reference/lessons-", "clusters"]):
+            for limit, context in ((20, 2), (1, 10)) if not prefix else ((20, 2),):
+                scan = [h.as_dict() for h in search_project(indexed, db, found.key, found.repo, tokens(q), prefix=prefix, context_lines=context)[:limit]]
+                assert _index(db, q, prefix, limit, context, project=(found.key, found.repo)) == scan, (ref, read_limit, q, prefix, limit, context)
+
+
+def test_the_route_answers_from_the_index_and_follows_writes(client, indexed: Vault, db: Session) -> None:
+    def paths(**params: Any) -> list[str]:
+        r = client.get("/vault/search", params=params)
+        assert r.status_code == 200, r.text
+        return [item["path"] for item in r.json()["results"]]
+
+    assert "deep/a/b/c.md" in paths(q="nested")
+    Path(indexed.path("deep/a/b/c.md")).unlink()  # gone from the disk only: the index still answers
+    assert paths(q="nested") == ["deep/a/b/c.md"]
+    assert paths(q="retry", prefix=".obsidian") == [".obsidian/skip.md"]  # a folder the walk skips: read from the files
+    search_docs.delete_documents(db, ["deep/a/b/c.md"])
+    search_docs.upsert_documents(db, [("deep/new.md", "a freshly nested note\n"), ("deep/x.json", "nested"), (".trash/t.md", "nested")])
+    db.commit()
+    assert paths(q="nested") == ["deep/new.md"]
+    assert paths(q="freshly", project="org1/api") == []
+    summary = search_docs.rebuild_documents(db, indexed)  # deep/new.md is not in the vault: a rebuild drops it
+    db.commit()
+    assert summary.removed == 1 and paths(q="nested") == []
+    assert search_docs.rebuild_documents(db, indexed).documents == 0  # nothing changed: nothing read again or rewritten
+    indexed.path("notes/crlf.txt").write_text("a rewritten nestedq line\n")
+    again = search_docs.rebuild_documents(db, indexed)
+    db.commit()
+    assert (again.documents, again.removed) == (1, 0) and paths(q="nestedq") == ["notes/crlf.txt"]
+    assert client.get("/vault/search", params={"q": "x", "prefix": "../x"}).status_code == 400
+
+
+def test_the_route_scans_the_files_until_the_vault_is_indexed(client, settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    vault.path("notes").mkdir(exist_ok=True)
+    vault.path("notes/a.md").write_text("unindexed needle\n")
+    search_docs.upsert_documents(db, [("notes/other.md", "needle from a write hook\n")])  # a partial index is not used
+    db.commit()
+    assert not search_docs.indexed(db, vault)
+    assert [r["path"] for r in client.get("/vault/search", params={"q": "needle"}).json()["results"]] == ["notes/a.md"]
