@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from brain_core.textsearch import tokens
@@ -189,6 +190,26 @@ def test_the_route_answers_from_the_index_and_follows_writes(client, indexed: Va
     db.commit()
     assert (again.documents, again.removed) == (1, 0) and paths(q="nestedq") == ["notes/crlf.txt"]
     assert client.get("/vault/search", params={"q": "x", "prefix": "../x"}).status_code == 400
+
+
+def test_an_entry_appended_to_a_log_adds_only_its_segments(client, indexed: Vault, db: Session) -> None:
+    """What a marker's write hook costs: the day's log grows by one entry, and only that entry is written to the index."""
+    rel = post(client, "lesson", "An appended lesson about quuxly retries.", repo="org1/api")["vault_path"]
+    before = {row[0]: row[1] for row in db.execute(text("SELECT first_line, xmin::text FROM vault_segments WHERE path = :p"), {"p": rel})}
+    assert before  # the log was indexed by the rebuild
+    assert search_docs.upsert_documents(db, [(rel, indexed.read_text(rel))]) == 1
+    db.commit()
+    after = {row[0]: row[1] for row in db.execute(text("SELECT first_line, xmin::text FROM vault_segments WHERE path = :p"), {"p": rel})}
+    assert {k: after[k] for k in before} == before and len(after) > len(before)  # earlier segments untouched
+    for q in ("quuxly", "retries", "appended lesson"):
+        assert _index(db, q, "", 20, 2) == _scan(indexed, q, "", 20, 2), q
+        found = resolve_project(db, "org1/api")
+        scan = [h.as_dict() for h in search_project(indexed, db, found.key, found.repo, tokens(q), context_lines=2)]
+        assert _index(db, q, "", 20, 2, project=(found.key, found.repo)) == scan, q
+    indexed.path(rel).write_text(indexed.read_text(rel).replace("quuxly", "QUUXLY-edited"))  # an earlier byte changed: the log is rewritten
+    assert search_docs.upsert_documents(db, [(rel, indexed.read_text(rel))]) == 1
+    db.commit()
+    assert _index(db, "quuxly-edited", "", 20, 2) == _scan(indexed, "quuxly-edited", "", 20, 2) != []
 
 
 def test_the_route_scans_the_files_until_the_vault_is_indexed(client, settings: Settings, db: Session) -> None:

@@ -66,6 +66,8 @@ from brain_core.textsearch import (
     lines_of,
     tokens,
 )
+from brain_core.vault.layout import LOG_KINDS, kind_of_path
+from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
 from brain_kernel.feed_repo import _like, key_unique_sql, member
 from brain_kernel.models import Entry
@@ -173,8 +175,8 @@ SELECT path, name, g::int4[], size, mtime_ns, lines, digest
     AS d(path, name, g, size, mtime_ns, lines, digest)
 ON CONFLICT (path) DO UPDATE SET name_lower = excluded.name_lower, name_grams = excluded.name_grams, size = excluded.size,
     mtime_ns = excluded.mtime_ns, lines = excluded.lines, digest = excluded.digest, updated_at = clock_timestamp()"""
-_RESTAMP = """UPDATE vault_documents d SET size = s.size, mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
-  FROM unnest(%(paths)s::text[], %(sizes)s::bigint[], %(mtimes)s::bigint[]) AS s(path, size, mtime_ns) WHERE d.path = s.path"""
+_RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
+  FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path"""
 _COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN (FORMAT BINARY)"
 _SEGMENT_TYPES = ("text", "int4", "int4", "text", "text", "text", "int4[]")
 
@@ -183,47 +185,79 @@ def _array_text(codes: Sequence[int]) -> str:
     return "{" + ",".join(map(str, codes)) + "}"
 
 
-def _digest(body: str) -> str:
-    return hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk saw them
 
+# Rows for the batch's new paths first (so every writer of a path, even a new one, waits on one row
+# lock), then the rows locked in path order: two writers of one file take turns, two batches never deadlock.
+_CLAIM = """INSERT INTO vault_documents (path, name_lower, size, lines, digest) SELECT p, '', -1, 0, '' FROM unnest(%(paths)s::text[]) AS p
+ON CONFLICT (path) DO NOTHING"""
+_HELD = "SELECT path, digest, size, lines FROM vault_documents WHERE path = ANY(%(paths)s::text[]) ORDER BY path FOR UPDATE"
+
+
+def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment] | None:
+    """The segments of what was appended to a log the index holds (its earlier bytes unchanged), else None.
+
+    Only whole entries with their own ids, after a newline: then the earlier
+    segments are exactly what a full split would give, so a marker appended to
+    a day's log of thousands of entries writes one segment, not the log.
+    """
+    digest, size, lines = held
+    if kind_of_path(path) not in LOG_KINDS or size <= 0 or len(raw) <= size or raw[size - 1 : size] != b"\n" or _digest(raw[:size]) != digest:
+        return None
+    tail = raw[size:].decode("utf-8", "surrogatepass")
+    entries = split_log(tail)
+    if not tail.startswith("## ") or not entries or not all(e.meta.get("id") for e in entries):
+        return None
+    return [Segment(seg.first_line + lines, seg.last_line + lines, seg.entry_id, seg.content, seg.lowered) for seg in segments_of(path, tail)]
+
 
 def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Stamp] | None = None) -> int:
-    """One batch: rows of changed documents upserted first (the row lock orders two writers of one file), then their segments replaced.
+    """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
     A document whose text is what the index holds is not rewritten (only its
     stamp, when the walk gives one); returns how many were written.
     """
-    latest = {p: t.replace("\x00", "\ufffd") for p, t in batch}  # a path given twice: its last text; Postgres text holds no NUL
-    digests = {p: _digest(t) for p, t in latest.items()}
+    latest = {p: t.replace("\x00", "\ufffd").encode("utf-8", "surrogatepass") for p, t in batch}  # a path given twice: its last text; no NUL in Postgres text
     stamps = stamps or {}
     conn = session.connection()
-    held = dict(conn.exec_driver_sql("SELECT path, digest FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": list(latest)}).all())
-    paths = sorted(p for p in latest if held.get(p) != digests[p])  # one lock order for every writer
-    same = sorted(p for p in latest if held.get(p) == digests[p] and p in stamps)
+    order = sorted(latest)
+    conn.exec_driver_sql(_CLAIM, {"paths": order})
+    held = {path: (digest, size, lines) for path, digest, size, lines in conn.exec_driver_sql(_HELD, {"paths": order})}
+    digests = {p: _digest(raw) for p, raw in latest.items()}
+    paths = [p for p in order if held[p][0] != digests[p]]
+    same = [p for p in order if held[p][0] == digests[p] and p in stamps]
     if same:  # the text a write hook indexed: keep its stamp, so the next walk need not read it
-        conn.exec_driver_sql(_RESTAMP, {"paths": same, "sizes": [stamps[p][0] for p in same], "mtimes": [stamps[p][1] for p in same]})
+        conn.exec_driver_sql(_RESTAMP, {"paths": same, "mtimes": [stamps[p][1] for p in same]})
     if not paths:
         return 0
     docs: dict[str, list[Any]] = {"paths": [], "names": [], "name_grams": [], "sizes": [], "mtimes": [], "lines": [], "digests": []}
     segs: list[tuple[Any, ...]] = []
+    replaced: list[str] = []
     for path in paths:
-        body = latest[path]
+        raw = latest[path]
+        pieces = _appended(path, raw, held[path])
+        if pieces is None:
+            replaced.append(path)
+            pieces = segments_of(path, raw.decode("utf-8", "surrogatepass"))
+            total = pieces[-1].last_line if pieces else 0
+        else:
+            total = pieces[-1].last_line
         name = posixpath.basename(path).lower()
-        pieces = segments_of(path, body)
         docs["paths"].append(path)
         docs["names"].append(name)
         docs["name_grams"].append(_array_text(grams(name)))
-        size, mtime = stamps.get(path, (len(body.encode("utf-8")), None))
-        docs["sizes"].append(size)
-        docs["mtimes"].append(mtime)
-        docs["lines"].append(pieces[-1].last_line if pieces else 0)
+        docs["sizes"].append(len(raw))
+        docs["mtimes"].append(stamps[path][1] if path in stamps else None)
+        docs["lines"].append(total)
         docs["digests"].append(digests[path])
         segs.extend((path, seg.first_line, seg.last_line, seg.entry_id, seg.content, seg.lowered) for seg in pieces)
     conn.exec_driver_sql(_UPSERT_DOCUMENTS, docs)  # one statement per batch, the name codes as array literals
-    conn.exec_driver_sql("DELETE FROM vault_segments WHERE path = ANY(%(paths)s::text[])", {"paths": paths})
+    if replaced:
+        conn.exec_driver_sql("DELETE FROM vault_segments WHERE path = ANY(%(paths)s::text[])", {"paths": replaced})
     if segs:
         cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
         with cursor.copy(_COPY_SEGMENTS) as copy:
@@ -238,7 +272,9 @@ def upsert_documents(session: Session, docs: Iterable[tuple[str, str]]) -> int:
 
     Runs in the caller's transaction, in batches of ``BATCH_FILES``; a
     document whose text the index already holds (same digest) is not
-    rewritten. Returns how many documents were written.
+    rewritten, and entries appended to a log the index holds add only their
+    own segments (a marker's append costs one entry, not its day's log).
+    Returns how many documents were written.
     """
     return sum(_write(session, batch) for batch in _batches(((p, t) for p, t in docs if indexable(p)), BATCH_FILES))
 
