@@ -103,3 +103,18 @@ def test_an_arc_that_only_ages_is_scored_from_the_catalogue(ticked: Vault, setti
     heat = db.scalar(select(Entry.heat).where(Entry.vault_path == web, Entry.kind == "arc"))
     text = ticked.read_text(web)
     assert heat == 8.0 and "heat: 8" in text and "status: complete" in text
+
+
+def test_the_search_index_follows_marker_writes_and_ticks_once_a_reindex_built_it(ticked: Vault, settings: Settings, db: Session, client) -> None:
+    from brain_kernel import search_docs
+
+    rebuild(db, ticked)
+    db.commit()
+    assert search_docs.indexed(db, ticked)
+    assert client.post("/marker", json={"type": "lesson", "content": "SEARCHTOKENA after the reindex", "attrs": {"repo": "acme/web"}}).status_code == 201
+    hits = client.get("/vault/search", params={"q": "searchtokena"}).json()["results"]
+    assert [h["path"] for h in hits] == [p for p in _paths(db) if p.startswith("left/reference/lessons-")][:1]
+    ticked.write_atomic("bridge/connections.md", ticked.read_text("bridge/connections.md") + "\nSEARCHTOKENB edited by hand\n")
+    run_tick(db, ticked, settings, now=LATER, use_ai=False)
+    db.commit()
+    assert [h["path"] for h in client.get("/vault/search", params={"q": "searchtokenb"}).json()["results"]] == ["bridge/connections.md"]

@@ -194,10 +194,12 @@ def test_the_route_answers_from_the_index_and_follows_writes(client, indexed: Va
 
 def test_an_entry_appended_to_a_log_adds_only_its_segments(client, indexed: Vault, db: Session) -> None:
     """What a marker's write hook costs: the day's log grows by one entry, and only that entry is written to the index."""
-    rel = post(client, "lesson", "An appended lesson about quuxly retries.", repo="org1/api")["vault_path"]
+    rel = post(client, "lesson", "A first lesson of the day, indexed by its write hook.", repo="org1/api")["vault_path"]
+    db.commit()
     before = {row[0]: row[1] for row in db.execute(text("SELECT first_line, xmin::text FROM vault_segments WHERE path = :p"), {"p": rel})}
-    assert before  # the log was indexed by the rebuild
-    assert search_docs.upsert_documents(db, [(rel, indexed.read_text(rel))]) == 1
+    assert before  # the marker's write hook (brain_kernel.index.follow_search) indexed the log
+    assert post(client, "lesson", "An appended lesson about quuxly retries.", repo="org1/api")["vault_path"] == rel
+    assert search_docs.upsert_documents(db, [(rel, indexed.read_text(rel))]) == 0  # the hook did it already
     db.commit()
     after = {row[0]: row[1] for row in db.execute(text("SELECT first_line, xmin::text FROM vault_segments WHERE path = :p"), {"p": rel})}
     assert {k: after[k] for k in before} == before and len(after) > len(before)  # earlier segments untouched

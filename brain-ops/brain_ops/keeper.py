@@ -77,7 +77,7 @@ from brain_core.vault.layout import (
 )
 from brain_core.vault.records import ActivityTally, document_records, records_for
 from brain_core.vault.regions import canonical_id, clash_free, inbox_destination, is_inbox_note, live_paths, region_of_folder
-from brain_kernel import catalogue, feed_repo, index
+from brain_kernel import catalogue, feed_repo, index, search_docs
 from brain_kernel.catalogue import Stat
 from brain_kernel.index import ARC_CAPABLE_KINDS, arc_facts_of, drop_paths_not_in, scan_point, write_file_records
 from brain_kernel.settings import Settings
@@ -590,6 +590,8 @@ def _pass(
             catalogue.save(session, [_catalogue_row(vault, rel, files_out[rel]) for rel in intents])
     for rel, text in dashboards(session, vault, arcs).items():
         writer.write(rel, text)
+    if not writer.dry_run and search_docs.indexed(session, vault):
+        search_docs.rebuild_documents(session, vault)  # only files whose size or mtime changed are read
 
 
 def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:

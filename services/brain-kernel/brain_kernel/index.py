@@ -47,6 +47,7 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
 from brain_core.vault.records import ActivityTally, ProjectActivity, attributable_by_session, attributed, project_activity, records_for
 from brain_core.vault.regions import live_paths
+from brain_kernel import search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
 from brain_kernel.catalogue import digest, forget, load, save, stat_files
 from brain_kernel.feed_snapshots import collect
@@ -515,6 +516,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     forget(session, [p for p in known if p not in set(files)])
     apply_mitigation(session)
     summary.projects = record_activity(session, tally.result())
+    search_docs.rebuild_documents(session, vault)  # GET /vault/search is served from it from now on
     collect(session)
     return summary
 
@@ -557,4 +559,22 @@ def refresh(session: Session, vault: Vault, paths: Iterable[str | Path]) -> Rein
         records.extend(read_records(vault, rel, scratch) if kind_of_path(rel) else [])
     summary = write_file_records(session, rels, records)
     summary.files, summary.skipped = len(rels), scratch.skipped
+    follow_search(session, vault, rels)
     return summary
+
+
+def follow_search(session: Session, vault: Vault, rels: Iterable[str]) -> None:
+    """Keep the search index (``brain_kernel.search_docs``) current for these files, once a rebuild built it."""
+    wanted = sorted(set(rels))
+    if not wanted or not search_docs.indexed(session, vault):
+        return
+    present, gone = [], []
+    for rel in wanted:
+        try:
+            present.append((rel, vault.read_text(rel)))
+        except FileNotFoundError:
+            gone.append(rel)
+        except (OSError, UnicodeDecodeError):
+            continue
+    search_docs.upsert_documents(session, present)
+    search_docs.delete_documents(session, gone)

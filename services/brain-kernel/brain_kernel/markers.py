@@ -36,7 +36,7 @@ from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
 from brain_kernel.errors import BrainError
 from brain_kernel.identity import IdentityResolver
-from brain_kernel.index import touch_project, upsert_entries
+from brain_kernel.index import follow_search, touch_project, upsert_entries
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator, read_summary
 from brain_kernel.vault import Vault
@@ -164,6 +164,7 @@ def post_marker(
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at)
     upsert_entries(db, written.records)
+    follow_search(db, vault, [written.vault_path])
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
     body = {

@@ -20,14 +20,16 @@ import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query
+from sqlalchemy.exc import DBAPIError
 
-from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, SettingsDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, SessionDep, SettingsDep, VaultDep
 from brain_core.feed.alert import alert_state
 from brain_core.text import slugify
 from brain_core.textsearch import Hit, tokens
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
 from brain_kernel import feed_repo, search_docs
+from brain_kernel.index import follow_search
 from brain_kernel.projects import EXACT, resolve_project
 from brain_kernel.vault import Vault
 from brain_kernel.vault_search import SKIP_DIRS, search_project, search_vault
@@ -183,6 +185,7 @@ def _inbox_slug(title: str) -> str:
 def write_inbox(
     vault: VaultDep,
     clock: ClockDep,
+    db: SessionDep,
     title: Annotated[str, Form(description="The note's title (at most 200 characters).")],
     content: Annotated[str, Form(description="The note's markdown (at most 200 000 characters).")],
     tags: Annotated[str | None, Form(description="Comma list of tags.")] = None,
@@ -221,6 +224,10 @@ def write_inbox(
             raise HTTPException(status_code=503, detail="vault write failed: no free inbox file name")
     except OSError as exc:
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
+    try:  # the note is written: a database outage only delays its search entry to the next tick
+        follow_search(db, vault, [rel])
+    except DBAPIError:
+        db.rollback()
     return {"path": rel, "size_bytes": size, "artifact_refs": ref_list, "tags": tag_list}
 
 
