@@ -155,15 +155,18 @@ def test_the_index_answers_what_the_file_scans_answer(indexed: Vault, db: Sessio
     assert {r["path"] for r in everything} >= {"notes/long.md", "notes/crlf.txt", "deep/a/b/c.md"}
     assert not any(part.startswith(".") or part == "node_modules" for r in everything for part in r["path"].split("/"))
 
-    # Projects read whole from their entries, then (as one too large for that) from the tokens' trigrams.
-    for ref, read_limit in itertools.product(("org1/api", "acme/web"), (search_docs.PROJECT_READ_LIMIT, 0)):
+    # Projects read whole from their entries (every token counted frequent), then from the tokens' trigrams
+    # (every token rare, as here, or the project too large to read whole).
+    ways = ((search_docs.PROJECT_READ_LIMIT, 1), (search_docs.PROJECT_READ_LIMIT, search_docs.MANY_CANDIDATES), (0, 1))
+    for ref, (read_limit, many) in itertools.product(("org1/api", "acme/web"), ways):
         monkeypatch.setattr(search_docs, "PROJECT_READ_LIMIT", read_limit)
+        monkeypatch.setattr(search_docs, "MANY_CANDIDATES", many)
         found = resolve_project(db, ref)
         assert found.status == EXACT
-        for q, prefix in itertools.product(QUERIES if read_limit else QUERIES[::3], ["", "left/reference/lessons-", "clusters"]):
+        for q, prefix in itertools.product(QUERIES if many == 1 and read_limit else QUERIES[::3], ["", "left/reference/lessons-", "clusters"]):
             for limit, context in ((20, 2), (1, 10)) if not prefix else ((20, 2),):
                 scan = [h.as_dict() for h in search_project(indexed, db, found.key, found.repo, tokens(q), prefix=prefix, context_lines=context)[:limit]]
-                assert _index(db, q, prefix, limit, context, project=(found.key, found.repo)) == scan, (ref, read_limit, q, prefix, limit, context)
+                assert _index(db, q, prefix, limit, context, project=(found.key, found.repo)) == scan, (ref, read_limit, many, q, prefix, limit, context)
 
 
 def test_the_route_answers_from_the_index_and_follows_writes(client, indexed: Vault, db: Session) -> None:

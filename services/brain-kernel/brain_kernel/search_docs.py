@@ -466,6 +466,7 @@ _SEGMENTS_AROUND = """SELECT s.path, s.first_line, s.entry_id, s.content, s.lowe
 PROJECT_READ_LIMIT = 20_000  # a project of more entries is searched from the tokens' trigrams, not read whole
 MANY_CANDIDATES = 2_000  # a token's candidate segments beyond which it is frequent: a search first looks for the files that cap the score
 WALK_FILES = 200  # long files tested for saturation before a search gives up the shortcut
+WALK_MISSES = 3  # long files found short of the cap before a search gives up the shortcut (each was read whole)
 NAMED_LIMIT = 1_000  # files naming a token beyond which the shortcut is not tried
 
 
@@ -522,18 +523,27 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     walk = f"""SELECT d.path FROM vault_documents d WHERE d.lines >= {MAX_LINE_SCORE} AND {_under("d.path", prefix)} AND d.path COLLATE "C" > %(after)s
   ORDER BY d.path COLLATE "C" LIMIT %(batch_size)s"""
     found: list[str] = []
-    after, walked, known = "", 0, set(named) | set(holding)
+    after, walked, missed, known = "", 0, 0, set(named) | set(holding)
     while len(found) < limit:
-        if walked >= WALK_FILES:
-            return None
-        batch = [r[0] for r in conn.exec_driver_sql(walk, {**params, "after": after, "batch_size": limit - len(found) + 5})]
+        if walked >= WALK_FILES or missed > WALK_MISSES:
+            return None  # the token is not dense enough for files to reach the cap: rank every candidate
+        batch = [r[0] for r in conn.exec_driver_sql(walk, {**params, "after": after, "batch_size": limit - len(found) + 5 if walked else WALK_MISSES + 1})]
         if not batch:
             return None  # fewer such files than asked for: rank every candidate
         after, walked = batch[-1], walked + len(batch)
         todo = [p for p in batch if p not in known]
         if todo:
-            found += [p for p, full in conn.exec_driver_sql(test, {**params, "batch": todo}) if full]
+            tested = [(p, full) for p, full in conn.exec_driver_sql(test, {**params, "batch": todo})]
+            found += [p for p, full in tested if full]
+            missed += sum(1 for _, full in tested if not full)
     return sorted(known | set(found[:limit]))
+
+
+def _all_rare(conn: Any, wanted: list[str], params: dict[str, Any]) -> bool:
+    """Whether the query's tokens have fewer than ``MANY_CANDIDATES`` candidate segments in all."""
+    seg_any, _ = _token_tests(wanted)
+    probe = f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {' OR '.join(seg_any)} LIMIT {MANY_CANDIDATES}) x"
+    return bool(conn.exec_driver_sql(probe, params).scalar_one() < MANY_CANDIDATES)
 
 
 def _project_size(session: Session, key: str, repo: str | None) -> int:
@@ -582,7 +592,9 @@ def search(
     only = None if project is not None else _top_candidates(conn, wanted, params, "under" in params, limit)
     if only is not None:
         params["only"] = only
-    by_project = project is None or _project_size(session, *project) <= PROJECT_READ_LIMIT
+    # A project's segments are read from its entries, unless it is too large for that or every token is
+    # rare (then the tokens' few candidates, filtered to the project, cost less than the project).
+    by_project = project is None or (_project_size(session, *project) <= PROJECT_READ_LIMIT and not _all_rare(conn, wanted, params))
     sql = _statement(wanted, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None)
     ranked = conn.exec_driver_sql(sql, params).mappings().all()
     return _hits(session, wanted, ranked, context_lines, project)
