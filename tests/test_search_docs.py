@@ -151,6 +151,13 @@ def test_the_index_answers_what_the_file_scans_answer(indexed: Vault, db: Sessio
             for prefix, limit in (("", 1), ("bulk", 3), ("", 20)):
                 assert _index(db, q, prefix, limit, 1) == _scan(indexed, q, prefix, limit, 1), (many, q, prefix, limit)
     assert sum(shortcuts) > 10 and not all(shortcuts)  # the shortcut answered often, and fell back too
+    db.execute(text("ANALYZE vault_segments"))  # then how frequent a token is comes from the statistics
+    monkeypatch.setitem(search_docs._stats, "key", None)
+    assert search_docs._gram_frequencies(db.connection()) is not None
+    for many in (1, 40):
+        monkeypatch.setattr(search_docs, "MANY_CANDIDATES", many)
+        for q in ["retry", "retry rareword", "cache rareword zzzabsent", "line", "ca"]:
+            assert _index(db, q, "", 3, 1) == _scan(indexed, q, "", 3, 1), (many, q)
     everything = _index(db, "retry", "", 200, 2)
     assert {r["path"] for r in everything} >= {"notes/long.md", "notes/crlf.txt", "deep/a/b/c.md"}
     assert not any(part.startswith(".") or part == "node_modules" for r in everything for part in r["path"].split("/"))

@@ -47,6 +47,7 @@ import datetime as dt
 import hashlib
 import posixpath
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -493,10 +494,7 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     """
     seg_any, name_any = _token_tests(wanted)
     under_s = _under("s.path", prefix)
-    counts = [
-        conn.exec_driver_sql(f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {under_s} AND {test} LIMIT {MANY_CANDIDATES}) x", params).scalar_one()
-        for test in seg_any
-    ]
+    counts = _candidates(conn, wanted, params, [f"{under_s} AND {test}" for test in seg_any])
     if min(counts) >= MANY_CANDIDATES:
         holding: list[str] = []
         presence = " AND " + " AND ".join(
@@ -542,8 +540,53 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
 def _all_rare(conn: Any, wanted: list[str], params: dict[str, Any]) -> bool:
     """Whether the query's tokens have fewer than ``MANY_CANDIDATES`` candidate segments in all."""
     seg_any, _ = _token_tests(wanted)
-    probe = f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {' OR '.join(seg_any)} LIMIT {MANY_CANDIDATES}) x"
-    return bool(conn.exec_driver_sql(probe, params).scalar_one() < MANY_CANDIDATES)
+    return sum(_candidates(conn, wanted, params, seg_any)) < MANY_CANDIDATES
+
+
+_STATS_TTL_S = 300.0
+_stats: dict[str, Any] = {"at": -_STATS_TTL_S, "key": None, "value": None}
+
+
+def _gram_frequencies(conn: Any) -> tuple[dict[int, float], float, float] | None:
+    """The planner's statistics of ``vault_segments.grams`` (codes -> fraction of rows holding them, the
+    smallest fraction listed, the row count), read at most every few minutes per database; None before
+    any ANALYZE."""
+    key = conn.engine.url.render_as_string(hide_password=True)
+    if _stats["key"] == key and time.monotonic() - _stats["at"] < _STATS_TTL_S:
+        return _stats["value"]
+    row = conn.exec_driver_sql(
+        "SELECT most_common_elems::text, most_common_elem_freqs, (SELECT reltuples FROM pg_class WHERE oid = 'vault_segments'::regclass) "
+        "FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'vault_segments' AND attname = 'grams'"
+    ).first()
+    value = None
+    if row is not None and row[0] and row[1] and row[2] and row[2] > 0:
+        codes = [int(c) for c in row[0].strip("{}").split(",") if c]
+        freqs = list(row[1])[: len(codes)]  # then the smallest and largest frequency and the null fraction
+        value = (dict(zip(codes, freqs, strict=True)), min(freqs), float(row[2]))
+    _stats.update(at=time.monotonic(), key=key, value=value)
+    return value
+
+
+def _candidates(conn: Any, wanted: list[str], params: dict[str, Any], tests: list[str]) -> list[float]:
+    """Each token's candidate segments, about, and at most ``MANY_CANDIDATES``.
+
+    A token is no more frequent than its rarest trigram: when the statistics
+    list every trigram of a token, their smallest frequency answers without
+    a read (counting builds the token's whole bitmap: tens of milliseconds
+    for a frequent one); a token with a trigram they do not list, or one too
+    short for trigrams, is counted (cheap when it is rare, which the first is).
+    """
+    stats = _gram_frequencies(conn)
+    out: list[float] = []
+    for i, token in enumerate(wanted):
+        listed = [stats[0].get(g) for g in params.get(f"g{i}", ())] if stats is not None and len(token) >= 3 else [None]
+        if None not in listed:
+            assert stats is not None
+            out.append(min(min(f for f in listed if f is not None) * stats[2], float(MANY_CANDIDATES)))
+        else:
+            probe = f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {tests[i]} LIMIT {MANY_CANDIDATES}) x"
+            out.append(float(conn.exec_driver_sql(probe, params).scalar_one()))
+    return out
 
 
 def _project_size(session: Session, key: str, repo: str | None) -> int:
