@@ -42,20 +42,18 @@ import hashlib
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO_ROOT, fresh_database
+from bench.common import REPO_ROOT, fresh_database, run_brain
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.heat import HeatRules, age_days, arc_activity, heat_of, status_of
 from brain_core.vault import frontmatter
 from brain_core.vault.regions import CONSCIOUS_DIR, place
-from brain_kernel.settings import Settings, child_environment
+from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_migrations.runner import upgrade_to_head
 
@@ -330,47 +328,7 @@ def changed_paths(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 def run_tick_cli(vault_root: Path, database_url: str, settings: Settings) -> dict[str, Any]:
     """``brain tick --no-ai`` in a subprocess: its summary, wall time, peak RSS and step times."""
-    script = Path(sys.executable).parent / "brain"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "brain_cli"]
-    cmd += ["tick", "--no-ai", "--vault", str(vault_root), "--database-url", database_url]
-    lines: list[tuple[float, str]] = []
-    out: list[bytes] = []
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    stdout, stderr = proc.stdout, proc.stderr
-
-    def read_stderr() -> None:
-        for raw in stderr:
-            lines.append((time.monotonic() - t0, raw.decode("utf-8", "replace").rstrip("\n")))
-
-    readers = [threading.Thread(target=read_stderr), threading.Thread(target=lambda: out.append(stdout.read()))]
-    for r in readers:
-        r.start()
-    _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not every child's maximum so far
-    wall = time.monotonic() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    for r in readers:
-        r.join()
-    if proc.returncode != 0:
-        sys.stderr.write("\n".join(line for _, line in lines) + "\n")
-        raise SystemExit(f"brain tick exited with {proc.returncode}")
-    summary = json.loads(b"".join(out).decode("utf-8").strip().splitlines()[-1])
-    steps: list[dict[str, Any]] = []
-    for i, (at, line) in enumerate(lines):
-        if not line.startswith("tick: ") or line.startswith("tick: scored "):
-            continue
-        ends = next((t for t, ln in lines[i + 1 :] if ln.startswith("tick: ") and not ln.startswith("tick: scored ")), wall)
-        steps.append({"step": line[len("tick: ") :], "s": round(ends - at, 2)})
-    return {
-        "wall_s": round(wall, 1),
-        "startup_s": round(lines[0][0], 2) if lines else None,  # interpreter, imports, migration check
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # kilobytes on Linux
-        "user_cpu_s": round(usage.ru_utime, 1),
-        "sys_cpu_s": round(usage.ru_stime, 1),
-        "steps": steps,
-        "summary": summary,
-    }
+    return run_brain(settings, "tick", "--no-ai", "--vault", str(vault_root), "--database-url", database_url)
 
 
 def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict[str, Any]:

@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +89,52 @@ def _arc_text(n: int, cid: str, key: str, slug: str, heat: float, at: dt.datetim
     )
 
 
-def build(vault: Vault, url: str, size: str, rng: random.Random) -> dict[str, Any]:
-    """Write the vault files and COPY the index rows they stand for; returns counts and timings."""
+Row = tuple[Any, ...]
+
+
+def write_vault(vault: Vault, size: str, rng: random.Random, emit: Callable[[Row], None] | None = None) -> None:
+    """Write the arc files and daily lesson logs of ``size``; ``emit`` receives the index row each entry stands for."""
     arcs, lessons, days = SIZES[size]
     fleet = projects(200)
+    owners = [*((fleet[n % len(fleet)], n) for n in range(arcs)), *((HOT, arcs + n) for n in range(HOT_ARCS))]
+    for (key, slug), n in owners:
+        at = NOW - dt.timedelta(hours=rng.uniform(1, 24 * days))
+        cid = f"arc-{n:07d}"
+        rel = f"clusters/{at.date().isoformat()}/{cid}.md"
+        heat = round(rng.uniform(0, 10), 1)
+        path = vault.path(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_arc_text(n, cid, key, slug, heat, at, rng), encoding="utf-8")
+        if emit is not None:
+            meta = {"cluster_id": cid, "summary": f"arc {n} of {key}", "region": "clusters"}
+            emit((entry_id("arc", rel), "arc", f"arc {n}", "", key, [key], slug, "project", "active", None, heat, rel, at, Jsonb(meta)))
+    per_day = (lessons + HOT_LESSONS) // days
+    rare_at = {rng.randrange(lessons): RARE[i % len(RARE)] for i in range(5 * len(RARE))}
+    n = 0
+    for day in range(days):
+        when = NOW - dt.timedelta(days=day)
+        rel = f"left/reference/lessons-{when.date().isoformat()}.md"
+        parts = [log_file_header("lesson", rel)]
+        for _ in range(per_day):
+            key, slug = HOT if rng.random() < HOT_LESSONS / (lessons + HOT_LESSONS) else fleet[rng.randrange(len(fleet))]
+            at = min(NOW, when.replace(hour=0, minute=0, second=0) + dt.timedelta(seconds=rng.randint(0, 86399)))
+            body = _sentences(rng, rng.randint(1, 3)) + (f" ({rare_at[n]})" if n in rare_at else "")
+            req = parse_request("lesson", body, {"repo": slug}, max_chars=4096)
+            mid = uuid.uuid4().hex
+            parts.append(render_log_entry("lesson", req, Attribution(key, slug, None, "attrs"), marker_id=mid, at=at))
+            if emit is not None:
+                emit((entry_id("lesson", rel, f"id:{mid}"), "lesson", body[:60], body, key, [key], slug, "project", None, None, 0.0, rel, at, Jsonb({})))
+            n += 1
+        vault.path(rel).parent.mkdir(parents=True, exist_ok=True)
+        vault.path(rel).write_text("".join(parts), encoding="utf-8")
+
+
+def build(vault: Vault, url: str, size: str, rng: random.Random) -> dict[str, Any]:
+    """Write the vault files and COPY the index rows they stand for; returns counts and timings."""
+    _arcs, lessons, days = SIZES[size]
+    fleet = projects(200)
     t0 = time.perf_counter()
-    rows: list[tuple[Any, ...]] = []
+    rows: list[Row] = []
     with psycopg.connect(normalise_url(url).replace("postgresql+psycopg", "postgresql")) as conn:
         conn.execute(
             "INSERT INTO projects (id, key, repo, root, aliases) SELECT unnest(%s::text[]), unnest(%s::text[]), unnest(%s::text[]), NULL, '{}'",
@@ -108,37 +149,11 @@ def build(vault: Vault, url: str, size: str, rng: random.Random) -> dict[str, An
                         copy.write_row(row)
                 rows.clear()
 
-        owners = [*((fleet[n % len(fleet)], n) for n in range(arcs)), *((HOT, arcs + n) for n in range(HOT_ARCS))]
-        for (key, slug), n in owners:
-            at = NOW - dt.timedelta(hours=rng.uniform(1, 24 * days))
-            cid = f"arc-{n:07d}"
-            rel = f"clusters/{at.date().isoformat()}/{cid}.md"
-            heat = round(rng.uniform(0, 10), 1)
-            path = vault.path(rel)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(_arc_text(n, cid, key, slug, heat, at, rng), encoding="utf-8")
-            meta = {"cluster_id": cid, "summary": f"arc {n} of {key}", "region": "clusters"}
-            rows.append((entry_id("arc", rel), "arc", f"arc {n}", "", key, [key], slug, "project", "active", None, heat, rel, at, Jsonb(meta)))
+        def emit(row: Row) -> None:
+            rows.append(row)
             flush()
-        per_day = (lessons + HOT_LESSONS) // days
-        rare_at = {rng.randrange(lessons): RARE[i % len(RARE)] for i in range(5 * len(RARE))}
-        n = 0
-        for day in range(days):
-            when = NOW - dt.timedelta(days=day)
-            rel = f"left/reference/lessons-{when.date().isoformat()}.md"
-            parts = [log_file_header("lesson", rel)]
-            for _ in range(per_day):
-                key, slug = HOT if rng.random() < HOT_LESSONS / (lessons + HOT_LESSONS) else fleet[rng.randrange(len(fleet))]
-                at = min(NOW, when.replace(hour=0, minute=0, second=0) + dt.timedelta(seconds=rng.randint(0, 86399)))
-                body = _sentences(rng, rng.randint(1, 3)) + (f" ({rare_at[n]})" if n in rare_at else "")
-                req = parse_request("lesson", body, {"repo": slug}, max_chars=4096)
-                mid = uuid.uuid4().hex
-                parts.append(render_log_entry("lesson", req, Attribution(key, slug, None, "attrs"), marker_id=mid, at=at))
-                rows.append((entry_id("lesson", rel, f"id:{mid}"), "lesson", body[:60], body, key, [key], slug, "project", None, None, 0.0, rel, at, Jsonb({})))
-                n += 1
-                flush()
-            vault.path(rel).parent.mkdir(parents=True, exist_ok=True)
-            vault.path(rel).write_text("".join(parts), encoding="utf-8")
+
+        write_vault(vault, size, rng, emit)
         for kind, count in (("decision", lessons // 50), ("milestone", lessons // 50), ("signal", lessons // 100)):
             for i in range(count):
                 key, slug = fleet[rng.randrange(len(fleet))]

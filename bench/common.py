@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import create_engine, text
@@ -86,3 +91,55 @@ def pct(values: list[float], p: float) -> float:
     """The p-th percentile of durations in seconds, in milliseconds."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+def run_brain(settings: Settings, *argv: str) -> dict[str, Any]:
+    """``brain <argv>`` in a subprocess: its JSON summary (last stdout line), wall time, peak RSS and step times.
+
+    A step is a ``<command>: <message>`` line on stderr (counting lines such as
+    ``scored ...`` or ``N/M`` are not steps); it lasts until the next step.
+    """
+    script = Path(sys.executable).parent / "brain"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "brain_cli"]
+    cmd += list(argv)
+    prefix = f"{argv[0]}: "
+    lines: list[tuple[float, str]] = []
+    out: list[bytes] = []
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout, stderr = proc.stdout, proc.stderr
+
+    def read_stderr() -> None:
+        for raw in stderr:
+            lines.append((time.monotonic() - t0, raw.decode("utf-8", "replace").rstrip("\n")))
+
+    readers = [threading.Thread(target=read_stderr), threading.Thread(target=lambda: out.append(stdout.read()))]
+    for r in readers:
+        r.start()
+    _pid, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not every child's maximum so far
+    wall = time.monotonic() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:
+        r.join()
+    if proc.returncode != 0:
+        sys.stderr.write("\n".join(line for _, line in lines[-40:]) + "\n")
+        raise SystemExit(f"brain {argv[0]} exited with {proc.returncode}")
+
+    def is_step(line: str) -> bool:
+        return line.startswith(prefix) and not line.startswith(f"{prefix}scored ") and not re.match(r"\d+/\d+", line[len(prefix) :])
+
+    steps: list[dict[str, Any]] = []
+    for i, (at, line) in enumerate(lines):
+        if is_step(line):
+            ends = next((t for t, ln in lines[i + 1 :] if is_step(ln)), wall)
+            steps.append({"step": line[len(prefix) :], "s": round(ends - at, 2)})
+    return {
+        "wall_s": round(wall, 1),
+        "startup_s": round(lines[0][0], 2) if lines else None,  # interpreter, imports, migration check
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # kilobytes on Linux
+        "user_cpu_s": round(usage.ru_utime, 1),
+        "sys_cpu_s": round(usage.ru_stime, 1),
+        "steps": steps,
+        "summary": json.loads(b"".join(out).decode("utf-8").strip().splitlines()[-1]),
+    }

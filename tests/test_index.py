@@ -8,7 +8,7 @@ from sqlalchemy import any_, literal, select
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_kernel.index import touch_project, upsert_entries
+from brain_kernel.index import delete_entries_at, touch_project, upsert_entries
 from brain_kernel.models import Entry, Project
 
 
@@ -42,3 +42,13 @@ def test_touching_a_project_without_aliases_keeps_its_aliases(tx: Session) -> No
     touch_project(tx, "billing", "acme/billing", at=dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc))
     tx.commit()
     assert [p.aliases for p in projects_with_key(tx, "bill")] == [["bill"]]
+
+
+def test_deleting_a_files_rows_keeps_more_ids_than_a_statement_has_parameters(tx: Session) -> None:
+    """A batch of shared logs can hold over 65,535 entries (a year's lesson logs): the kept ids are one parameter."""
+    path = "left/reference/lessons-2026-11-28.md"
+    kept, stale = entry_id("lesson", path, "id:kept"), entry_id("lesson", path, "id:stale")
+    upsert_entries(tx, [EntryRecord(id=i, kind="lesson", vault_path=path, content=i, project="api") for i in (kept, stale)])
+    keep = [kept, *(f"id-{n}" for n in range(70_000))]
+    assert delete_entries_at(tx, [path], keep_ids=keep) == 1
+    assert tx.scalars(select(Entry.id)).all() == [kept]

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, text
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import String, any_, case, delete, func, literal, not_, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
@@ -161,8 +161,8 @@ def delete_entries_at(session: Session, vault_paths: Iterable[str], *, keep_ids:
     removed = 0
     for start in range(0, len(paths), 500):
         stmt = delete(Entry).where(Entry.vault_path.in_(paths[start : start + 500]))
-        if keep:
-            stmt = stmt.where(Entry.id.not_in(keep))
+        if keep:  # one array parameter: a batch of shared logs can keep more ids than a statement has parameters
+            stmt = stmt.where(not_(Entry.id == any_(literal(keep, ARRAY(String)))))
         if before is not None:
             stmt = stmt.where(Entry.updated_at < before)
         removed += session.execute(stmt).rowcount or 0
