@@ -386,3 +386,56 @@ def planted(client: object, settings: Settings) -> object:
     from tests.planting import plant_and_tick
 
     return plant_and_tick(client, settings)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``redis-server`` for the run (Debian's package) on a free 127.0.0.1 port, nothing persisted: its URL.
+
+    Tests that need it are skipped, with the reason, only where the server
+    cannot start (``.ci/run`` installs it).
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
+    folder = tmp_path_factory.mktemp("redis")
+    port = free_port()
+    cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "", "--appendonly", "no", "--daemonize", "no"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    deadline = time.monotonic() + 10
+    try:
+        while True:  # polling a starting process, not waiting on the code under test
+            if proc.poll() is not None:
+                pytest.skip(f"redis-server could not start: {proc.stderr.read().decode(errors='replace') if proc.stderr else proc.returncode}")
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    pytest.skip("redis-server did not answer within 10 s")
+                time.sleep(0.02)
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """The run's Redis, emptied (every database) before the test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server)
+    try:
+        client.flushall()
+    finally:
+        client.close()
+    return redis_server

@@ -30,6 +30,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.tick_queue import TickJob
 from brain_kernel.vault import Vault
 from brain_ops.keeper import Progress, TickSummary, run_tick
+from brain_ops.tick_events import publish_tick
 
 # (dry_run, no_ai) in upstream's order, with the flags ``brain tick`` takes for each.
 BUCKETS: tuple[tuple[bool, bool, str], ...] = (
@@ -76,6 +77,8 @@ def run_tick_and_warm(
     in ``tick_runs`` afterwards, in a short transaction of its own, whether the
     tick succeeded or raised (then the error is recorded and re-raised).
     Recording never fails a tick: its own error only reaches ``progress``.
+    With ``REDIS_URL`` set, a tick that is not a dry run then publishes
+    ``brain.tick.complete`` (``brain_ops.tick_events``; a bus failure is a note).
     """
     from brain_kernel.tick_health import record_tick
 
@@ -112,6 +115,8 @@ def run_tick_and_warm(
         record(ok=False, error=f"{type(exc).__name__}: {exc}", tick=summary)
         raise
     record(ok=True, error=None, tick=summary)
+    total_ms = round((utc_now() - started_at).total_seconds() * 1000)
+    publish_tick(settings, summary, source=source, now=now or utc_now(), total_ms=total_ms)  # after the commit; never fails the tick
     return summary
 
 

@@ -103,15 +103,31 @@ class Settings(BaseSettings):
     tick_interval_seconds: float = Field(7200.0, gt=0, validation_alias=AliasChoices("TICK_INTERVAL_SECONDS"))
     tick_drain_interval_seconds: float = Field(30.0, gt=0, validation_alias=AliasChoices("TICK_DRAIN_INTERVAL_SECONDS"))
 
+    # The event bus (Redis Streams; upstream's names and defaults, UPSTREAM.md 5.3, 5.7): unset REDIS_URL = no bus.
+    # Both the tick's publisher and the amygdala use REDIS_URL with its database replaced by EVENT_BUS_DB (ADR 0018).
+    redis_url: str | None = Field(None, validation_alias=AliasChoices("REDIS_URL"))
+    event_bus_db: int = Field(11, ge=0, validation_alias=AliasChoices("EVENT_BUS_DB", "AMYGDALA_DB"))
+    event_bus_stream: str = Field("events:brain", min_length=1, validation_alias=AliasChoices("EVENT_BUS_STREAM"))
+    event_bus_topic: str = Field("agentibrain-system", validation_alias=AliasChoices("EVENT_BUS_TOPIC"))
+    amygdala_streams: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["events:health", "events:host", "events:deploy", "events:system", "events:brain"],
+        validation_alias=AliasChoices("AMYGDALA_STREAMS"),
+    )
+    amygdala_group: str = Field("amygdala", min_length=1, validation_alias=AliasChoices("AMYGDALA_GROUP"))
+    # Unset: ``amygdala-<host name>``, so a one-shot and a continuous amygdala never share a consumer (defect 19).
+    amygdala_consumer: str | None = Field(None, validation_alias=AliasChoices("AMYGDALA_CONSUMER"))
+    amygdala_clear_window: float = Field(900.0, gt=0, validation_alias=AliasChoices("AMYGDALA_CLEAR_WINDOW"))
+    amygdala_poll_interval: float = Field(5.0, gt=0, le=300, validation_alias=AliasChoices("AMYGDALA_POLL_INTERVAL"))
+
     # ``GET /metrics`` without a bearer token (it holds counts and timings, no memory).
     metrics_public: bool = Field(False, validation_alias=AliasChoices("BRAIN_METRICS_PUBLIC"))
 
-    @field_validator("tokens", "layout_patterns", "verify_commands", mode="before")
+    @field_validator("tokens", "layout_patterns", "verify_commands", "amygdala_streams", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)
 
-    @field_validator("database_url")
+    @field_validator("database_url", "redis_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
@@ -193,7 +209,9 @@ KERNEL_VARIABLES = (
     "POSTGRES_URL",
     "VAULT_ROOT",
     "CODEX_HOME",
-    "AMYGDALA_SIGNAL_PATH",
+    "AMYGDALA_",
+    "REDIS_URL",
+    "EVENT_BUS_",
     "LLM_API_",
     "LLM_EMBED_MODEL",
     "EMBED_DIM",
