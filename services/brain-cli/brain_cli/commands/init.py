@@ -1,0 +1,194 @@
+"""``brain init``: the bootstrap of the compose stack: ``.env`` from ``.env.example`` with generated secrets, and the vault.
+
+Upstream's bootstrap (UPSTREAM.md 6) replaced each ``__GENERATE__`` of its
+template with 32 random bytes as hex and scaffolded ``./vault`` without
+overwriting; this does the same from the repository's ``.env.example``, the
+one list of the stack's variables. A rerun is safe: every variable an
+existing ``.env`` sets keeps its value (secrets are never regenerated, so the
+database volume's password still matches), variables the template gained
+since are added, and lines the template does not know are kept at the end.
+An upstream ``.env`` works as the existing file: its ``KB_ROUTER_TOKEN``
+becomes ``BRAIN_TOKENS`` (compose.yml requires that name). The file is
+written atomically with mode 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import typer
+
+from brain_cli.common import fail, load_settings, operator_errors
+from brain_kernel.vault import Vault
+
+PLACEHOLDER = "__GENERATE__"
+# ``NAME=value`` lines, and the commented ``# NAME=value`` lines that document a default.
+_ASSIGNMENT = re.compile(r"^(?P<comment>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
+# Upstream's token variables, taken over as BRAIN_TOKENS when the existing file has no BRAIN_TOKENS.
+_UPSTREAM_TOKENS = ("KB_ROUTER_TOKENS", "KB_ROUTER_TOKEN")
+IMAGE_UID = 10001  # the image's non-root user and group (Dockerfile)
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """The variables an env file sets (uncommented ``NAME=value`` lines; surrounding quotes removed)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _ASSIGNMENT.match(line.strip())
+        if match and not match["comment"]:
+            value = match["value"].strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            values[match["name"]] = value
+    return values
+
+
+def template_names(text: str) -> list[str]:
+    """Every variable a template names, set or commented, in order."""
+    names: list[str] = []
+    for line in text.splitlines():
+        match = _ASSIGNMENT.match(line.strip())
+        if match and match["name"] not in names:
+            names.append(match["name"])
+    return names
+
+
+@dataclass
+class Rendered:
+    """An env file's new text and what went into it."""
+
+    text: str
+    generated: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    machine: list[str] = field(default_factory=list)
+
+
+def render_env(template: str, existing: Mapping[str, str], machine: Mapping[str, str], new_secret: Callable[[], str]) -> Rendered:
+    """The env file: the template's lines with existing values kept, machine values filled, placeholders replaced.
+
+    For each variable the template sets: the existing file's value wins; else
+    a ``machine`` value (this host's uid, home, folders); else the template's
+    value, a ``__GENERATE__`` becoming ``new_secret()``. A commented template
+    line stays commented unless the existing file sets that variable. The
+    existing file's other variables follow at the end.
+    """
+    existing = dict(existing)
+    if "BRAIN_TOKENS" not in existing:
+        for name in _UPSTREAM_TOKENS:
+            if existing.get(name):
+                existing["BRAIN_TOKENS"] = existing[name]
+                break
+    out = Rendered(text="")
+    lines: list[str] = []
+    seen: set[str] = set()
+    for line in template.splitlines():
+        match = _ASSIGNMENT.match(line.strip())
+        if not match:
+            lines.append(line)
+            continue
+        name, value, commented = match["name"], match["value"], bool(match["comment"])
+        seen.add(name)
+        if name in existing:
+            lines.append(f"{name}={existing[name]}")
+            out.kept.append(name)
+        elif commented and name not in machine:
+            lines.append(line)
+        elif name in machine:
+            lines.append(f"{name}={machine[name]}")
+            out.machine.append(name)
+        elif value.strip() == PLACEHOLDER:
+            lines.append(f"{name}={new_secret()}")
+            out.generated.append(name)
+        else:
+            lines.append(line)
+    extra = [name for name in existing if name not in seen]
+    if extra:
+        lines += ["", "# -- kept from the previous .env (not in the template) --"]
+        lines += [f"{name}={existing[name]}" for name in extra]
+        out.kept += extra
+    out.text = "\n".join(lines) + "\n"
+    return out
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file + rename), readable by the owner only."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _give_to_image_user(root: Path) -> None:
+    """Hand the vault's root-owned files to the image's user (``brain init`` run as root)."""
+    for path in [root, *root.rglob("*")]:
+        if path.lstat().st_uid == 0 and not path.is_symlink():
+            os.chown(path, IMAGE_UID, IMAGE_UID)
+
+
+@operator_errors
+def init(
+    env_file: Path = typer.Option(Path(".env"), "--env-file", help="The env file to write (kept values survive a rerun). Example: --env-file .env"),
+    template: Path = typer.Option(Path(".env.example"), "--template", help="The documented template it is made from. Example: --template .env.example"),
+    vault: Path = typer.Option(
+        None, "--vault", help="Host vault folder to scaffold (default: VAULT_ROOT_HOST of the env file, else ./vault). Example: --vault ~/vault"
+    ),
+    no_vault: bool = typer.Option(False, "--no-vault", help="Write the env file only; do not scaffold the vault. Example: brain init --no-vault"),
+) -> None:
+    """Prepare `docker compose up`: write .env with generated secrets and scaffold the vault.
+
+    Every __GENERATE__ of the template (.env.example) becomes a new secret
+    (32 random bytes as hex); HOST_UID, HOST_GID, BRAIN_USER_HOME,
+    CLAUDE_DIR_HOST and CODEX_DIR_HOST are filled for this machine; the vault
+    folder gets the upstream layout (existing files are never touched). Safe
+    to rerun: values already in the env file are kept, so secrets never
+    change under a running database; an upstream .env's KB_ROUTER_TOKEN is
+    taken over as BRAIN_TOKENS. Prints a JSON summary; no secret is printed.
+
+    Example: brain init && docker compose up -d
+    """
+    if not template.is_file():
+        fail(f"{template}: template not found (run brain init in the repository checkout, or pass --template)")
+    settings = load_settings()
+    existing = parse_env(env_file.read_text(encoding="utf-8")) if env_file.is_file() else {}
+    # Containers never run as root: run as root here, they get the image's user, who is given the vault.
+    as_root = os.getuid() == 0
+    machine = {
+        "HOST_UID": str(IMAGE_UID if as_root else os.getuid()),
+        "HOST_GID": str(IMAGE_UID if as_root else os.getgid()),
+        "BRAIN_USER_HOME": str(settings.user_home),
+        "CLAUDE_DIR_HOST": str(settings.resolved_claude_dir),
+        "CODEX_DIR_HOST": str(settings.resolved_codex_dir),
+    }
+    rendered = render_env(template.read_text(encoding="utf-8"), existing, machine, lambda: secrets.token_hex(32))
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    _write_private(env_file, rendered.text)
+    summary: dict[str, object] = {
+        "env_file": str(env_file),
+        "created": not existing,
+        "generated": rendered.generated,
+        "kept": rendered.kept,
+        "machine": rendered.machine,
+        "vault": None,
+    }
+    if not no_vault:
+        values = parse_env(rendered.text)
+        root = vault or Path(values.get("VAULT_ROOT_HOST") or "vault")
+        if not root.is_absolute():
+            root = env_file.parent / root
+        root = root.expanduser()
+        Vault(root).scaffold()
+        if as_root:
+            _give_to_image_user(root)
+        summary["vault"] = str(root.resolve())
+    typer.echo(json.dumps(summary))
