@@ -141,14 +141,14 @@ def test_dry_run_writes_nothing(vault: Vault, settings: Settings) -> None:
 
 
 class _FakeLLM(OpenAIStub):
-    """A local OpenAI-compatible chat endpoint that records requests and answers a fixed map."""
+    """A local OpenAI-compatible chat endpoint that records requests and answers a fixed map (as the intent section)."""
 
     def __init__(self, answer: dict[str, str] | str, status: int = 200) -> None:
         super().__init__()
         self.answer, self.status = answer, status
 
     def respond(self, body: dict) -> tuple[int, dict]:
-        content = self.answer if isinstance(self.answer, str) else json.dumps(self.answer)
+        content = self.answer if isinstance(self.answer, str) else f"### 4. Operator Intent\n{json.dumps(self.answer)}\n\n### 5. Brain Health\n8/10 — fine\n"
         return self.status, {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
 
 

@@ -29,7 +29,8 @@ Steps, in upstream's order:
 Then the index is refreshed from the same records (``replace_all``). With
 ``dry_run`` everything is computed and reported, and nothing is written:
 no file, no move, no index row, no verifier run. The function never
-commits; the command does. The LLM half of the tick is issue 15's.
+commits; the command does. With an LLM endpoint and ``use_ai`` the LLM half
+follows (``brain_ops.llm_tick``: prompt, one call, the answer applied).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.collect import collect_injects, collect_signals, mitigation_sources
 from brain_core.feed.intent import derive_intent, focus_line
 from brain_core.feed.keeper_files import (
+    hottest,
     render_dashboard,
     render_fleet_intent_file,
     render_hot_arcs_file,
@@ -84,6 +86,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_kernel.verifier import ERROR, FAIL, PASS, SKIP, Verifier
 from brain_ops.intent import project_intents
+from brain_ops.llm_tick import run_llm_half
 
 HOT_ARCS = 10
 ACTIVE_HOURS = 72
@@ -144,6 +147,7 @@ class TickSummary:
     intent_sources: dict[str, int] = field(default_factory=dict)
     llm_calls: int = 0
     llm_error: str | None = None
+    llm_tick: dict[str, Any] = field(default_factory=dict)  # the LLM half: prompt, call, apply (brain_ops.llm_tick)
     files_written: list[str] = field(default_factory=list)
     vault_writes: int = 0
     scanned_files: int = 0
@@ -428,8 +432,7 @@ def _unverified(record: EntryRecord) -> EntryRecord:
 
 
 def _hottest(records: list[EntryRecord]) -> list[EntryRecord]:
-    floor = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
-    return sorted(records, key=lambda r: (-r.heat, -(r.occurred_at or floor).timestamp(), r.id))
+    return hottest(records)
 
 
 def _signal_lines(text: str | None) -> set[str]:
@@ -489,8 +492,12 @@ def run_tick(
 
     scan_started = scan_point(session)
     savepoint = session.begin_nested() if dry_run else None  # a dry run computes in the database too, then rolls back
+    llm_half = use_ai and bool(settings.llm_base_url)
+    use_ai = use_ai and not llm_half  # with the LLM half the intents come from its one call, derived until then
     try:
         _pass(session, vault, settings, summary, writer, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
+        if llm_half:
+            run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, say=say)
     finally:
         if savepoint is not None:
             savepoint.rollback()

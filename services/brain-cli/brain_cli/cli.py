@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from brain_cli.commands import amygdala, cluster, drain, embed, extract, init, loop, mcp, reindex, server, tick, whereis
+from brain_cli.commands import amygdala, apply, cluster, drain, embed, extract, init, loop, mcp, reindex, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -25,6 +25,7 @@ for command in (server.serve, server.migrate, whereis.whereis, extract.extract, 
 app.command("tick-drain")(drain.tick_drain)
 app.command("ops-loop")(loop.ops_loop)
 app.command("mcp")(mcp.mcp)
+app.command("apply")(apply.apply)
 app.command("init")(init.init)
 app.command("amygdala")(amygdala.amygdala)
 

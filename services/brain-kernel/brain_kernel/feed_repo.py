@@ -355,6 +355,12 @@ def arc_absorbing(session: Session, cluster_id: str) -> EntryRecord | None:
     return _record_at(row, 0) if row is not None else None
 
 
+def signals_of_source(session: Session, source: str) -> list[EntryRecord]:
+    """The indexed signals whose ``source`` is exactly ``source`` (what ESCALATE and CLEAR act on)."""
+    stmt = select(*_COLUMNS).where(Entry.kind == "signal", Entry.meta["source"].astext == source).order_by(Entry.vault_path, Entry.id)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
+
+
 def project_entries(session: Session, key: str, repo: str | None, *, prefix: str = "") -> list[EntryRecord]:
     """Every entry of P (optionally under a vault prefix): the candidates of a project-filtered search.
 

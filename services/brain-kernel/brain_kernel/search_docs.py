@@ -67,7 +67,7 @@ from brain_core.textsearch import (
     lines_of,
     tokens,
 )
-from brain_core.vault.layout import LOG_KINDS, kind_of_path
+from brain_core.vault.layout import LOG_KINDS, is_tombstone, kind_of_path
 from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
 from brain_kernel.feed_repo import _like, key_unique_sql, member
@@ -88,8 +88,8 @@ def walked(rel: str) -> bool:
 
 
 def indexable(rel: str) -> bool:
-    """Whether the search's walk reads this vault path: a searchable suffix, reached from the root."""
-    return is_searchable(rel) and walked(rel)
+    """Whether the search's walk reads this vault path: a searchable suffix, reached from the root, not a merge tombstone."""
+    return is_searchable(rel) and walked(rel) and not is_tombstone(rel)
 
 
 # Mixing constants of the code of a trigram that is not all ASCII (any fixed odd numbers would do).

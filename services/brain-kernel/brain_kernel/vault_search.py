@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from brain_core.textsearch import Hit, is_searchable, search_text
+from brain_core.vault.layout import is_tombstone
 from brain_core.vault.records import entry_line_spans
 from brain_kernel import feed_repo
 from brain_kernel.vault import Vault, VaultPathError
@@ -28,7 +29,7 @@ def search_vault(vault: Vault, wanted: list[str], *, prefix: str = "", context_l
     hits = []
     for path in vault.iter_files(prefix, ("",), skip_dirs=SKIP_DIRS):
         rel = vault.rel(path)
-        if not is_searchable(rel):
+        if not is_searchable(rel) or is_tombstone(rel):  # a merged arc's text lives on in the arc that absorbed it
             continue
         try:
             text = path.read_text(encoding="utf-8", errors="replace")

@@ -145,6 +145,12 @@ DIFF_LINES = (
 )
 
 
+def hottest(records: Sequence[EntryRecord]) -> list[EntryRecord]:
+    """Arcs in the dashboards' order: hottest first, then the most recently active, then by id."""
+    floor = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    return sorted(records, key=lambda r: (-r.heat, -(r.occurred_at or floor).timestamp(), r.id))
+
+
 def render_dashboard(date: str, arcs: Sequence[EntryRecord]) -> str:
     """``clusters/<date>/_dashboard.md``: the arcs that began that day, wherever they now live."""
     lines = [f"# Cluster Dashboard \u2014 {date}", "", "| Arc | Heat | Region | Status | Title |", "|---|---|---|---|---|"]

@@ -226,6 +226,8 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
             "created",
             "mitigates",
             "replayed_from",
+            "repos",
+            "merged_from",
         )
         if k in meta
     }

@@ -1,0 +1,49 @@
+"""Secret scrubbing (pure): tokens and credential assignments replaced before text leaves the kernel.
+
+Upstream scrubbed only the AI output, intents and summaries (UPSTREAM.md 5.8,
+defect 15); the keeper's prompt, which quotes arc titles, prompts and signal
+text, went to the model as it was. ``scrub`` is the one rule, used on the
+prompt, the recorded AI output, intents and summaries, and written to be
+reused by every vault write later.
+
+Two kinds of match, both replaced by ``<REDACTED_SECRET>``:
+
+- well-known token shapes (GitHub, Anthropic, OpenAI, Slack, AWS, Google,
+  GitLab, bearer tokens), matched whole;
+- assignments ``NAME=value`` / ``NAME: value`` whose name holds SECRET,
+  PASSWORD, PASSWD, TOKEN, API_KEY, ACCESS_KEY or PRIVATE_KEY, where only the
+  value (16 or more token characters, optionally quoted) is replaced.
+"""
+
+from __future__ import annotations
+
+import re
+
+REDACTED = "<REDACTED_SECRET>"
+
+_TOKENS = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:"
+    r"gh[psou]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|sk-ant-[A-Za-z0-9_-]{20,}"
+    r"|sk-[A-Za-z0-9_-]{20,}"
+    r"|xox[baprs]-[A-Za-z0-9-]{10,}"
+    r"|AKIA[0-9A-Z]{16}"
+    r"|AIza[0-9A-Za-z_-]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{15,}"
+    r")"
+)
+_BEARER = re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]{20,}")
+_ASSIGNMENT = re.compile(
+    r"(?i)(\b[A-Z0-9_.-]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_.-]*[\"']?\s*[:=]\s*)"
+    r"([\"']?)([A-Za-z0-9/+_.-]{16,})\2"
+)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every secret-shaped token and credential value replaced by ``<REDACTED_SECRET>``."""
+    if not text:
+        return text
+    out = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
+    out = _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", out)
+    return _TOKENS.sub(REDACTED, out)
