@@ -1,4 +1,5 @@
-"""brain apply: recorded AI answers (tests/data/ai_output) applied to a real vault and index, through the CLI and HTTP.
+"""brain apply and the LLM tick: recorded AI answers (tests/data/ai_output) applied to a real vault and index,
+through the CLI and HTTP, and through brain tick against a real local OpenAI-compatible stub (tests/openai_stub.py).
 
 One world per test: four arcs of two projects (agentihooks, openrig) written
 by the ``brain cluster`` renderer with inline markers, indexed by a
@@ -21,6 +22,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_ops.keeper import run_tick
 from tests.conftest import brain
+from tests.openai_stub import OpenAIStub
 
 DATA = Path(__file__).parent / "data" / "ai_output"
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -194,3 +196,57 @@ def test_an_exact_upstream_answer_and_a_messy_one(world: World, tmp_path: Path) 
     assert ("signals", "no signal has that exact source") in reasons  # "disk" is not "disk-full" (defect 13)
     assert messy["unparsed"] == [{"section": "edges", "line": "this line is not an edge"}]
     assert messy["health"]["score"] == 4 and messy["health"]["reason"] == "the vault is drifting"
+
+
+# -- the LLM half of brain tick ----------------------------------------------------------------------------
+
+SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwx"
+
+
+class _Keeper(OpenAIStub):
+    """A chat endpoint answering one recorded six-section answer."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def respond(self, body: dict) -> tuple[int, dict]:
+        return 200, {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": self.answer}}]}
+
+
+def test_llm_tick_prompts_once_with_a_scrubbed_project_table_and_applies_the_answer(world: World, tmp_path: Path) -> None:
+    _arc(world.vault, "leak-1", HOOKS, f"Rotate the key {SECRET} used by the relay", hours_ago=3)
+    answer = world.answer("bullets_and_arrows.md", tmp_path).read_text() + f"\n(the model echoed {SECRET})\n"
+    with _Keeper(answer) as stub:
+        settings = world.settings.with_overrides(llm_base_url=stub.url, llm_api_key="sk-test", llm_model="brain-keeper")
+        summary = run_tick(world.db, world.vault, settings, now=NOW + dt.timedelta(minutes=5), use_ai=True)
+    world.db.commit()
+    assert summary.llm_calls == 1 and len(stub.requests) == 1 and summary.llm_error is None
+    body = stub.requests[0]["body"]
+    assert body["model"] == "brain-keeper" and body["max_tokens"] == 4096 and body["temperature"] == 0.3
+    prompt = body["messages"][0]["content"]
+    assert "| # | Arc ID | Heat | Region | Status | Project | Title | Sessions | Markers |" in prompt
+    assert f"| {HOOKS} |" in prompt and "## Unsynthesized Arcs" in prompt and "Respond ONLY with the 6 sections" in prompt
+    assert SECRET not in prompt and "<REDACTED_SECRET>" in prompt  # defect 15
+    applied = summary.llm_tick["apply"]["result"]
+    assert applied["merges_applied"] == 1 and applied["edges_applied"] == 2 and applied["health"]["score"] == 7
+    audit = summary.llm_tick["apply"]["ai_output"]
+    assert audit.startswith("brain-feed/ticks/") and SECRET not in world.vault.read_text(audit)
+    assert summary.intent_sources == {"llm": 2}
+    intent = frontmatter.parse(world.vault.read_text(f"brain-feed/projects/{HOOKS}/intent.md"))
+    assert intent.meta["source"] == "llm" and intent.body.strip().startswith("Finish the hook relay")
+    assert world.ids["B"] not in world.vault.read_text("brain-feed/hot-arcs.md")
+
+
+def test_without_an_llm_the_tick_is_deterministic_and_says_so(world: World) -> None:
+    summary = run_tick(world.db, world.vault, world.settings, now=NOW, use_ai=True)
+    assert summary.llm_calls == 0 and summary.llm_tick == {} and summary.intent_sources == {"derived": 2}
+    assert any("no LLM configured" in note for note in summary.notes)
+
+
+def test_an_unreachable_llm_leaves_the_deterministic_tick(world: World) -> None:
+    settings = world.settings.with_overrides(llm_base_url="http://127.0.0.1:9/v1")  # discard port: connection refused
+    summary = run_tick(world.db, world.vault, settings, now=NOW, use_ai=True)
+    assert summary.llm_calls == 1 and summary.llm_error and summary.llm_error.startswith("LLM endpoint unreachable")
+    assert summary.llm_tick["ai"]["error"] and "apply" not in summary.llm_tick and summary.intent_sources == {"derived": 2}
+    assert frontmatter.parse(world.vault.read_text(f"brain-feed/projects/{HOOKS}/intent.md")).meta["source"] == "derived"
