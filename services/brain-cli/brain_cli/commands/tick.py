@@ -31,9 +31,12 @@ def tick(
     the default feed answer of each active project. A file is rewritten only when its
     content changes.
 
-    With an LLM endpoint (BRAIN_LLM_BASE_URL or INFERENCE_URL) and no --no-ai the intents
-    come from one chat completion call; without one the pass is deterministic and says so
-    on stderr. Prints a JSON summary (upstream's stats keys under "stats"); progress goes
+    With an LLM endpoint (BRAIN_LLM_BASE_URL or INFERENCE_URL) and no --no-ai the LLM half
+    follows: upstream's prompt (arc table with a Project column, edges, signals, lessons,
+    unsynthesized arcs, the previous intent), secrets scrubbed, one chat completion call,
+    and the six-section answer applied as brain apply does (its intents replace the
+    derived ones). Without an endpoint, or when the call fails, the tick stays
+    deterministic and says so on stderr. Prints a JSON summary (upstream's stats keys under "stats"); progress goes
     to stderr.
 
     Example: brain tick --no-ai
