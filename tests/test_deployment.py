@@ -244,6 +244,12 @@ def test_brain_init_takes_over_an_upstream_env() -> None:
     assert out.generated == ["POSTGRES_PASSWORD"]
 
 
+def test_a_placeholder_token_is_refused(tmp_path: Path) -> None:
+    """An .env copied from .env.example by hand must not run with the template's public placeholder as token."""
+    result = runner.invoke(app, ["serve", "--vault", str(tmp_path)], env={"BRAIN_TOKENS": "__GENERATE__"})
+    assert result.exit_code == 2 and "placeholder" in result.output
+
+
 def test_brain_init_without_a_template_is_one_error_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["init", "--env-file", str(tmp_path / ".env"), "--template", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "template not found" in result.output and not (tmp_path / ".env").exists()

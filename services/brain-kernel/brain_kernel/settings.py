@@ -19,6 +19,8 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 DEFAULT_LAYOUT_PATTERNS = ["~/scratchpad/{project}/*", "~/dev/worktrees/{project}/*"]
+# What .env.example holds where brain init writes a generated secret (upstream's template convention).
+PLACEHOLDER_SECRET = "__GENERATE__"
 
 
 def _split_list(value: Any) -> Any:
@@ -126,6 +128,14 @@ class Settings(BaseSettings):
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("tokens")
+    @classmethod
+    def _no_placeholder_token(cls, value: list[str]) -> list[str]:
+        # A .env copied from .env.example by hand would otherwise run with a token anyone can read.
+        if PLACEHOLDER_SECRET in value:
+            raise ValueError(f"{PLACEHOLDER_SECRET} is a placeholder, not a token: run brain init to generate one")
+        return value
 
     @field_validator("database_url", "redis_url")
     @classmethod

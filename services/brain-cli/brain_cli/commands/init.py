@@ -26,9 +26,9 @@ from pathlib import Path
 import typer
 
 from brain_cli.common import fail, load_settings, operator_errors
+from brain_kernel.settings import PLACEHOLDER_SECRET as PLACEHOLDER
 from brain_kernel.vault import Vault
 
-PLACEHOLDER = "__GENERATE__"
 # ``NAME=value`` lines, and the commented ``# NAME=value`` lines that document a default.
 _ASSIGNMENT = re.compile(r"^(?P<comment>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
 # Upstream's token variables, taken over as BRAIN_TOKENS when the existing file has no BRAIN_TOKENS.
