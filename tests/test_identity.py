@@ -355,3 +355,42 @@ def test_whereis_on_an_unmigrated_database_is_one_clear_line(tmp_path: Path, pg_
         assert proc.stderr.strip() == "error: the database has no index schema yet: run `brain migrate`"
     finally:
         _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_deleted_folder_resolves_to_the_repo_of_its_nearest_existing_ancestor(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = make_repo(home / "dev" / "agentihub", "git@github.com:acme/agentihub.git")
+    wt = add_worktree(repo, home / "trees" / "agentihub-fix", "fix")
+    resolver = IdentityResolver(_settings(tmp_path))
+    gone = repo / "packages" / "deleted" / "deeper"
+    assert _ident(resolver.resolve(str(gone))) == ("agentihub", "acme/agentihub", str(repo), None, "git")
+    assert resolver.resolve(str(gone)).cwd == str(gone)
+    assert _ident(resolver.resolve(str(wt / "gone"))) == ("agentihub", "acme/agentihub", str(repo), "agentihub-fix", "git")
+    (home / "notes").mkdir()
+    for cwd in (home / "notes" / "gone", home / "gone" / "deeper", tmp_path / "elsewhere" / "gone"):
+        assert resolver.resolve(str(cwd)).source == "unresolved", cwd
+
+
+def test_a_git_boundary_between_a_deleted_folder_and_the_repo_stops_the_ancestor_rule(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = make_repo(home / "dev" / "platform", "git@github.com:acme/platform.git")
+    broken = repo / "vendor" / "lib"
+    (broken / ".git").mkdir(parents=True)  # a .git folder git skips: the deleted folder may have been another repository
+    resolver = IdentityResolver(_settings(tmp_path))
+    assert resolver.resolve(str(broken / "src" / "gone")).source == "unresolved"
+    assert resolver.resolve(str(repo / "vendor" / "gone")).project == "platform"
+    dotfiles = make_repo(home, "git@github.com:me/dotfiles.git")
+    assert resolver.resolve(str(dotfiles / "gone" / "x")).source == "unresolved"
+
+
+def test_a_deleted_nested_repo_known_by_its_learned_root_is_not_given_to_the_outer_repo(tmp_path: Path, database_url: str, db: Session) -> None:
+    home = tmp_path / "home"
+    outer = make_repo(home / "dev" / "platform", "git@github.com:acme/platform.git")
+    inner = make_repo(outer / "vendor" / "lib", "git@github.com:acme/lib.git")
+    settings = _settings(tmp_path, database_url)
+    IdentityResolver(settings, db).resolve(str(inner))
+    db.commit()
+    shutil.rmtree(inner)
+    later = IdentityResolver(settings, db)
+    assert _ident(later.resolve(str(inner / "src"))) == ("lib", "acme/lib", str(inner), None, "learned")
+    assert _ident(later.resolve(str(outer / "docs" / "gone"))) == ("platform", "acme/platform", str(outer), None, "git")

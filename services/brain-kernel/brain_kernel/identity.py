@@ -1,7 +1,8 @@
 """Identity resolver: gathers evidence for ``brain_core.identity`` and applies DESIGN section 3.
 
 Evidence comes, in order, from client attrs, the session index, the transcript,
-git on disk, the operator catalog, learned roots and layout patterns; the
+git on disk, the operator catalog, learned roots, git again for a folder gone
+from disk (its nearest existing ancestor's repository) and layout patterns; the
 first hit wins and nothing falls back to a folder's basename. The resolver is
 cheap to build (one per request or job). Git facts are read in-process by
 git's own rules (``brain_kernel.gitfacts``: ``.git``, ``commondir`` and the
@@ -203,6 +204,9 @@ class IdentityResolver:
                 hit = self._from_learned(path, shown, home)
                 if hit is not None:
                     return hit
+        hit = self._from_ancestor(views[0][0], shown)
+        if hit is not None:
+            return hit
         for path, home in views:
             hit = core.from_layout(path, self.settings.layout_patterns, shown, home)
             if hit is not None:
@@ -298,6 +302,39 @@ class IdentityResolver:
         facts = self.git_facts(real)
         hit = core.from_git(facts, shown, self._home_real)
         if hit is not None and facts is not None and self.db is not None and self.learn:
+            self._learn(hit, facts.toplevel)
+        return hit
+
+    def _from_ancestor(self, path: str, shown: str | None) -> ProjectIdentity | None:
+        """A folder gone from disk: the repository of its nearest existing ancestor, source ``git``.
+
+        Only when that ancestor lies inside a work tree with no ``.git`` entry
+        between the two (a broken gitfile or a ``.git`` folder git skips is a
+        repository boundary the deleted folder may have been behind), and
+        only after learned roots, so a deleted nested repository or worktree
+        known by its own root is never given to the outer one.
+        """
+        if os.path.lexists(path):
+            return None  # an existing folder is git's to answer, and it did
+        ancestor = posixpath.dirname(path)
+        while not os.path.isdir(ancestor):
+            parent = posixpath.dirname(ancestor)
+            if parent == ancestor:
+                return None
+            ancestor = parent
+        real = os.path.realpath(ancestor)
+        if core.is_home_or_above(ancestor, self._home) or core.is_home_or_above(real, self._home_real):
+            return None
+        facts = self.git_facts(real)
+        if facts is None:
+            return None
+        current, top = real, posixpath.normpath(facts.toplevel)
+        while current != top and core.is_within(current, top):
+            if os.path.lexists(posixpath.join(current, ".git")):
+                return None
+            current = posixpath.dirname(current)
+        hit = core.from_git(facts, shown, self._home_real)
+        if hit is not None and self.db is not None and self.learn:
             self._learn(hit, facts.toplevel)
         return hit
 
