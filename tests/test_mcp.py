@@ -35,6 +35,7 @@ from tests.planting import arc_session, write_arc
 
 TOOLS = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_ingest", "brain_tick", "brain_feed", "brain_marker"}
 TOKEN = "t0k"
+OTHER = "t0k-web"  # bound to another project: org1/api's memory never reaches it
 
 
 def _plant(settings: Settings) -> tuple[str, str]:
@@ -175,7 +176,7 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     with errors.open("w") as errlog:
         proc = subprocess.Popen(
             [sys.executable, "-m", "brain_cli", "mcp", "--http", "--port", str(port)],
-            env=settings_env(settings.with_overrides(tokens=[TOKEN])),
+            env=settings_env(settings.with_overrides(tokens=[TOKEN, f"{OTHER}=org2/web"])),
             cwd=REPO_ROOT,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
@@ -202,6 +203,12 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
                 answers["too_hot"] = await _call(client, "brain_search_arcs", {"query": word, "min_heat": 1000})
                 answers["tick"] = await _call(client, "brain_tick", {"wait": False, "no_ai": True})
                 answers["watched"] = await _call(client, "brain_tick", {"timeout": 0.6})  # nobody drains: still pending
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {OTHER}"}, timeout=30) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http), read_timeout_seconds=30) as client,
+            ):
+                answers["other_arcs"] = await _call(client, "brain_search_arcs", {"query": f"the {word} pipeline"})
+                answers["other_refused"] = await _call(client, "brain_search_arcs", {"query": word, "project": "org1/api"})
 
         anyio.run(session)
     finally:
@@ -219,6 +226,7 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     assert set(arc) == {"cluster_id", "title", "region", "heat", "status", "path", "score", "preview"}
     assert arc["cluster_id"] == cluster_id and isinstance(arc["heat"], int) and arc["path"].endswith(f"{cluster_id}.md") and len(arc["preview"]) <= 200
     assert answers["too_hot"] == {"query": word, "count": 0, "arcs": []}
+    assert answers["other_arcs"]["arcs"] == [] and "outside" in answers["other_refused"]["error"]  # scoped tokens (issue 18)
 
     tick = answers["tick"]
     assert set(tick) == {"job_id", "status", "no_ai", "waited", "note"}

@@ -17,6 +17,7 @@ from brain_kernel.db import make_engine, read_session_factory, session_factory
 from brain_kernel.embedders import embedder_for
 from brain_kernel.errors import ConfigError
 from brain_kernel.projects import AmbiguousProject
+from brain_kernel.scope import OutOfScope
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
@@ -58,6 +59,10 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     @app.exception_handler(InvalidKey)
     async def _invalid_key(request: Request, exc: InvalidKey) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(OutOfScope)
+    async def _out_of_scope(request: Request, exc: OutOfScope) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
 
     @app.exception_handler(AmbiguousProject)
     async def _ambiguous(request: Request, exc: AmbiguousProject) -> JSONResponse:

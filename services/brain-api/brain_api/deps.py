@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
 
-from brain_kernel.auth import bearer_refusal
+from brain_kernel.auth import EVERYONE, Principal, authenticate
 from brain_kernel.clock import Clock
 from brain_kernel.db import unit_of_work
 from brain_kernel.settings import Settings
@@ -65,11 +65,24 @@ async def get_read_db(request: Request) -> AsyncIterator[Session]:
 async def require_auth(request: Request) -> None:
     """Bearer-token check as upstream answers it (``brain_kernel.auth``): 401 for a missing or unknown token.
 
-    403 is kept for scope refusals (a known token asking outside its projects).
+    The principal the token names is resolved here, once per request, and
+    kept on ``request.state`` for ``get_principal``; 403 is kept for scope
+    refusals (a known token asking outside its projects, ``OutOfScope``).
     """
-    reason = bearer_refusal(request.headers.get("authorization"), request.app.state.settings.tokens)
-    if reason is not None:
-        raise HTTPException(status_code=401, detail=reason, headers={"WWW-Authenticate": "Bearer"})
+    answer = authenticate(request.headers.get("authorization"), request.app.state.settings.token_entries)
+    if isinstance(answer, str):
+        raise HTTPException(status_code=401, detail=answer, headers={"WWW-Authenticate": "Bearer"})
+    request.state.principal = answer
+
+
+async def get_principal(request: Request) -> Principal:
+    """The request's principal (``require_auth`` ran first: every memory router depends on it)."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None:
+        if request.app.state.settings.token_entries:  # a route without require_auth fails closed
+            raise HTTPException(status_code=401, detail="missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        return EVERYONE
+    return principal
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -80,3 +93,4 @@ ClockDep = Annotated[Clock, Depends(get_clock)]
 SessionDep = Annotated[Session, Depends(get_db, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_db, scope="function")]
 AuthDep = Depends(require_auth)
+PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -12,6 +12,10 @@ import re
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,99}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A slug ends up in index rows, B-tree keys and file names: 28 segments of 100 characters made an index
+# row too large and 41 a file name too long (issue 18, defect 2). Real nested groups are far shorter.
+MAX_SLUG_CHARS = 200
+MAX_SLUG_SEGMENTS = 8
 
 
 class InvalidKey(ValueError):
@@ -48,9 +52,13 @@ def normalise_slug(value: str) -> str:
     text = text.rstrip("/")
     if text.endswith(".git"):
         text = text[:-4]
+    if len(text) > MAX_SLUG_CHARS:
+        raise InvalidKey(f"invalid repo slug: longer than {MAX_SLUG_CHARS} characters")
     parts = text.split("/")
     if len(parts) < 2:
         raise InvalidKey(f"invalid repo slug {value!r}: expected owner/name")
+    if len(parts) > MAX_SLUG_SEGMENTS:
+        raise InvalidKey(f"invalid repo slug: more than {MAX_SLUG_SEGMENTS} segments")
     for part in parts:
         _check_segment(part, "repo slug", value)
     return "/".join(parts).lower()

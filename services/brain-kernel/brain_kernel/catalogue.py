@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,9 +90,11 @@ def stat_files(vault: Vault) -> dict[str, Stat]:
         target = os.path.join(root, prefix)
         if prefix.endswith(".md"):
             try:
-                info = os.stat(target)
+                info = os.lstat(target)
             except FileNotFoundError:
                 continue
+            if stat.S_ISLNK(info.st_mode):
+                continue  # symlinks are skipped here as in the walk (a link may leave the vault)
             out[prefix] = Stat(info.st_size, info.st_mtime_ns)
             continue
         for rel, info in _walk(target, prefix):

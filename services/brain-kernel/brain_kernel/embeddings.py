@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
-from sqlalchemy import delete, func, literal, select, text
+from sqlalchemy import delete, func, literal, or_, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -242,17 +242,23 @@ def search(
     limit: int = 10,
     min_score: float = 0.0,
     one_per_key: bool = False,
+    within: Sequence[tuple[str, str | None]] | None = None,
 ) -> tuple[list[Hit], bool]:
     """The nearest chunks to ``query_vector`` (score = 1 - cosine distance) and whether the answer is exhaustive.
 
     With any filter (project (key, repo), producer or kind) the ranking is
-    exact over the filtered rows; without one it goes through HNSW.
+    exact over the filtered rows; without one it goes through HNSW. ``within``:
+    only chunks of these projects (a restricted token's scope; empty = none).
     """
+    if within is not None and not within:
+        return [], True
     distance = ContentEmbedding.embedding.cosine_distance(list(query_vector))
     where = []
     if project is not None:
         key, repo = project
         where.append(member(key, repo, key_unique_sql(key), of=ContentEmbedding))
+    if within is not None:
+        where.append(or_(*(member(key, repo, key_unique_sql(key), of=ContentEmbedding) for key, repo in within)))
     if producer:
         where.append(ContentEmbedding.producer == producer)
     if kind:

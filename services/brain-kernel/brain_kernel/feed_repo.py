@@ -372,6 +372,18 @@ def project_entries(session: Session, key: str, repo: str | None, *, prefix: str
     return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
 
 
+def records_at(session: Session, paths: Sequence[str] | None, *, prefix: str = "") -> list[EntryRecord]:
+    """The entries indexed at ``paths`` (or, with None, at every path under ``prefix``): what a scope check reads."""
+    stmt = select(*_COLUMNS)
+    if paths is not None:
+        if not paths:
+            return []
+        stmt = stmt.where(Entry.vault_path.in_(list(paths)))
+    elif prefix:
+        stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
+    return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
+
+
 def foreign_paths(session: Session, paths: Sequence[str], ids: Iterable[str]) -> set[str]:
     """Of ``paths``, those that also hold entries other than ``ids`` (shared logs)."""
     if not paths:

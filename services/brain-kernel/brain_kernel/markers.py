@@ -34,9 +34,11 @@ from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest, ide
 from brain_core.text import slugify
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
+from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.errors import BrainError
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.index import follow_search, touch_project, upsert_entries
+from brain_kernel.scope import OutOfScope, Scope
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator, read_summary
 from brain_kernel.vault import Vault
@@ -110,18 +112,40 @@ def submit(
     header_key: str | None = None,
     now: dt.datetime | None = None,
     locator: TranscriptLocator | None = None,
+    principal: Principal = EVERYONE,
 ) -> MarkerOutcome:
     """A marker body as a client sends it, from validation to the written entry (``POST /marker``, MCP ``brain_marker``).
 
     Raises MarkerInvalid (a 400) before anything is written. The reservation is
     committed on ``db`` before the vault is touched, the one commit a service
     makes here by design (ADR 0012); the caller commits the write.
+
+    ``principal``: its keys live in a namespace of their own (another token's
+    same key is another write), and a token bound to projects writes only
+    markers attributed to one of them (OutOfScope, a 403, before anything is
+    reserved or written; with one project an unattributed marker is its).
     """
     req = parse_request(type_, content, attrs, max_chars=settings.marker_max_chars)
+    who = None
+    if principal.restricted:
+        who = _scoped_attribution(Scope(db, principal), attribute(db, settings, req, locator=locator))
     key = idempotency_key(header_key, req.body_hash)
-    fresh = reserve(db, settings, req, idempotency_key=key, now=now)
+    stored = f"{principal.name}:{key}" if principal.name else key
+    fresh = reserve(db, settings, req, idempotency_key=stored, now=now)
     db.commit()
-    return post_marker(db, vault, settings, req, idempotency_key=key, fresh=fresh, locator=locator)
+    return post_marker(db, vault, settings, req, idempotency_key=stored, fresh=fresh, locator=locator, shown_key=key, who=who)
+
+
+def _scoped_attribution(scope: Scope, who: Attribution) -> Attribution:
+    """A restricted token's marker: its attribution when in scope, its one project when unattributed, else OutOfScope."""
+    if who.project:
+        if not scope.allows_ref(who.project, who.repo):
+            raise OutOfScope(f"project {who.repo or who.project!r} is outside this token's projects")
+        return who
+    if len(scope.members) != 1:
+        raise OutOfScope("a token bound to several projects must name the marker's project (attrs project or repo)")
+    m = scope.members[0]
+    return Attribution(m.key, m.repo, who.worktree, "token")
 
 
 def reserve(db: Session, settings: Settings, req: MarkerRequest, *, idempotency_key: str, now: dt.datetime | None = None) -> bool:
@@ -147,8 +171,13 @@ def post_marker(
     idempotency_key: str,
     fresh: bool,
     locator: TranscriptLocator | None = None,
+    shown_key: str | None = None,
+    who: Attribution | None = None,
 ) -> MarkerOutcome:
-    """Steps 2-4 after a committed ``reserve`` (``fresh``: its answer): write once, or replay. Never commits."""
+    """Steps 2-4 after a committed ``reserve`` (``fresh``: its answer): write once, or replay. Never commits.
+
+    ``shown_key``: the key the client sent, when the stored one is namespaced; ``who``: an attribution already made.
+    """
     ttl = settings.idempotency_ttl_seconds
     row = idempotency_repo.lock(db, idempotency_key)
     if row is None:
@@ -159,7 +188,7 @@ def post_marker(
     # same entry, and a key taken over after it expired writes a new one.
     marker_id = marker_id_for(idempotency_key, row.created_at)
     at = row.created_at.astimezone(dt.timezone.utc).replace(microsecond=0)
-    who = attribute(db, settings, req, locator=locator)
+    who = who or attribute(db, settings, req, locator=locator)
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at)
@@ -173,7 +202,7 @@ def post_marker(
         "action": written.action,
         "vault_path": written.vault_path,
         "written_bytes": written.written_bytes,
-        "idempotency_key": idempotency_key,
+        "idempotency_key": shown_key or idempotency_key,
         "body_hash": req.body_hash,
         "project": who.project,
     }

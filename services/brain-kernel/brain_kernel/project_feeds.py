@@ -37,6 +37,7 @@ from brain_core.vault.layout import FEED_DIR
 from brain_kernel import feed_repo, feed_snapshots
 from brain_kernel.feed_snapshots import SnapshotKey
 from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
+from brain_kernel.scope import Scope
 from brain_kernel.vault import Vault
 
 log = logging.getLogger("brain.feed")
@@ -63,12 +64,16 @@ def project_answer(
     vault_root: str,
     now: dt.datetime,
     fresh: bool = False,
+    scope: Scope | None = None,
 ) -> FeedAnswer:
     """The feed of ``project`` (key or slug); InvalidKey when malformed, AmbiguousProject when shared.
 
-    ``fresh`` skips the stored answer (the result is still stored).
+    ``fresh`` skips the stored answer (the result is still stored). ``scope``:
+    OutOfScope (before any stored answer is read) for a project outside it.
     """
     ref = project.strip()
+    if scope is not None and scope.restricted:
+        scope.check(ref)
     asked_key, asked_slug = parse_project_ref(ref)
     key = SnapshotKey(ref, top_n, lesson_days, vault_root)
     if fresh:
@@ -112,8 +117,8 @@ def feed_files(vault: Vault) -> list[tuple[str, str]]:
         return []
     out = []
     for path in sorted(folder.glob("*.md")):
-        if path.name.startswith(".") or not path.is_file():
-            continue
+        if path.name.startswith(".") or not vault.contains(path) or not path.is_file():
+            continue  # a link out of the vault is never served (issue 18, defect 1)
         try:
             out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
         except OSError:
@@ -121,8 +126,13 @@ def feed_files(vault: Vault) -> list[tuple[str, str]]:
     return out
 
 
-def global_answer(db: Session, vault: Vault, *, now: dt.datetime) -> dict[str, Any]:
-    """``GET /feed`` without a project: the keeper's files, the hottest arcs and the fleet inject blocks."""
+def global_answer(db: Session, vault: Vault, *, now: dt.datetime, scope: Scope | None = None) -> dict[str, Any]:
+    """``GET /feed`` without a project: the keeper's files, the hottest arcs and the fleet inject blocks.
+
+    Those reach every project, so a restricted ``scope`` may not have them (its callers ask for its project's feed).
+    """
+    if scope is not None:
+        scope.require_unrestricted("the global feed")
     return global_feed(feed_files(vault), feed_repo.hot_arcs(db, limit=10), feed_repo.inject_blocks(db), now=now, vault_root=str(vault.root))
 
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from brain_kernel.auth import TokenEntry
 
 DEFAULT_LAYOUT_PATTERNS = ["~/scratchpad/{project}/*", "~/dev/worktrees/{project}/*"]
 # What .env.example holds where brain init writes a generated secret (upstream's template convention).
@@ -40,7 +44,8 @@ def _split_list(value: Any) -> Any:
 class Settings(BaseSettings):
     """Kernel configuration; build once with ``Settings()`` and pass it in."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True, case_sensitive=True)
+    # hide_input_in_errors: a refused BRAIN_TOKENS must not print the tokens it holds.
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True, case_sensitive=True, hide_input_in_errors=True)
 
     vault: Path = Field(Path("vault"), validation_alias=AliasChoices("BRAIN_VAULT", "VAULT_ROOT"))
     database_url: str | None = Field(None, validation_alias=AliasChoices("DATABASE_URL", "POSTGRES_URL"))
@@ -124,17 +129,34 @@ class Settings(BaseSettings):
     # ``GET /metrics`` without a bearer token (it holds counts and timings, no memory).
     metrics_public: bool = Field(False, validation_alias=AliasChoices("BRAIN_METRICS_PUBLIC"))
 
-    @field_validator("tokens", "layout_patterns", "verify_commands", "amygdala_streams", mode="before")
+    @field_validator("layout_patterns", "verify_commands", "amygdala_streams", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _some_token(cls, value: Any) -> Any:
+        # "," or " , " or "[]" would otherwise parse to no token at all, which means auth off (issue 18).
+        parsed = _split_list(value)
+        if isinstance(value, str) and value.strip() and not parsed:
+            raise ValueError("BRAIN_TOKENS is set but holds no token; unset it to turn auth off")
+        return parsed
 
     @field_validator("tokens")
     @classmethod
     def _no_placeholder_token(cls, value: list[str]) -> list[str]:
         # A .env copied from .env.example by hand would otherwise run with a token anyone can read.
-        if PLACEHOLDER_SECRET in value:
+        if any(entry.partition("=")[0].strip() == PLACEHOLDER_SECRET for entry in value):
             raise ValueError(f"{PLACEHOLDER_SECRET} is a placeholder, not a token: run brain init to generate one")
+        if any(not entry.strip() for entry in value):
+            raise ValueError("BRAIN_TOKENS holds an empty token")
+        from brain_kernel.auth import TokenConfigError, parse_entries
+
+        try:
+            parse_entries(value)
+        except TokenConfigError as exc:  # the message names the problem, never the token
+            raise ValueError(f"BRAIN_TOKENS: {exc}") from None
         return value
 
     @field_validator("database_url", "redis_url")
@@ -147,6 +169,13 @@ class Settings(BaseSettings):
     @property
     def auth_enabled(self) -> bool:
         return bool(self.tokens)
+
+    @cached_property
+    def token_entries(self) -> list[TokenEntry]:
+        """The parsed ``BRAIN_TOKENS`` entries (token digests and their projects), parsed once."""
+        from brain_kernel.auth import parse_entries
+
+        return parse_entries(self.tokens)
 
     @property
     def resolved_claude_dir(self) -> Path:
@@ -178,8 +207,8 @@ class Settings(BaseSettings):
         env: dict[str, str] = {}
         for name, info in type(self).model_fields.items():
             value = getattr(self, name)
-            if value is None:
-                continue
+            if value is None or (name == "tokens" and not value):
+                continue  # no tokens is "unset" (auth off); "[]" would be refused as a value
             alias = info.validation_alias
             variable = alias.choices[0] if isinstance(alias, AliasChoices) else str(alias)
             env[str(variable)] = json.dumps(value) if isinstance(value, list) else str(value)

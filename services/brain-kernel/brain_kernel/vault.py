@@ -65,6 +65,14 @@ class Vault:
             raise VaultPathError("path escapes vault root")
         return candidate
 
+    def contains(self, path: Path) -> bool:
+        """Whether ``path``, links followed, is inside the vault (a link out of it is never read)."""
+        try:
+            resolved = Path(path).resolve()
+        except (OSError, RuntimeError):  # a link loop
+            return False
+        return resolved == self.root or self.root in resolved.parents
+
     def rel(self, path: Path) -> str:
         """The vault-relative POSIX path of an absolute path inside the vault."""
         return Path(path).resolve().relative_to(self.root).as_posix()

@@ -8,11 +8,15 @@ streamable-HTTP app serves ``/mcp`` statelessly (upstream's proxy default,
 ``MCP_PROXY_STATELESS=true``), so any replica answers any request; with
 tokens configured every request but ``GET /ping`` must carry
 ``Authorization: Bearer <token>`` (401 JSON otherwise, the API's rule),
-where upstream's proxy ran with no key at all (defect 20).
+where upstream's proxy ran with no key at all (defect 20). The token's
+principal (its projects, ADR 0021) is resolved once by ``BearerAuth`` and
+read by every tool from ``PRINCIPAL``; over stdio the server acts for the
+local operator (every project), as the CLI does.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import sys
@@ -26,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from brain_kernel.auth import bearer_refusal
+from brain_kernel.auth import EVERYONE, Principal, TokenEntry, authenticate
 from brain_kernel.settings import Settings
 from brain_mcp import tools
 from brain_mcp.tools import Kernel
@@ -42,6 +46,20 @@ INSTRUCTIONS = (
     "brain_feed, record what you learned with brain_marker."
 )
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# The principal of the HTTP request being served (set by BearerAuth; the tasks and threads that run a
+# tool copy the request's context); stdio sets the local operator. Unset: the tool refuses (fails closed).
+PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("brain_principal", default=None)
+
+
+class NoPrincipal(RuntimeError):
+    """A tool ran outside a request whose principal is known (never answered as everyone's)."""
+
+
+def _principal() -> Principal:
+    principal = PRINCIPAL.get()
+    if principal is None:
+        raise NoPrincipal("no authenticated principal for this call")
+    return principal
 
 
 def _version() -> str:
@@ -74,26 +92,26 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
         """Search the knowledge base: the semantic index of arcs, lessons, decisions and signals ("artifact")
         and the vault's markdown text ("obsidian"), best first, at most 2 x limit results. `project` (a short
         key or owner/name) keeps only that project's memory. Returns JSON {query, count, results, sources_searched}."""
-        return tools.to_json(tools.kb_search(k, query, limit, include_artifact, include_obsidian, min_score, project))
+        return tools.to_json(tools.kb_search(k, query, limit, include_artifact, include_obsidian, min_score, project, principal=_principal()))
 
     @tool
     def kb_brief(query: str, limit: int = 8, model: str = "") -> str:
         """Search the knowledge base and have the LLM write a short brief of the hits, with the refs most worth
         opening. Returns JSON {query, hits, brief, candidate_refs, model}; without an LLM the brief says why and
         the refs are the first three hits."""
-        return tools.to_json(tools.kb_brief(k, query, limit, model))
+        return tools.to_json(tools.kb_brief(k, query, limit, model, principal=_principal()))
 
     @tool
     def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> str:
         """Find arcs (threads of past work) by meaning, one result per arc, nearest first; `min_heat` keeps
         only arcs at least that hot, `project` only that project's. Returns JSON {query, count, arcs: [{cluster_id, title, region, heat, status, path, score, preview}]}."""
-        return tools.to_json(tools.brain_search_arcs(k, query, top_k, min_heat, min_score, project))
+        return tools.to_json(tools.brain_search_arcs(k, query, top_k, min_heat, min_score, project, principal=_principal()))
 
     @tool
     def brain_get_arc(cluster_id: str) -> str:
         """Read one arc by its cluster_id (from brain_search_arcs or the feed's hot arcs). Returns JSON
         {cluster_id, source: "vault", path, content} (the first 2000 characters), or the error not found."""
-        return tools.to_json(tools.brain_get_arc(k, cluster_id))
+        return tools.to_json(tools.brain_get_arc(k, cluster_id, principal=_principal()))
 
     @tool
     def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> str:
@@ -110,14 +128,14 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
     def brain_feed(project: str | None = None) -> str:
         """The feed a new session reads: global, or with `project` (a short key or owner/name) that project's
         intent, hot arcs, recent lessons, decisions, milestones and signals. Returns the feed JSON."""
-        return tools.to_json(tools.brain_feed(k, project))
+        return tools.to_json(tools.brain_feed(k, project, principal=_principal()))
 
     @tool
     def brain_marker(type: str, content: str, attrs: dict[str, Any] | None = None) -> str:
         """Record a marker: type lesson, milestone, signal or decision; content in markdown (at most 4096
         characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
         Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
-        return tools.to_json(tools.brain_marker(k, type, content, attrs))
+        return tools.to_json(tools.brain_marker(k, type, content, attrs, principal=_principal()))
 
     return server
 
@@ -125,25 +143,28 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
 class BearerAuth:
     """ASGI middleware: an HTTP request outside ``open_paths`` needs ``Authorization: Bearer <known token>``.
 
-    The API's rule, from one place (``brain_kernel.auth.bearer_refusal``).
+    The API's rule, from one place (``brain_kernel.auth.authenticate``); the
+    token's principal is set in ``PRINCIPAL`` for the tools of this request.
     """
 
-    def __init__(self, app: ASGIApp, tokens: Sequence[str], *, open_paths: frozenset[str] = OPEN_PATHS) -> None:
+    def __init__(self, app: ASGIApp, entries: Sequence[TokenEntry], *, open_paths: frozenset[str] = OPEN_PATHS) -> None:
         self.app = app
-        self.tokens = list(tokens)
+        self.entries = list(entries)
         self.open_paths = open_paths
-
-    def refusal(self, header: str) -> str | None:
-        """Why a request with this Authorization header is refused, or None when it is let in."""
-        return bearer_refusal(header, self.tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in self.open_paths:
-            reason = self.refusal(Headers(scope=scope).get("authorization", ""))
-            if reason is not None:
-                response = JSONResponse({"detail": reason}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            answer = authenticate(Headers(scope=scope).get("authorization", ""), self.entries)
+            if isinstance(answer, str):
+                response = JSONResponse({"detail": answer}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return
+            token = PRINCIPAL.set(answer)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                PRINCIPAL.reset(token)
+            return
         await self.app(scope, receive, send)
 
 
@@ -156,7 +177,7 @@ def http_app(server: MCPServer, settings: Settings, *, host: str = DEFAULT_HOST)
     server.custom_route("/ping", methods=["GET"], include_in_schema=False)(_ping)
     # host: the SDK turns on its DNS-rebinding check (Host and Origin headers) for a loopback bind.
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, host=host)
-    return BearerAuth(app, settings.tokens)
+    return BearerAuth(app, settings.token_entries)
 
 
 def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
@@ -173,6 +194,7 @@ def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, por
 
             uvicorn.run(http_app(server, settings, host=host), host=host, port=port, log_level="info")
         else:
+            PRINCIPAL.set(EVERYONE)  # stdio: the local operator, who holds the database and the vault anyway
             server.run("stdio")
     finally:
         kernel.close()

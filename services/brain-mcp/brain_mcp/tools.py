@@ -38,13 +38,15 @@ from brain_core.keys import InvalidKey
 from brain_core.markers import MarkerInvalid
 from brain_core.textsearch import tokens
 from brain_kernel import embeddings, feed_repo, markers, tick_queue
+from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.embedders import Embedder, EmbedderError, embedder_for
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.llm import LLMError, chat_completion
 from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
-from brain_kernel.projects import EXACT, AmbiguousProject, resolve_project
+from brain_kernel.projects import EXACT, AmbiguousProject
+from brain_kernel.scope import OutOfScope, Scope, search_members
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
@@ -136,24 +138,34 @@ def answers_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _scope(db: Session, project: str | None) -> tuple[bool, tuple[str, str | None] | None]:
-    """Whether anything can match ``project``, and its (key, repo) filter (None: no filter).
+def _scope(db: Session, project: str | None, principal: Principal) -> tuple[bool, tuple[str, str | None] | None, Scope]:
+    """Whether anything can match ``project``, its (key, repo) filter (None: no filter), and the principal's scope.
 
     A well-formed project nobody knows matches nothing; a malformed one raises
-    InvalidKey, an ambiguous one AmbiguousProject (both answered as errors).
+    InvalidKey, an ambiguous one AmbiguousProject, one outside a restricted
+    principal's projects OutOfScope (all answered as errors). Without a
+    project a restricted scope filters to its projects (``Scope.members``).
     """
+    reach = Scope(db, principal)
     if project is None:
-        return True, None
-    found = resolve_project(db, project)
-    return (True, (found.key, found.repo)) if found.status == EXACT else (False, None)
+        return True, None, reach
+    found = reach.check(project)
+    return (True, (found.key, found.repo), reach) if found.status == EXACT else (False, None, reach)
+
+
+def _within(reach: Scope, scope: tuple[str, str | None] | None) -> list[tuple[str, str | None]] | None:
+    """The projects a search without its own project filter is limited to (None: all)."""
+    return [(m.key, m.repo) for m in reach.members] if reach.restricted and scope is None else None
 
 
 # -- kb_search ------------------------------------------------------------------------------------------
 
 
-def _artifact_hits(k: Kernel, db: Session, query: str, *, limit: int, min_score: float, scope: tuple[str, str | None] | None) -> list[dict[str, Any]]:
+def _artifact_hits(
+    k: Kernel, db: Session, query: str, *, limit: int, min_score: float, scope: tuple[str, str | None] | None, reach: Scope
+) -> list[dict[str, Any]]:
     [vector] = k.embedder.embed([query])
-    hits, _ = embeddings.search(db, vector, project=scope, limit=limit, min_score=min_score)
+    hits, _ = embeddings.search(db, vector, project=scope, limit=limit, min_score=min_score, within=_within(reach, scope))
     return [
         {
             "source": "artifact",
@@ -170,13 +182,14 @@ def _artifact_hits(k: Kernel, db: Session, query: str, *, limit: int, min_score:
     ]
 
 
-def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tuple[str, str | None] | None) -> list[dict[str, Any]]:
+def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tuple[str, str | None] | None, reach: Scope) -> list[dict[str, Any]]:
     wanted = tokens(query)
-    found = (
-        search_vault(k.vault, wanted, context_lines=CONTEXT_LINES)
-        if scope is None
-        else search_project(k.vault, db, scope[0], scope[1], wanted, context_lines=CONTEXT_LINES)
-    )
+    if scope is not None:
+        found = search_project(k.vault, db, scope[0], scope[1], wanted, context_lines=CONTEXT_LINES)
+    elif reach.restricted:
+        found = search_members(reach, k.vault, query, limit=limit, context_lines=CONTEXT_LINES)
+    else:
+        found = search_vault(k.vault, wanted, context_lines=CONTEXT_LINES)
     found = found[:limit]
     best = max((h.score for h in found), default=0) or 1
     return [
@@ -203,6 +216,8 @@ def kb_search(
     include_obsidian: bool = True,
     min_score: float = 0.0,
     project: str | None = None,
+    *,
+    principal: Principal = EVERYONE,
 ) -> dict[str, Any]:
     """Search index and vault text together; ``{query, count, results, sources_searched}``."""
     if not include_artifact and not include_obsidian:
@@ -211,17 +226,17 @@ def kb_search(
     sources = [name for name, wanted in (("artifact", include_artifact), ("obsidian", include_obsidian)) if wanted]
     results: list[dict[str, Any]] = []
     with k.reads() as db:
-        known, scope = _scope(db, project)
+        known, scope, reach = _scope(db, project, principal)
         if known and query.strip():
             # A failed source gives no hits, as upstream's did; the other still answers.
             if include_artifact:
                 try:
-                    results += _artifact_hits(k, db, query, limit=limit, min_score=min_score, scope=scope)
+                    results += _artifact_hits(k, db, query, limit=limit, min_score=min_score, scope=scope, reach=reach)
                 except (EmbedderError, ConfigError, SQLAlchemyError) as exc:
                     log.warning("kb_search: the search index failed: %s", exc)
             if include_obsidian:
                 try:
-                    results += _obsidian_hits(k, db, query, limit=limit, scope=scope)
+                    results += _obsidian_hits(k, db, query, limit=limit, scope=scope, reach=reach)
                 except (OSError, SQLAlchemyError) as exc:
                     log.warning("kb_search: the vault search failed: %s", exc)
     results.sort(key=lambda r: -r["normalized_score"])  # stable: ties keep artifact hits first
@@ -250,9 +265,9 @@ def _complete(k: Kernel, model: str, chat: list[dict[str, str]]) -> tuple[str | 
 
 
 @answers_errors
-def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "") -> dict[str, Any]:
+def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "", *, principal: Principal = EVERYONE) -> dict[str, Any]:
     """``kb_search`` then one chat completion: ``{query, hits, brief, candidate_refs, model}``."""
-    found = kb_search(k, query, limit=limit)
+    found = kb_search(k, query, limit=limit, principal=principal)
     if "error" in found:
         return found
     hits = found["results"]
@@ -275,15 +290,26 @@ def _heat(value: Any) -> float:
 
 
 @answers_errors
-def brain_search_arcs(k: Kernel, query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> dict[str, Any]:
+def brain_search_arcs(
+    k: Kernel, query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None, *, principal: Principal = EVERYONE
+) -> dict[str, Any]:
     """Arcs nearest the query, one result per arc, heat at least ``min_heat``: ``{query, count, arcs}``."""
     top_k = max(1, min(int(top_k), MAX_LIMIT))
     arcs: list[dict[str, Any]] = []
     with k.reads() as db:
-        known, scope = _scope(db, project)
+        known, scope, reach = _scope(db, project, principal)
         if known and query.strip():
             [vector] = k.embedder.embed([query])
-            hits, _ = embeddings.search(db, vector, project=scope, producer=ARC_PRODUCER, limit=max(3 * top_k, 15), min_score=min_score, one_per_key=True)
+            hits, _ = embeddings.search(
+                db,
+                vector,
+                project=scope,
+                producer=ARC_PRODUCER,
+                limit=max(3 * top_k, 15),
+                min_score=min_score,
+                one_per_key=True,
+                within=_within(reach, scope),
+            )
             for h in hits:
                 meta = h.metadata
                 heat = _heat(meta.get("heat"))
@@ -307,10 +333,13 @@ def brain_search_arcs(k: Kernel, query: str, top_k: int = 5, min_heat: float = 0
 
 
 @answers_errors
-def brain_get_arc(k: Kernel, cluster_id: str) -> dict[str, Any]:
+def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
     """An arc's file from the vault (a merged id finds the arc that absorbed it), else its indexed chunks."""
     with k.reads() as db:
+        reach = Scope(db, principal)
         record = feed_repo.arc_by_cluster_id(db, cluster_id) or feed_repo.arc_absorbing(db, cluster_id)
+        if record is not None and reach.restricted and not reach.admits_path(record.vault_path):
+            raise OutOfScope(f"arc {cluster_id} is not memory of this token's projects")
         if record is not None:
             try:
                 content = k.vault.read_text(record.vault_path)
@@ -318,7 +347,7 @@ def brain_get_arc(k: Kernel, cluster_id: str) -> dict[str, Any]:
                 content = None  # indexed but gone from the vault: the chunks below may still tell
             if content is not None:
                 return {"cluster_id": cluster_id, "source": "vault", "path": record.vault_path, "content": content[:ARC_CONTENT_CHARS]}
-        chunks = embeddings.by_key(db, cluster_id)
+        chunks = [c for c in embeddings.by_key(db, cluster_id) if reach.admits_meta(*embeddings.metadata_project(c["metadata"]))]
     if chunks:
         first = next((c for c in chunks if c["producer"] == ARC_PRODUCER), chunks[0])
         return {"cluster_id": cluster_id, "source": "embeddings", "metadata": first["metadata"], "text_preview": first["text_preview"]}
@@ -378,23 +407,25 @@ def brain_tick(k: Kernel, no_ai: bool = False, wait: bool = True, timeout: float
 
 
 @answers_errors
-def brain_feed(k: Kernel, project: str | None = None) -> dict[str, Any]:
-    """The feed ``GET /feed`` answers: global, or with ``project`` that project's memory."""
+def brain_feed(k: Kernel, project: str | None = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """The feed ``GET /feed`` answers: global, or with ``project`` that project's memory (a restricted principal: its own)."""
     now = k.clock()
     root = str(k.vault.root)
     with k.reads() as db:
+        reach = Scope(db, principal)
+        project = project if project is not None else reach.default_project()
         if project is None:
-            return global_answer(db, k.vault, now=now)
-        answer = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now)
+            return global_answer(db, k.vault, now=now, scope=reach)
+        answer = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now, scope=reach)
     return json.loads(stamp_answer(answer.body, now))
 
 
 @answers_errors
-def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None) -> dict[str, Any]:
+def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
     """Post a marker as ``POST /marker`` does (keyed by its body hash); its answer, or a replay of it."""
     try:
         with unit_of_work(k.sessions) as db:
-            outcome = markers.submit(db, k.vault, k.settings, type, content, attrs, now=k.clock(), locator=k.locator)
+            outcome = markers.submit(db, k.vault, k.settings, type, content, attrs, now=k.clock(), locator=k.locator, principal=principal)
     except MarkerInvalid as exc:
         return {"error": str(exc)}
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault

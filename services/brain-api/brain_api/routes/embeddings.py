@@ -17,11 +17,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field
 
-from brain_api.deps import AuthDep, ReadSessionDep, SessionDep, SettingsDep
+from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from brain_core.chunks import EmbeddingDoc
 from brain_kernel import embeddings
 from brain_kernel.embedders import Embedder, EmbedderError
-from brain_kernel.projects import EXACT, resolve_project
+from brain_kernel.projects import EXACT
+from brain_kernel.scope import OutOfScope, Scope
 
 router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
 
@@ -59,8 +60,10 @@ def _embedder(request: Request) -> Embedder:
     return request.app.state.embedder
 
 
-def _embed(request: Request, db: Any, settings: Any, body: EmbedIn) -> dict[str, Any]:
+def _embed(request: Request, db: Any, settings: Any, body: EmbedIn, scope: Scope) -> dict[str, Any]:
     project, projects, repo = embeddings.metadata_project(body.metadata)
+    if scope.restricted and not scope.admits_meta(project, projects, repo):
+        raise OutOfScope("a token bound to projects embeds only documents whose metadata names one of them")
     doc = EmbeddingDoc(body.key, body.producer, body.content, str(body.metadata.get("kind") or "artifact"), project, projects, repo, dict(body.metadata))
     try:
         stored = embeddings.store_docs(db, _embedder(request), [doc], content_type=body.content_type, force_dim=settings.embed_dim_force_migrate)
@@ -70,13 +73,13 @@ def _embed(request: Request, db: Any, settings: Any, body: EmbedIn) -> dict[str,
 
 
 @router.post("/embed")
-def embed(request: Request, body: EmbedIn, db: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+def embed(request: Request, body: EmbedIn, db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
     """Chunk, embed and store one document (its earlier chunks of the same producer replaced)."""
-    return _embed(request, db, settings, body)
+    return _embed(request, db, settings, body, Scope(db, principal))
 
 
 @router.post("/index_artifact")
-def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
     """Upstream's artifact hook: ``{key, content, content_type?, producer?, metadata?}``, embedded in-process."""
     missing = [name for name in ("key", "content") if not body.get(name)]
     if missing:
@@ -85,38 +88,53 @@ def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, setti
         parsed = EmbedIn(**{k: v for k, v in body.items() if k in EmbedIn.model_fields})
     except ValueError as exc:
         raise HTTPException(status_code=400, detail=str(exc).splitlines()[0]) from None
-    return _embed(request, db, settings, parsed)
+    return _embed(request, db, settings, parsed, Scope(db, principal))
 
 
 @router.post("/search")
-def search(request: Request, body: SearchIn, db: ReadSessionDep) -> dict[str, Any]:
-    """The nearest chunks to the query; with ``project`` (or any filter) an exact top-k, ``exhaustive: true``."""
+def search(request: Request, body: SearchIn, db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """The nearest chunks to the query; with ``project`` (or any filter) an exact top-k, ``exhaustive: true``.
+
+    A token bound to projects searches only those (403 for a project outside them).
+    """
     scope = None
+    reach = Scope(db, principal)
+    within = [(m.key, m.repo) for m in reach.members] if reach.restricted else None
     if body.project is not None:
-        found = resolve_project(db, body.project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
+        found = reach.check(body.project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)
         if found.status != EXACT:
             return {"query": body.query, "project": body.project, "results": [], "count": 0, "exhaustive": True}
-        scope = (found.key, found.repo)
+        scope, within = (found.key, found.repo), None
     try:
         [vector] = _embedder(request).embed([body.query])
     except EmbedderError as exc:
         raise HTTPException(status_code=502, detail=f"query embedding failed: {exc}") from None
     hits, exhaustive = embeddings.search(
-        db, vector, project=scope, producer=body.producer, kind=body.kind, limit=body.limit, min_score=body.min_score, one_per_key=body.one_per_key
+        db,
+        vector,
+        project=scope,
+        producer=body.producer,
+        kind=body.kind,
+        limit=body.limit,
+        min_score=body.min_score,
+        one_per_key=body.one_per_key,
+        within=within,
     )
     return {"query": body.query, "project": body.project, "results": [h.as_dict() for h in hits], "count": len(hits), "exhaustive": exhaustive}
 
 
 @router.get("/by-key/{key:path}")
-def get_by_key(key: Annotated[str, Path(min_length=1, max_length=500)], db: ReadSessionDep) -> dict[str, Any]:
-    """Every chunk stored under ``key``."""
-    chunks = embeddings.by_key(db, key)
+def get_by_key(key: Annotated[str, Path(min_length=1, max_length=500)], db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Every chunk stored under ``key`` (a token bound to projects sees its projects' chunks only)."""
+    scope = Scope(db, principal)
+    chunks = [c for c in embeddings.by_key(db, key) if scope.admits_meta(*embeddings.metadata_project(c["metadata"]))]
     if not chunks:
         raise HTTPException(status_code=404, detail=f"key not found: {key}")
     return {"key": key, "chunks": chunks, "count": len(chunks)}
 
 
 @router.post("/prune")
-def prune(body: PruneIn, db: SessionDep) -> dict[str, Any]:
-    """Delete the producer's chunks whose key is not in ``keep_keys``."""
+def prune(body: PruneIn, db: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Delete the producer's chunks whose key is not in ``keep_keys`` (every project's: not for a token bound to projects)."""
+    Scope(db, principal).require_unrestricted("POST /prune")
     return embeddings.prune(db, body.producer, body.keep_keys)

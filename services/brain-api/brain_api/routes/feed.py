@@ -16,9 +16,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, VaultDep
 from brain_core.feed.envelope import stamp_answer
 from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
+from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
 
@@ -31,6 +32,7 @@ def get_feed(
     db: ReadSessionDep,
     vault: VaultDep,
     clock: ClockDep,
+    principal: PrincipalDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = DEFAULT_TOP_N,
     lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = DEFAULT_LESSON_DAYS,
@@ -40,11 +42,16 @@ def get_feed(
     A known project's answer is stored in the index with the snapshot it was
     read in and served again while no write has touched what it depends on
     (``X-Brain-Feed: stored``); ``Cache-Control: no-cache`` computes it afresh.
+    A token bound to projects gets only those (403 outside them; without
+    ``project``, its one project's feed, or 403 when it has several).
     """
     now = clock()
     root = str(vault.root)
+    scope = Scope(db, principal)
     if project is None:
-        return global_answer(db, vault, now=now)
+        project = scope.default_project()  # a token bound to one project gets that project's feed
+    if project is None:
+        return global_answer(db, vault, now=now, scope=scope)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,
         project,
@@ -53,5 +60,6 @@ def get_feed(
         vault_root=root,
         now=now,
         fresh="no-cache" in request.headers.get("cache-control", "").lower(),
+        scope=scope,
     )
     return Response(stamp_answer(answer.body, now), media_type="application/json", headers={ANSWER_HEADER: answer.source})

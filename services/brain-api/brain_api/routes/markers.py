@@ -19,7 +19,7 @@ from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
-from brain_api.deps import AuthDep, ClockDep, SessionDep, SettingsDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SessionDep, SettingsDep, VaultDep
 from brain_core.markers import MarkerInvalid
 from brain_kernel import markers as service
 
@@ -62,12 +62,22 @@ def post_marker(
     settings: SettingsDep,
     vault: VaultDep,
     clock: ClockDep,
+    principal: PrincipalDep,
     x_idempotency_key: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
     try:
         outcome = service.submit(
-            db, vault, settings, body.type, body.content, body.attrs, header_key=x_idempotency_key, now=clock(), locator=request.app.state.transcripts
+            db,
+            vault,
+            settings,
+            body.type,
+            body.content,
+            body.attrs,
+            header_key=x_idempotency_key,
+            now=clock(),
+            locator=request.app.state.transcripts,
+            principal=principal,
         )
     except MarkerInvalid as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None

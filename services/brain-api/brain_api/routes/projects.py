@@ -6,17 +6,19 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from brain_api.deps import AuthDep, ReadSessionDep
+from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep
 from brain_core.times import iso
 from brain_kernel.feed_repo import list_projects
+from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["projects"], dependencies=[AuthDep])
 
 
 @router.get("/projects")
-def get_projects(db: ReadSessionDep) -> dict[str, Any]:
-    """Every known project, most recently active first."""
-    projects = list_projects(db)
+def get_projects(db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Every known project, most recently active first (a token bound to projects sees only those)."""
+    scope = Scope(db, principal)
+    projects = [p for p in list_projects(db) if scope.allows_ref(p.key, p.repo)]
     projects.sort(key=lambda p: (p.last_active is None, -(p.last_active.timestamp() if p.last_active else 0), p.id))
     return {
         "count": len(projects),

@@ -15,10 +15,11 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field, field_validator
 
-from brain_api.deps import AuthDep, SessionDep, SettingsDep
+from brain_api.deps import AuthDep, PrincipalDep, SessionDep, SettingsDep
 from brain_core import identity as core
 from brain_core.keys import InvalidKey
 from brain_kernel.identity import IdentityResolver
+from brain_kernel.scope import OutOfScope, Scope
 
 router = APIRouter(tags=["sessions"], dependencies=[AuthDep])
 
@@ -82,8 +83,8 @@ def _reject(field: str, reason: str) -> HTTPException:
 
 
 @router.post("/sessions")
-def register_session(body: SessionRegistration, db: SessionDep, settings: SettingsDep) -> dict[str, Any]:
-    """Record (or update) a session's identity; returns the stored identity."""
+def register_session(body: SessionRegistration, db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Record (or update) a session's identity; returns the stored identity (a token bound to projects: only theirs, else 403)."""
     resolver = IdentityResolver(settings, db)
     attrs = {"project": body.project, "repo": body.repo, "worktree": body.worktree}
     try:
@@ -93,5 +94,8 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
         raise _reject(_culprit(body), str(exc)) from None
     if worktree:  # the client knows its worktree exactly, with or without a project (as markers do)
         identity = replace(identity, worktree=worktree)
+    scope = Scope(db, principal)
+    if scope.restricted and not scope.allows_ref(identity.project, identity.repo):
+        raise OutOfScope("a token bound to projects registers only sessions of those projects")
     created = resolver.record_session(body.session_id, identity, agent=body.agent)
     return {"session_id": body.session_id, "agent": body.agent, "created": created, **identity.to_dict()}

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, HTTPException, Query
 from sqlalchemy.exc import DBAPIError
 
-from brain_api.deps import AuthDep, ClockDep, ReadSessionDep, SessionDep, SettingsDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, VaultDep
 from brain_core.feed.alert import alert_state
 from brain_core.text import slugify
 from brain_core.textsearch import Hit, tokens
@@ -30,8 +30,9 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
 from brain_kernel import feed_repo, search_docs
 from brain_kernel.index import follow_search
-from brain_kernel.projects import EXACT, resolve_project
-from brain_kernel.vault import Vault
+from brain_kernel.projects import EXACT
+from brain_kernel.scope import OutOfScope, Scope, search_members
+from brain_kernel.vault import Vault, VaultPathError
 from brain_kernel.vault_search import SKIP_DIRS, search_project, search_vault
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep])
@@ -51,24 +52,37 @@ def _rel(path: str) -> str:
 
 
 def _read(vault: Vault, rel: str) -> str:
-    path = vault.path(rel)
+    try:
+        path = vault.path(rel)
+    except VaultPathError:  # an indexed file replaced by a link out of the vault: gone, as far as a reader knows
+        raise HTTPException(status_code=404, detail=f"{rel} not found in the vault") from None
     if not path.is_file():
         raise HTTPException(status_code=404, detail=f"{rel} not found in the vault")
     return path.read_text(encoding="utf-8", errors="replace")
 
 
+def _hidden(rel: str) -> bool:
+    """A dot file or a path through a dot folder (``.git/config``, ``.env``): never served, as list and search hide them."""
+    return any(part.startswith(".") for part in rel.split("/") if part)
+
+
 @router.get("/vault/read")
 def vault_read(
     vault: VaultDep,
+    db: ReadSessionDep,
+    principal: PrincipalDep,
     path: Annotated[str, Query(max_length=1000, description="Vault-relative path of a file.")],
     max_bytes: Annotated[int, Query(ge=1, le=MAX_FILE_BYTES, description="Largest content returned, in bytes.")] = MAX_FILE_BYTES,
 ) -> dict[str, Any]:
-    """One file's content (truncated at ``max_bytes``)."""
+    """One file's content (truncated at ``max_bytes``); a token bound to projects reads only its projects' files."""
     if not path.strip():
         raise HTTPException(status_code=400, detail="path is required")
     target = vault.path(_rel(path))
-    if not target.exists():
+    if not target.exists() or (target != vault.root and _hidden(vault.rel(target))):
         raise HTTPException(status_code=404, detail="not found")
+    scope = Scope(db, principal)
+    if scope.restricted and not scope.admits_path(vault.rel(target)):
+        raise OutOfScope(f"{vault.rel(target)} is not memory of this token's projects")
     if not target.is_file():
         raise HTTPException(status_code=400, detail="path is not a file")
     try:
@@ -96,6 +110,8 @@ def _extensions(value: str) -> frozenset[str]:
 @router.get("/vault/list")
 def vault_list(
     vault: VaultDep,
+    db: ReadSessionDep,
+    principal: PrincipalDep,
     prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder (or file) to list; empty = whole vault.")] = "",
     extensions: Annotated[
         str, Query(max_length=1000, description="Comma list of suffixes (dot optional, case-insensitive); empty = every file.")
@@ -106,11 +122,17 @@ def vault_list(
     wanted = _extensions(extensions)
     base = _rel(prefix).rstrip("/")
     target = vault.path(base) if base else vault.root
+    scope = Scope(db, principal)
+    # A token bound to projects lists its projects' files only (the ones it may read).
+    admitted = scope.admitted_paths(None, prefix=vault.rel(target) if target != vault.root else "") if scope.restricted else None
     if target.is_file():
-        return {"prefix": prefix, "count": 1, "files": [vault.rel(target)], "truncated": False}
+        files = [vault.rel(target)] if admitted is None or vault.rel(target) in admitted else []
+        return {"prefix": prefix, "count": len(files), "files": files, "truncated": False}
     files: list[str] = []
     truncated = False
     for path in vault.iter_files(base, ("",), skip_dirs=SKIP_DIRS):
+        if admitted is not None and vault.rel(path) not in admitted:
+            continue
         if wanted and path.suffix.lower() not in wanted:
             continue
         if len(files) >= limit:
@@ -125,6 +147,7 @@ def vault_list(
 def vault_search(
     vault: VaultDep,
     db: ReadSessionDep,
+    principal: PrincipalDep,
     q: Annotated[str, Query(min_length=1, max_length=500, description="Tokens (case-insensitive substrings); a line with any is a hit.")],
     prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder (or file) to search under.")] = "",
     limit: Annotated[int, Query(ge=1, le=200, description="Most files returned.")] = 20,
@@ -135,12 +158,18 @@ def vault_search(
 
     Served from the search index (``brain_kernel.search_docs``) once a full
     rebuild has indexed this vault, else by reading the files; both answer
-    the same (tests/test_search_docs.py).
+    the same (tests/test_search_docs.py). A token bound to projects searches
+    its projects' entries only (each project's search, merged by rank).
     """
     wanted = tokens(q)
     base = _rel(prefix).rstrip("/")
     hits: list[Hit] = []
-    if project is None:
+    scope = Scope(db, principal)
+    if project is None and scope.restricted:
+        if base:
+            vault.path(base)  # an escaping prefix is a 400
+        hits = search_members(scope, vault, q, prefix=base, limit=limit, context_lines=context_lines)
+    elif project is None:
         target = vault.path(base) if base else vault.root  # an escaping prefix is a 400
         under = "" if target == vault.root else vault.rel(target)
         # The index holds what the walk from the root reads; a prefix inside a dot or skipped
@@ -152,7 +181,7 @@ def vault_search(
     else:
         if base:
             vault.path(base)  # an escaping prefix is a 400 here too, not an empty answer
-        found = resolve_project(db, project)  # malformed: 422, ambiguous: 409 (the app's error handlers)
+        found = scope.check(project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's error handlers)
         if found.status == EXACT and search_docs.indexed(db, vault):
             hits = search_docs.search(db, q, base, limit, context_lines, project=(found.key, found.repo))
         elif found.status == EXACT:
@@ -252,6 +281,8 @@ def _arc_file(vault: Vault, cluster_id: str) -> tuple[str, frontmatter.Document]
         return None
     for pattern in (f"*/{cluster_id}.md", f"*/{cluster_id}.merged.md"):
         for path in sorted(clusters.glob(pattern)):
+            if path.is_symlink() or not vault.contains(path):
+                continue
             doc = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
             if pattern.endswith(".merged.md") or not doc.meta.get("merged_into"):
                 return vault.rel(path), doc
@@ -259,14 +290,16 @@ def _arc_file(vault: Vault, cluster_id: str) -> tuple[str, frontmatter.Document]
 
 
 @router.get("/arcs/{cluster_id}")
-def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep) -> dict[str, Any]:
+def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """An arc's frontmatter and body; a merged arc resolves to the arc that absorbed it.
 
     The index answers first (the arc's row, else the arc that records absorbing
-    it); the vault is looked at only for what the index does not know yet.
+    it); the vault is looked at only for what the index does not know yet. A
+    token bound to projects reads only its projects' arcs (403 for another's).
     """
     if not _CLUSTER_ID.match(cluster_id):
         raise HTTPException(status_code=422, detail="cluster_id must be letters, digits, '.', '_' or '-'")
+    scope = Scope(db, principal)
     requested, current, chain = cluster_id, cluster_id, []
     for _ in range(MAX_MERGE_HOPS):
         record = feed_repo.arc_by_cluster_id(db, current)
@@ -281,6 +314,8 @@ def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep) -> dict[str, A
                 target, found = str(found[1].meta["merged_into"]), None
         if found is not None:
             rel, doc = found
+            if scope.restricted and not scope.admits_path(rel):
+                raise OutOfScope(f"arc {requested} is not memory of this token's projects")
             return {
                 "cluster_id": str(doc.meta.get("cluster_id") or current),
                 "vault_path": rel,

@@ -1,0 +1,185 @@
+"""The scope contract: what a principal (a scoped token) may read and write, decided in one place.
+
+A request's principal is resolved once (``brain_kernel.auth.authenticate``)
+and handed to every reader and writer as a ``Scope`` (ADR 0021). An
+unrestricted scope changes nothing. A restricted one:
+
+- ``check`` refuses a project reference outside its projects (``OutOfScope``,
+  HTTP 403), and an ambiguous key lists only the candidates it may see;
+- ``default_project`` names the project a request without one means (its
+  only project), else refuses;
+- ``members`` are its projects as (key, repo, key unique) for the
+  repositories' membership filter, so a search without a project is the
+  union of its projects' searches;
+- ``admits`` / ``admits_path`` say whether an entry or a vault file is its
+  memory: an entry of one of its projects (``brain_core.membership.belongs``)
+  or a fleet-wide signal; a file only when every entry the index holds for it
+  is admitted. Unattributed files (feed files, inbox notes, READMEs) are not.
+
+A token's project that nobody knows yet is kept as written, so it matches the
+project once it appears; a bare key that two repositories share matches only
+memory that names no repository (bind such a token by ``owner/name``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from sqlalchemy.orm import Session
+
+from brain_core.entries import EntryRecord
+from brain_core.keys import InvalidKey, parse_project_ref
+from brain_core.membership import belongs, key_is_unique, signal_is_fleet
+from brain_core.textsearch import Hit, tokens
+from brain_kernel.auth import EVERYONE, Principal
+from brain_kernel.errors import BrainError
+from brain_kernel.feed_repo import records_at
+from brain_kernel.projects import AMBIGUOUS, EXACT, AmbiguousProject, ProjectLookup, known_projects, lookup_project
+from brain_kernel.vault import Vault
+
+
+class OutOfScope(BrainError):
+    """The principal asked for memory outside its projects (HTTP 403)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One of a scope's projects as the membership rule takes it."""
+
+    key: str
+    repo: str | None
+    unique: bool
+
+    @property
+    def ref(self) -> str:
+        return self.repo or self.key
+
+
+class Scope:
+    """A principal's reach over one database session (resolved lazily, once)."""
+
+    def __init__(self, db: Session, principal: Principal = EVERYONE) -> None:
+        self.db = db
+        self.principal = principal
+
+    @property
+    def restricted(self) -> bool:
+        return self.principal.restricted
+
+    @cached_property
+    def members(self) -> tuple[Member, ...]:
+        """The principal's projects, resolved against the known projects (empty when unrestricted)."""
+        if not self.restricted:
+            return ()
+        known = known_projects(self.db)
+        out: list[Member] = []
+        for ref in self.principal.projects or ():
+            found = lookup_project(self.db, ref)
+            if found.status == EXACT:
+                key, repo = found.key, found.repo
+            else:
+                key, repo = parse_project_ref(ref)
+            unique = found.status != AMBIGUOUS and key_is_unique(key, known)
+            out.append(Member(key, repo, unique))
+        return tuple(dict.fromkeys(out))
+
+    def allows(self, found: ProjectLookup) -> bool:
+        """Whether a looked-up project is one of the scope's."""
+        if not self.restricted:
+            return True
+        for m in self.members:
+            if m.repo and found.repo:
+                if m.repo == found.repo:
+                    return True
+            elif m.key == found.key and not (found.repo and not m.repo and not m.unique):
+                return True
+        return False
+
+    def allows_ref(self, key: str | None, repo: str | None) -> bool:
+        """Whether a (key, repo) pair (a project row, a marker's attribution) is one of the scope's."""
+        if not self.restricted:
+            return True
+        if not key:
+            return False
+        return self.allows(ProjectLookup(EXACT, key, repo))
+
+    def check(self, ref: str) -> ProjectLookup:
+        """Resolve ``ref`` (InvalidKey when malformed); OutOfScope outside the scope; AmbiguousProject (its candidates only)."""
+        found = lookup_project(self.db, ref)
+        if found.status == AMBIGUOUS:
+            visible = [c for c in found.candidates if not self.restricted or self._candidate_allowed(c)]
+            if self.restricted and not visible:
+                raise OutOfScope(f"project {ref.strip()!r} is outside this token's projects")
+            raise AmbiguousProject(ref.strip(), visible)
+        if not self.allows(found):
+            raise OutOfScope(f"project {ref.strip()!r} is outside this token's projects")
+        return found
+
+    def _candidate_allowed(self, candidate: str) -> bool:
+        try:
+            key, slug = parse_project_ref(candidate)
+        except InvalidKey:
+            return False
+        return self.allows(ProjectLookup(EXACT, key, slug))
+
+    def default_project(self) -> str | None:
+        """The project a request naming none means: None (everything) unrestricted, its one project, else OutOfScope."""
+        if not self.restricted:
+            return None
+        if len(self.members) == 1:
+            return self.members[0].ref
+        raise OutOfScope("this token reaches several projects: name one with project=")
+
+    def admits(self, record: EntryRecord) -> bool:
+        """Whether an indexed entry is the scope's memory (its projects' entries, fleet-wide signals)."""
+        if not self.restricted:
+            return True
+        if record.kind == "signal" and signal_is_fleet(record):
+            return True
+        return any(belongs(record, m.key, m.repo, key_is_unique=m.unique) for m in self.members)
+
+    def admits_meta(self, project: str | None, projects: Iterable[str], repo: str | None) -> bool:
+        """``admits`` for a chunk's metadata (project, projects, repo)."""
+        if not self.restricted:
+            return True
+        record = EntryRecord("scope-check", "arc", "", project=project, projects=tuple(projects), repo=repo)
+        return bool(record.projects) and self.admits(record)
+
+    def admits_path(self, vault_path: str) -> bool:
+        """Whether a vault file is the scope's: the index holds entries for it and admits every one."""
+        if not self.restricted:
+            return True
+        return bool(self.admitted_paths([vault_path]))
+
+    def admitted_paths(self, paths: Sequence[str] | None = None, *, prefix: str = "") -> set[str]:
+        """Of ``paths`` (or every indexed path under ``prefix``), those whose every entry the scope admits."""
+        by_path: dict[str, bool] = {}
+        for record in records_at(self.db, paths, prefix=prefix):
+            by_path[record.vault_path] = by_path.get(record.vault_path, True) and self.admits(record)
+        return {path for path, ok in by_path.items() if ok}
+
+    def require_unrestricted(self, what: str) -> None:
+        """OutOfScope for a restricted principal: ``what`` reaches every project's memory."""
+        if self.restricted:
+            raise OutOfScope(f"{what} is not available to a token bound to projects")
+
+
+def search_members(scope: Scope, vault: Vault, q: str, *, prefix: str = "", limit: int = 20, context_lines: int = 2) -> list[Hit]:
+    """A vault search over a restricted scope's projects: each project's search, merged by rank (score, then path)."""
+    from brain_kernel import search_docs
+    from brain_kernel.vault_search import search_project
+
+    use_index = search_docs.indexed(scope.db, vault)
+    wanted = tokens(q)
+    merged: dict[str, Hit] = {}
+    for m in scope.members:
+        if use_index:
+            found = search_docs.search(scope.db, q, prefix, limit, context_lines, project=(m.key, m.repo))
+        else:
+            found = search_project(vault, scope.db, m.key, m.repo, wanted, prefix=prefix, context_lines=context_lines)
+        for hit in found:
+            if hit.path not in merged or hit.score > merged[hit.path].score:
+                merged[hit.path] = hit
+    return sorted(merged.values(), key=lambda h: (-h.score, h.path))
