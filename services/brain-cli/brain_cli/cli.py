@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from brain_cli.commands import amygdala, apply, cluster, drain, embed, extract, init, loop, mcp, reindex, server, tick, whereis
+from brain_cli.commands import amygdala, apply, backfill, cluster, drain, embed, extract, init, loop, mcp, reindex, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -28,6 +28,7 @@ app.command("mcp")(mcp.mcp)
 app.command("apply")(apply.apply)
 app.command("init")(init.init)
 app.command("amygdala")(amygdala.amygdala)
+app.command("backfill")(backfill.backfill)
 
 
 def main() -> None:

@@ -162,12 +162,20 @@ def update(text: str, changes: dict[str, Any], remove: tuple[str, ...] = ()) -> 
     """Set the given keys (and drop ``remove``) touching no other byte of the file.
 
     Keys already present are rewritten in place; new keys go at the end of the
-    frontmatter. A file without frontmatter gains one.
+    frontmatter. A file without frontmatter gains one. A file with CRLF line
+    ends keeps its opening fence, and the keys written get CRLF too.
     """
     parts = _split(text)
     if parts is None:
         return render(dict(changes), text)
     block, fence, body = parts
+    opening = text[: text.index("\n") + 1]
+    newline = "\r\n" if opening.endswith("\r\n") else "\n"
+
+    def dumped(key: str, value: Any) -> str:
+        out = dump_value(key, value)
+        return out.replace("\n", newline) if newline != "\n" else out
+
     pending = dict(changes)
     for key in remove:
         pending.setdefault(key, _DELETE)
@@ -177,15 +185,15 @@ def update(text: str, changes: dict[str, Any], remove: tuple[str, ...] = ()) -> 
             value = pending.pop(key)
             if value is _DELETE:
                 continue
-            out.append(dump_value(key, value))
+            out.append(dumped(key, value))
         else:
             if out and not out[-1].endswith("\n"):
-                out[-1] += "\n"
+                out[-1] += newline
             out.append(seg)
     for key, value in pending.items():
         if value is _DELETE:
             continue
         if out and not out[-1].endswith("\n"):
-            out[-1] += "\n"
-        out.append(dump_value(key, value))
-    return "---\n" + "".join(out) + fence + body
+            out[-1] += newline
+        out.append(dumped(key, value))
+    return opening + "".join(out) + fence + body

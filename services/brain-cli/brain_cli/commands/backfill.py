@@ -1,0 +1,78 @@
+"""``brain backfill``: re-resolve the project of existing arcs and correct them in place, auditable and safe to rerun."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import typer
+
+from brain_cli.common import DatabaseOption, VaultOption, job_session, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
+
+
+@operator_errors
+def backfill(
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the plan (one JSON line per change), write no arc and no index row. Example: brain backfill --dry-run"
+    ),
+    audit: Path | None = typer.Option(
+        None,
+        "--audit",
+        help="Append one JSON line per change (path, old and new values, source, sessions) to this file. Example: --audit /vault/raw/backfill/audit.jsonl",
+    ),
+    claude_dir: Path | None = typer.Option(
+        None, "--claude-dir", help="Claude Code transcripts (default BRAIN_CLAUDE_DIR, else ~/.claude/projects). Example: --claude-dir /mnt/claude/projects"
+    ),
+    codex_dir: Path | None = typer.Option(
+        None, "--codex-dir", help="Codex home holding sessions/ (default BRAIN_CODEX_DIR or CODEX_HOME, else ~/.codex). Example: --codex-dir ~/.codex"
+    ),
+    only: list[str] = typer.Option(
+        [], "--only", help="Only these arc files or folders (vault-relative or absolute; repeat the option). Example: --only clusters/2026-11-28 --only left"
+    ),
+    vault: VaultOption = None,
+    database_url: DatabaseOption = None,
+) -> None:
+    """Re-resolve the project of every arc (clusters/ and the region folders, merge tombstones
+    included) from its source sessions: the session index, the Claude and Codex transcripts
+    found by session id, git (a deleted folder through its nearest existing ancestor), the
+    catalog, learned roots, layout patterns, and an upstream project: naming exactly one
+    known project (legacy). Writes project, projects, repo, worktrees and project_source and
+    no other byte; an arc whose sessions say "no project" (home folder, a folder outside any
+    repository) is cleared, one with no surviving evidence is left as it is (unverifiable),
+    a knowledge arc (no sessions) stays unattributed. The index, the catalogue and the stored
+    feed answers follow. Sessions of markers that name no project are recorded, which
+    attributes those markers. Safe to rerun; a killed run rerun ends in the same state.
+    The last stdout line is the JSON summary {scanned, changed, unchanged, unresolved, by_source, ...}.
+
+    Example: brain backfill --dry-run --audit /vault/raw/backfill/audit-dry.jsonl
+    """
+    from brain_ops.backfill import run_backfill
+
+    settings = load_settings(vault=vault, database_url=database_url)
+    store = open_vault(settings.vault)
+    with contextlib.ExitStack() as stack:
+        sink = None
+        if audit is not None:
+            audit.expanduser().parent.mkdir(parents=True, exist_ok=True)
+            sink = stack.enter_context(audit.expanduser().open("a", encoding="utf-8"))
+        ready, session = stack.enter_context(job_session(settings))
+
+        def show(line: dict) -> None:
+            if dry_run:
+                typer.echo(json.dumps(line, ensure_ascii=False, default=str))
+
+        summary = run_backfill(
+            ready,
+            store,
+            db=session,
+            dry_run=dry_run,
+            audit=sink,
+            claude_dir=claude_dir,
+            codex_dir=codex_dir,
+            only=only,
+            progress=reporter("backfill"),
+            plan=show,
+        )
+    typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
