@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
-from sqlalchemy import any_, literal, select
+from sqlalchemy import any_, literal, select, text
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord, entry_id
@@ -52,3 +53,47 @@ def test_deleting_a_files_rows_keeps_more_ids_than_a_statement_has_parameters(tx
     keep = [kept, *(f"id-{n}" for n in range(70_000))]
     assert delete_entries_at(tx, [path], keep_ids=keep) == 1
     assert tx.scalars(select(Entry.id)).all() == [kept]
+
+
+def _batch(n: int, *, title: str = "t", heat: float = 0.0) -> list[EntryRecord]:
+    at = dt.datetime(2026, 11, 28, 12, tzinfo=dt.timezone.utc)
+    return [
+        EntryRecord(
+            id=entry_id("lesson", "left/reference/lessons-2026-11-28.md", f"id:{i}"),
+            kind="lesson",
+            vault_path="left/reference/lessons-2026-11-28.md",
+            title=f"{title} {i}",
+            content=f"lesson {i}",
+            project="api",
+            repo="org1/api",
+            heat=heat,
+            occurred_at=at,
+            meta={"n": i, "tags": ["a"]},
+        )
+        for i in range(n)
+    ]
+
+
+def test_many_rows_are_merged_through_copy_with_the_small_upserts_rule(tx: Session) -> None:
+    """A batch of STAGED_ROWS or more goes through COPY and one merge: same rows as the small path, unchanged rows untouched."""
+    from brain_kernel.index import STAGED_ROWS, entry_rows
+
+    many = _batch(STAGED_ROWS + 50)
+    upsert_entries(tx, many)
+    staged = entry_rows(tx)
+    for start in range(0, len(many), STAGED_ROWS - 1):  # the same rows through the small path, in another table state
+        tx.execute(Entry.__table__.delete())
+        upsert_entries(tx, many[start : start + STAGED_ROWS - 1])
+    tx.execute(Entry.__table__.delete())
+    for start in range(0, len(many), STAGED_ROWS - 1):
+        upsert_entries(tx, many[start : start + STAGED_ROWS - 1])
+    assert entry_rows(tx) == staged
+
+    versions = dict(tx.execute(text("SELECT id, ctid::text FROM entries")).all())  # a rewritten row moves
+    changed = _batch(STAGED_ROWS + 50)
+    changed[3] = dataclasses.replace(changed[3], title="renamed", meta={"n": 3, "tags": ["b"]})
+    upsert_entries(tx, [*changed, changed[3]])  # an id twice: its last row
+    after = dict(tx.execute(text("SELECT id, ctid::text FROM entries")).all())  # a rewritten row moves
+    assert [i for i in after if after[i] != versions[i]] == [changed[3].id]
+    row = tx.execute(select(Entry.title, Entry.meta).where(Entry.id == changed[3].id)).one()
+    assert (row.title, row.meta) == ("renamed", {"n": 3, "tags": ["b"]})

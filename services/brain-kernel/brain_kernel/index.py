@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from sqlalchemy import String, any_, case, delete, func, literal, not_, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
@@ -135,14 +136,55 @@ def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     return same
 
 
+STAGED_ROWS = 200  # from this many rows an upsert goes through COPY and one statement (a marker's few rows do not)
+_STAGE_COLUMNS = ", ".join(COMPARED_COLUMNS)
+_STAGE_TYPES = ("text", "varchar", "text", "text", "text", "text[]", "text", "varchar", "varchar", "varchar", "float8", "text", "timestamptz", "jsonb")
+_CREATE_STAGE = f"CREATE TEMP TABLE IF NOT EXISTS entries_stage ON COMMIT DELETE ROWS AS SELECT {_STAGE_COLUMNS} FROM entries WITH NO DATA"
+_COMPARED_ROW = ", ".join(n for n in COMPARED_COLUMNS if n != "id")
+
+
+def _distinct(left: str, right: str) -> str:
+    return f"ROW({', '.join(f'{left}.{n}' for n in COMPARED_COLUMNS if n != 'id')}) IS DISTINCT FROM ROW({', '.join(f'{right}.{n}' for n in COMPARED_COLUMNS if n != 'id')})"
+
+
+# New and changed rows only (the join leaves unchanged ones unread by the upsert, so neither rewritten nor
+# locked); the conflict clause covers a row another writer inserted or changed since the join read it.
+_MERGE_STAGE = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
+SELECT {", ".join(f"s.{n}" for n in COMPARED_COLUMNS)}, clock_timestamp()
+  FROM entries_stage s LEFT JOIN entries e ON e.id = s.id
+ WHERE e.id IS NULL OR {_distinct("e", "s")}
+ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
+ WHERE {_distinct("entries", "excluded")}"""
+
+
+def _upsert_staged(session: Session, rows: list[dict[str, Any]]) -> None:
+    """The rows COPYed into a temporary table, then merged by one statement (the same rule as the upsert)."""
+    latest = {r["id"]: r for r in rows}  # an id given twice: its last row, as consecutive upserts would leave it
+    conn = session.connection()
+    conn.exec_driver_sql(_CREATE_STAGE)
+    conn.exec_driver_sql("TRUNCATE entries_stage")
+    cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
+    with cursor.copy(f"COPY entries_stage ({_STAGE_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(_STAGE_TYPES)
+        for row in latest.values():
+            copy.write_row([Jsonb(row[n]) if n == "metadata" else row[n] for n in COMPARED_COLUMNS])
+    conn.exec_driver_sql(_MERGE_STAGE)
+
+
 def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
     """Insert or replace entries by id; returns how many were given.
 
     Rows the table already holds exactly are skipped before the upsert: an
     unchanged row is neither rewritten nor locked, so a long rebuild or tick
-    never makes a marker's refresh of the same file wait for it.
+    never makes a marker's refresh of the same file wait for it. Many rows
+    go through COPY and one merge statement (``_upsert_staged``), a few
+    through a pre-read and a batch of upserts; both leave the same rows.
     """
     rows = [_row(r) for r in records]
+    if len(rows) >= STAGED_ROWS:
+        for start in range(0, len(rows), 20_000):
+            _upsert_staged(session, rows[start : start + 20_000])
+        return len(rows)
     for start in range(0, len(rows), 1000):
         batch = rows[start : start + 1000]
         same = _unchanged(session, batch)
@@ -473,6 +515,7 @@ def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_starte
 
 
 REBUILD_BATCH = 500  # files per batch: memory stays bounded by the batch, not the vault
+REBUILD_BYTES = 16 << 20  # and text per batch (a day's log of a busy year is 1.6 MB)
 
 
 def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None) -> ReindexSummary:
@@ -490,18 +533,23 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     files = live_vault_files(vault)
     known = load(session)
     tally = ActivityTally()
-    for start in range(0, len(files), REBUILD_BATCH):
-        batch = files[start : start + REBUILD_BATCH]
+    documents = search_docs.DocumentsBuild(session)  # fed the texts read here: each file is read once
+    done = 0
+    size_of = lambda rel: stats[rel].size if rel in stats else 0  # noqa: E731
+    for batch in search_docs.batches(files, REBUILD_BATCH, size_of, REBUILD_BYTES):
         records: list[EntryRecord] = []
         entries: list[CatalogueEntry] = []
-        for n, rel in enumerate(batch, start + 1):
+        texts: list[tuple[str, str]] = []
+        for rel in batch:
             text_ = _read(vault, rel, summary)
+            done += 1
             if progress is not None:
-                progress(n, len(files))
+                progress(done, len(files))
             if text_ is None:
                 continue
             found = _records_of(rel, text_, summary)
             records.extend(found)
+            texts.append((rel, text_))
             stat = stats.get(rel)
             if stat is not None:
                 entries.append(CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
@@ -511,12 +559,13 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         for kind, n in part.by_kind.items():
             summary.by_kind[kind] = summary.by_kind.get(kind, 0) + n
         save(session, entries)
+        documents.add(texts, {e.path: (e.size, e.mtime_ns) for e in entries})
         summary.files += len(batch)
     summary.removed += drop_paths_not_in(session, files, before=started)
     forget(session, [p for p in known if p not in set(files)])
     apply_mitigation(session)
     summary.projects = record_activity(session, tally.result())
-    search_docs.rebuild_documents(session, vault)  # GET /vault/search is served from it from now on
+    documents.finish(vault)  # GET /vault/search is served from it from now on
     collect(session)
     return summary
 

@@ -48,7 +48,7 @@ import hashlib
 import posixpath
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,7 @@ from brain_kernel.vault_search import SKIP_DIRS
 
 BLOCK_LINES = 64  # lines per segment of a file that is not a log of entries
 BATCH_FILES = 200  # files written per statement batch
+BATCH_BYTES = 8 << 20  # and at most this much text per batch of a rebuild (a year of day logs is 1.6 MB a day)
 
 
 # -- what is indexed ------------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def indexable(rel: str) -> bool:
 _MIX = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D)
 _TRIGRAM = re.compile(r"(?=(\S{3}))")  # every three characters without whitespace (``\S`` is ``not str.isspace``)
 _CODES: dict[str, int] = {}
-_MAX_CODES = 1_000_000  # trigram codes remembered across documents
+_MAX_CODES = 200_000  # trigram codes remembered across documents (a trigram's code is cheap; the map bounds memory)
 
 
 def _code(gram: str) -> int:
@@ -159,13 +160,20 @@ def segments_of(path: str, body: str) -> list[Segment]:
 # -- keeping the index current --------------------------------------------------------------------------------
 
 
-def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+def batches(items: Iterable[Any], size: int, weight: Callable[[Any], int] | None = None, max_weight: int = 0) -> Iterator[list[Any]]:
+    """Lists of at most ``size`` items and (with ``weight``) of at most ``max_weight`` in all, one item at least."""
     batch: list[Any] = []
+    held = 0
     for item in items:
+        w = weight(item) if weight is not None else 0
+        if batch and weight is not None and held + w > max_weight:
+            yield batch
+            batch, held = [], 0
         batch.append(item)
+        held += w
         if len(batch) >= size:
             yield batch
-            batch = []
+            batch, held = [], 0
     if batch:
         yield batch
 
@@ -178,8 +186,9 @@ ON CONFLICT (path) DO UPDATE SET name_lower = excluded.name_lower, name_grams = 
     mtime_ns = excluded.mtime_ns, lines = excluded.lines, digest = excluded.digest, updated_at = clock_timestamp()"""
 _RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
   FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path"""
-_COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN (FORMAT BINARY)"
-_SEGMENT_TYPES = ("text", "int4", "int4", "text", "text", "text", "int4[]")
+# Text format, the codes as an array literal: psycopg dumps an int list for a binary COPY in Python, a third of
+# a rebuild's time; a joined string is written (and escaped) by its C code.
+_COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN"
 
 
 def _array_text(codes: Sequence[int]) -> str:
@@ -262,9 +271,8 @@ def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Sta
     if segs:
         cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
         with cursor.copy(_COPY_SEGMENTS) as copy:
-            copy.set_types(_SEGMENT_TYPES)
             for row in segs:
-                copy.write_row((*row, grams(row[5])))
+                copy.write_row((*row, _array_text(grams(row[5]))))
     return len(paths)
 
 
@@ -277,14 +285,14 @@ def upsert_documents(session: Session, docs: Iterable[tuple[str, str]]) -> int:
     own segments (a marker's append costs one entry, not its day's log).
     Returns how many documents were written.
     """
-    return sum(_write(session, batch) for batch in _batches(((p, t) for p, t in docs if indexable(p)), BATCH_FILES))
+    return sum(_write(session, batch) for batch in batches(((p, t) for p, t in docs if indexable(p)), BATCH_FILES))
 
 
 def delete_documents(session: Session, paths: Iterable[str]) -> int:
     """Drop these vault paths (and their segments) from the index; returns how many were there."""
     removed = 0
     conn = session.connection()
-    for batch in _batches(paths, 5000):
+    for batch in batches(paths, 5000):
         removed += conn.exec_driver_sql("DELETE FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": batch}).rowcount
     return removed
 
@@ -331,6 +339,50 @@ _GIN_INDEXES = {
 }
 
 
+class DocumentsBuild:
+    """A full build of the search index in steps: ``add`` the files a caller has read anyway, ``finish`` the rest.
+
+    Opening it takes the pass's start (the database clock) and, into an
+    empty index, drops the trigram indexes for the load; ``add`` writes a
+    batch of (path, text) with the stamps they were read at (so ``finish``'s
+    walk does not read them again); ``finish`` walks the vault for every
+    other searchable file, builds the trigram indexes after a first load,
+    drops documents the vault no longer holds and records the vault root.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
+        self.first = not session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_documents)")).scalar()
+        if self.first:
+            for name in _GIN_INDEXES:
+                session.execute(text(f"DROP INDEX IF EXISTS {name}"))
+        self.written = 0
+
+    def add(self, docs: Sequence[tuple[str, str]], stamps: dict[str, Stamp]) -> None:
+        wanted = [(p, t) for p, t in docs if indexable(p)]
+        for batch in batches(wanted, BATCH_FILES, lambda doc: len(doc[1]), BATCH_BYTES):
+            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps})
+
+    def finish(self, vault: Vault) -> RebuildSummary:
+        session = self.session
+        seen: list[str] = []
+        for batch in batches(_walk(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
+            seen.extend(p for p, _ in batch)
+            self.written += _write(session, list(_changed(session, vault, batch)), dict(batch))
+        if self.first:
+            for ddl in _GIN_INDEXES.values():
+                session.execute(text(ddl))
+        removed = session.execute(
+            text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
+        ).rowcount
+        session.execute(
+            text("INSERT INTO vault_search_state (vault_root) VALUES (:root) ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp()"),
+            {"root": str(vault.root)},
+        )
+        return RebuildSummary(len(seen), self.written, removed)
+
+
 def rebuild_documents(session: Session, vault: Vault) -> RebuildSummary:
     """Index every searchable file of ``vault`` (streamed in batches) and drop documents it no longer holds.
 
@@ -343,25 +395,7 @@ def rebuild_documents(session: Session, vault: Vault) -> RebuildSummary:
     empty index the trigram indexes are built after the load (that first
     build holds the tables' lock until it commits).
     """
-    scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
-    first = not session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_documents)")).scalar()
-    if first:
-        for name in _GIN_INDEXES:
-            session.execute(text(f"DROP INDEX IF EXISTS {name}"))
-    seen: list[str] = []
-    written = 0
-    for batch in _batches(_walk(vault), BATCH_FILES):
-        seen.extend(p for p, _ in batch)
-        written += _write(session, list(_changed(session, vault, batch)), dict(batch))
-    if first:
-        for ddl in _GIN_INDEXES.values():
-            session.execute(text(ddl))
-    removed = session.execute(text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": scan_point, "seen": seen}).rowcount
-    session.execute(
-        text("INSERT INTO vault_search_state (vault_root) VALUES (:root) ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp()"),
-        {"root": str(vault.root)},
-    )
-    return RebuildSummary(len(seen), written, removed)
+    return DocumentsBuild(session).finish(vault)
 
 
 def indexed(session: Session, vault: Vault) -> bool:

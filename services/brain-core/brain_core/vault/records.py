@@ -17,7 +17,9 @@ codec's lenient reader.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -25,6 +27,7 @@ from typing import Any
 
 from brain_core.arcs import arc_last_active
 from brain_core.entries import EntryRecord, entry_id
+from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
 from brain_core.markers import DEFAULT_SEVERITY, default_title
 from brain_core.membership import inject_is_fleet
 from brain_core.text import text_or_none
@@ -71,8 +74,10 @@ def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None
     )
 
 
-def _log_entries(kind: str, text: str, vault_path: str) -> list[tuple[EntryRecord, LogEntry]]:
-    """The rows of a shared log with the entries they come from.
+@functools.lru_cache(maxsize=2)
+def _log_entries(kind: str, text: str, vault_path: str) -> tuple[tuple[EntryRecord, LogEntry], ...]:
+    """The rows of a shared log with the entries they come from (frozen; the last two logs are kept, since a
+    rebuild asks for a log's rows and then for their line spans: a year's day log is split once, not twice).
 
     Lessons: every entry; old untagged headers are unattributed. Milestones:
     in ``left/projects/<p>/BLOCKS.md`` every entry is a milestone of ``p``
@@ -87,7 +92,7 @@ def _log_entries(kind: str, text: str, vault_path: str) -> list[tuple[EntryRecor
             continue
         project, repo = (entry.project, entry.repo) if entry.project else (path_project, None)
         out.append((_log_record(kind, entry, vault_path, project, repo), entry))
-    return out
+    return tuple(out)
 
 
 def lesson_records(text: str, vault_path: str) -> list[EntryRecord]:
@@ -176,10 +181,33 @@ def decision_record(text: str, vault_path: str) -> EntryRecord:
 
 
 def _heat(value: Any) -> float:
+    """A heat read from a file: finite, else 0 (``heat: .nan`` once made the feed answer 500)."""
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        heat = float(value)
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+    return heat if math.isfinite(heat) else 0.0
+
+
+def _arc_key(value: Any) -> str | None:
+    """An arc's project key as marker input is validated (``../../amygdala`` is no project: defect 4)."""
+    text = text_or_none(value)
+    if text is None:
+        return None
+    try:
+        return parse_project_ref(text)[0]
+    except InvalidKey:
+        return None
+
+
+def _arc_repo(value: Any) -> str | None:
+    text = text_or_none(value)
+    if text is None:
+        return None
+    try:
+        return normalise_slug(text)
+    except InvalidKey:
+        return None
 
 
 def arc_record(text: str, vault_path: str) -> EntryRecord | None:
@@ -202,9 +230,9 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
     if meta.get("merged_into"):
         return None
     attributed = "projects" in meta or "project_source" in meta
-    project = text_or_none(meta.get("project")) if attributed else None
+    project = _arc_key(meta.get("project")) if attributed else None
     raw_projects = meta.get("projects") if attributed else None
-    projects = tuple(str(p) for p in raw_projects if p) if isinstance(raw_projects, list) else ()
+    projects = tuple(k for k in (_arc_key(p) for p in raw_projects) if k) if isinstance(raw_projects, list) else ()
     if project is None and projects:
         project = projects[0]
     title = text_or_none(meta.get("title")) or text_or_none(meta.get("cluster_id")) or vault_path.rsplit("/", 1)[-1][:-3]
@@ -242,7 +270,7 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
         content=summary or body[:4000],
         project=project.lower() if project else None,
         projects=tuple(p.lower() for p in projects),
-        repo=text_or_none(meta.get("repo")) if attributed else None,
+        repo=_arc_repo(meta.get("repo")) if attributed and project else None,
         scope="project",
         status=text_or_none(meta.get("status")),
         heat=_heat(meta.get("heat")),
