@@ -40,7 +40,7 @@ runner = CliRunner()
 
 # Commands compose.yml or the chart start that the README does not document yet, each with the issue
 # that builds it. Remove an entry once its command is in the README's CLI table.
-PENDING_COMMANDS = {"backfill": "issue 16 (brain backfill): the chart's backfill Job and the compose run in docs/operations.md"}
+PENDING_COMMANDS: dict[str, str] = {}
 # Env names the chart or compose.yml set that the settings object does not read yet, with their issue.
 PENDING_ENV: dict[str, str] = {}
 # Settings the chart sets itself (paths, listening address, the Secret's keys): refused under values' config.
