@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brain_core.amygdala import LAST_EVENT_KEY, BusEvent, alarms, clear_due, incident_arc, makes_incident, render_alert
+from brain_core.redact import scrub
 from brain_core.times import iso
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.errors import BrainError
@@ -98,7 +99,7 @@ def run_cycle(bus: EventBus, vault: Vault, settings: Settings, summary: Amygdala
     window = settings.amygdala_clear_window
     if found:
         summary.alert = "updated" if vault.exists(alert) else "raised"
-        vault.write_atomic(alert, render_alert(found))
+        vault.write_atomic(alert, scrub(render_alert(found)))  # event text is anyone's: secrets never reach the vault
         summary.alert_writes += 1
         summary.alarms.update(a.severity for a in found)
         for alarm in found:
@@ -106,7 +107,7 @@ def run_cycle(bus: EventBus, vault: Vault, settings: Settings, summary: Amygdala
                 continue
             path, text = incident_arc(alarm)
             try:
-                vault.create_exclusive(path, text)
+                vault.create_exclusive(path, scrub(text))
             except FileExistsError:  # this event (redelivered) or its twin in the same second: filed already
                 continue
             summary.incident_arcs.append(path)

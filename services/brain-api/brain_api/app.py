@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from brain_api.edge import RequestEdge
 from brain_core.keys import InvalidKey
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory
@@ -89,6 +90,8 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
 
     for router in _routers():
         app.include_router(router)
+    docs_entries = None if settings.docs_public else settings.token_entries
+    app.add_middleware(RequestEdge, max_body_bytes=settings.max_body_bytes, docs_entries=docs_entries)
     return app
 
 

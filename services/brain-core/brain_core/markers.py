@@ -18,6 +18,7 @@ from typing import Any
 
 from brain_core.identity import ProjectIdentity, from_attrs, normalise_worktree
 from brain_core.keys import InvalidKey
+from brain_core.redact import scrub
 from brain_core.text import clip_words
 
 MARKER_TYPES = ("lesson", "milestone", "signal", "decision")
@@ -31,6 +32,31 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ATTR_LIMITS = {"session_id": 200, "source": 200, "target": 200, "cwd": 4096, "scope": 200, "status": 32}
 _KEY_SAFE = re.compile(r"^[\x21-\x7e]{1,128}$")
+# Input limits (issue 18): answered 400 before anything is reserved or written.
+MAX_ATTRS = 64
+MAX_ATTR_KEY_CHARS = 128
+MAX_ATTRS_JSON_CHARS = 16_384
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a JSON value holds a lone surrogate anywhere (it cannot be written as UTF-8: defect 8)."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(has_lone_surrogate(v) for v in value)
+    return False
+
+
+def _check_attrs_size(attrs: Mapping[str, Any]) -> None:
+    if len(attrs) > MAX_ATTRS:
+        raise MarkerInvalid(f"attrs has more than {MAX_ATTRS} keys")
+    if any(not isinstance(k, str) or len(k) > MAX_ATTR_KEY_CHARS for k in attrs):
+        raise MarkerInvalid(f"an attrs key is longer than {MAX_ATTR_KEY_CHARS} characters")
+    if len(json.dumps(attrs, default=str)) > MAX_ATTRS_JSON_CHARS:
+        raise MarkerInvalid(f"attrs is larger than {MAX_ATTRS_JSON_CHARS} characters of JSON")
 
 
 class MarkerInvalid(ValueError):
@@ -153,8 +179,11 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         attrs = {}
     if not isinstance(attrs, Mapping):
         raise MarkerInvalid("attrs must be an object")
+    _check_attrs_size(attrs)
     if not isinstance(content, str):
         raise MarkerInvalid("content is required")
+    if has_lone_surrogate(content) or has_lone_surrogate(attrs):
+        raise MarkerInvalid("content or attrs hold a lone surrogate (not valid Unicode text)")
     if "\x00" in content:
         raise MarkerInvalid("content contains a NUL byte")
     text = _normalise_newlines(content).strip("\n")  # kept as written, but for surrounding blank lines
@@ -179,8 +208,8 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
     status = (_text(attrs, "status") or "").lower() or None
     return MarkerRequest(
         type=marker_type,
-        content=text,
-        title=title,
+        content=scrub(text),  # secrets never reach the vault (defect 15); the body hash is of what was sent
+        title=scrub(title),
         body_hash=body_hash(type_, content, attrs),
         identity=identity,
         worktree=worktree,

@@ -32,7 +32,10 @@ def parse_time(value: Any) -> dt.datetime | None:
                 return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.timezone.utc)
-    return stamp.astimezone(dt.timezone.utc)
+    try:
+        return stamp.astimezone(dt.timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00:00+05:00, 9999-12-31T23:59:59-05:00: outside what UTC can hold
+        return None
 
 
 def iso(value: dt.datetime | None) -> str | None:

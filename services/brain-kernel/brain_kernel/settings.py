@@ -128,6 +128,10 @@ class Settings(BaseSettings):
 
     # ``GET /metrics`` without a bearer token (it holds counts and timings, no memory).
     metrics_public: bool = Field(False, validation_alias=AliasChoices("BRAIN_METRICS_PUBLIC"))
+    # ``/docs``, ``/redoc`` and ``/openapi.json`` without a bearer token (the schema holds no memory).
+    docs_public: bool = Field(True, validation_alias=AliasChoices("BRAIN_DOCS_PUBLIC"))
+    # The largest request body the API reads (413 before it is read); /embed takes 2 000 000 characters.
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("BRAIN_MAX_BODY_BYTES"))
 
     @field_validator("layout_patterns", "verify_commands", "amygdala_streams", mode="before")
     @classmethod

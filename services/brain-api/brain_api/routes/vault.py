@@ -24,6 +24,8 @@ from sqlalchemy.exc import DBAPIError
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, VaultDep
 from brain_core.feed.alert import alert_state
+from brain_core.markers import has_lone_surrogate
+from brain_core.redact import scrub
 from brain_core.text import slugify
 from brain_core.textsearch import Hit, tokens
 from brain_core.vault import frontmatter
@@ -230,6 +232,9 @@ def write_inbox(
         raise HTTPException(status_code=400, detail="content is required")
     if len(content) > MAX_INBOX_CONTENT_CHARS:
         raise HTTPException(status_code=400, detail=f"content is longer than {MAX_INBOX_CONTENT_CHARS} characters")
+    if has_lone_surrogate([title, content, tags, artifact_refs]):
+        raise HTTPException(status_code=400, detail="the note holds a lone surrogate (not valid Unicode text)")
+    title, content = scrub(title), scrub(content)  # secrets never reach the vault (defect 15)
     tag_list, ref_list = _comma_list(tags), _comma_list(artifact_refs)
     now = clock().astimezone(dt.timezone.utc)  # the file's date and `created` are both UTC
     meta: dict[str, Any] = {"title": title, "created": now.isoformat(timespec="microseconds")}

@@ -22,6 +22,7 @@ from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY, FeedEntry, envelope
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import HOT_ARC_BLURB_CHARS, HOT_ARCS_TITLE, day, digest, heat_text, hot_arc_item, hot_arcs_table, inject_item, lessons_markdown
 from brain_core.membership import inject_is_fleet, inject_targets, signal_is_fleet
+from brain_core.redact import scrub
 from brain_core.text import clip_words, int_or, one_line, table_cell
 from brain_core.times import iso
 from brain_core.vault import frontmatter
@@ -117,7 +118,7 @@ def render_lessons_file(lessons: Sequence[EntryRecord], now: dt.datetime) -> str
 
 def render_fleet_intent_file(intent: str, now: dt.datetime, *, source: str) -> str:
     """``brain-feed/intent.md``: the fleet intent, the fallback for sessions without a project."""
-    body = f"## What the operator is likely doing ({now.astimezone(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n{intent}"
+    body = f"## What the operator is likely doing ({now.astimezone(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n{scrub(intent)}"
     return _file(FLEET_INTENT_FILE, body, source=source, generated=iso(now))
 
 
@@ -172,9 +173,9 @@ def render_project_intent_file(project: ProjectRef, intent: str, focus: str, now
         "repo": project.repo,
         "generated": iso(now),
         "source": source,
-        "focus": focus,
+        "focus": scrub(focus),
     }
-    return frontmatter.render(meta, f"\n{intent}\n")
+    return frontmatter.render(meta, f"\n{scrub(intent)}\n")  # derived from arc titles, i.e. prompts: scrubbed
 
 
 def _meta_text(value: Any) -> str | None:

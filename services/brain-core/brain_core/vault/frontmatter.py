@@ -12,6 +12,7 @@ the file as it was.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,10 @@ import yaml
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = "---"
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-\.]*)\s*:(.*)$")
+# A YAML anchor (``&name``) where a node may start. No file the kernel writes has one, and aliases to
+# anchors expand without bound (361 bytes took 3.5 s; a deeper bomb grew past 3 GB: issue 18, defect 5),
+# so a block with an anchor is never handed to the YAML parser: its lines are read flat, as text.
+_ANCHOR = re.compile(r"(?:^|[\s\[\{,:?-])&[^\s\[\]\{\},]")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ def _lenient(block: str) -> dict[str, Any]:
         if not match:
             continue
         key, raw = match.group(1), match.group(2).strip()
+        if _ANCHOR.search(raw):
+            meta[key] = raw
+            continue
         try:
             value = yaml.load(raw, Loader=_Loader) if raw else None
         except yaml.YAMLError:
@@ -77,7 +85,7 @@ def parse(text: str) -> Document:
         return Document(meta={}, body=text, has_frontmatter=False)
     block, _, body = parts
     try:
-        loaded = yaml.load(block, Loader=_Loader) if block.strip() else {}
+        loaded = yaml.load(block, Loader=_Loader) if block.strip() and not _ANCHOR.search(block) else ({} if not block.strip() else None)
     except yaml.YAMLError:
         loaded = None
     meta = loaded if isinstance(loaded, dict) else _lenient(block)
@@ -89,6 +97,8 @@ def _plain(value: Any) -> Any:
     """Turn YAML dates and timestamps into ISO strings so values round-trip as text."""
     if isinstance(value, (dt.datetime, dt.date)):
         return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # .nan/.inf stay text: no JSON, SQL or heat arithmetic takes them (issue 18, defect 4)
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

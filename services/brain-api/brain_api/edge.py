@@ -1,0 +1,84 @@
+"""The app's edge: what every request meets before routing, auth or body parsing (issue 18).
+
+``RequestEdge`` is one ASGI middleware with two rules:
+
+- a request body larger than ``BRAIN_MAX_BODY_BYTES`` answers 413 before it
+  is read: at once from ``Content-Length``, or as soon as a streamed body
+  passes the limit (the handler never sees a truncated body);
+- with ``BRAIN_DOCS_PUBLIC=false`` and tokens configured, ``/docs``,
+  ``/redoc`` and ``/openapi.json`` need a bearer token like every other route
+  (401 as the API answers it); by default they are public, as FastAPI serves
+  them (the schema holds no memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from brain_kernel.auth import TokenEntry, authenticate
+
+DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+
+
+class BodyTooLarge(Exception):
+    """A streamed body passed the limit (turned into a 413)."""
+
+
+class RequestEdge:
+    """Body-size limit and, when asked, auth on the documentation routes."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, docs_entries: Sequence[TokenEntry] | None) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.docs_entries = list(docs_entries) if docs_entries else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if self.docs_entries is not None and scope["path"] in DOC_PATHS:
+            answer = authenticate(headers.get("authorization"), self.docs_entries)
+            if isinstance(answer, str):
+                await JSONResponse({"detail": answer}, status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                too_large = int(declared) > self.max_body_bytes
+            except ValueError:
+                await JSONResponse({"detail": "invalid Content-Length"}, status_code=400)(scope, receive, send)
+                return
+            if too_large:
+                await self._refuse(scope, receive, send)
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    raise BodyTooLarge
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except BodyTooLarge:
+            if not started:
+                await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        detail = f"request body is larger than {self.max_body_bytes} bytes"
+        await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)

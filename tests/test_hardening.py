@@ -1,0 +1,161 @@
+"""Hardening (issue 18): the secret scrub, input limits, and the defects found by trying to break the kernel.
+
+Each defect test names its number in the issue; each failed before its fix.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from brain_core.redact import REDACTED, scrub
+from brain_core.times import parse_time
+from brain_core.vault import frontmatter
+from brain_core.vault.records import arc_record
+from brain_kernel.settings import Settings
+from brain_kernel.vault import Vault
+from tests.conftest import brain, make_settings
+
+SECRETS = {
+    "aws access key": "AKIAIOSFODNN7EXAMPLE",
+    "aws temporary key": "ASIAIOSFODNN7EXAMPLE",
+    "github token": "ghp_" + "a1B2" * 9,
+    "github fine-grained": "github_pat_" + "11ABCDEFG0" * 3,
+    "gitlab token": "glpat-" + "x1Y2z3" * 4,
+    "slack token": "xoxb-1234567890-abcdefghij",
+    "openai key": "sk-proj-" + "Ab1" * 10,
+    "anthropic key": "sk-ant-api03-" + "Zz9" * 10,
+    "google key": "AIza" + "Sy" * 15,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_scrub_replaces_each_token_shape(name: str) -> None:
+    secret = SECRETS[name]
+    out = scrub(f"deploy with {secret} today")
+    assert secret not in out and out == f"deploy with {REDACTED} today"
+
+
+def test_scrub_replaces_bearers_key_blocks_and_credential_pairs_and_keeps_prose() -> None:
+    text = (
+        "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345' https://api\n"
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+        "DB_PASSWORD=supersecretvalue1234 and password=hunter22 and API_TOKEN: 'abcdefghijklmnop1234'\n"
+        "clone https://bob:s3cr3tpw@git.example.com/org/repo.git\n"
+    )
+    out = scrub(text)
+    for leaked in ("abcdefghijklmnopqrstuvwxyz012345", "b3BlbnNzaC1rZXktdjEAAAAA", "supersecretvalue1234", "hunter22", "abcdefghijklmnop1234", "s3cr3tpw"):
+        assert leaked not in out
+    assert "DB_PASSWORD=" in out and "https://bob:" in out and "git.example.com/org/repo.git" in out
+    prose = "The password: required field moved; token: see the docs. sk-short, ghp_x, AKIA is a prefix. Use `git push`."
+    assert scrub(prose) == prose
+
+
+def test_a_marker_and_an_inbox_note_reach_the_vault_scrubbed(client, settings: Settings) -> None:
+    key = SECRETS["github token"]
+    r = client.post("/marker", json={"type": "lesson", "content": f"Rotate {key} after the deploy", "attrs": {"title": f"leak {key}"}})
+    assert r.status_code == 201, r.text
+    text = Vault(settings.vault).read_text(r.json()["vault_path"])
+    assert key not in text and REDACTED in text
+    note = client.post("/vault/write_inbox", data={"title": "creds", "content": "password=hunter22 in the runbook"})
+    assert note.status_code == 200
+    assert "hunter22" not in Vault(settings.vault).read_text(note.json()["path"])
+
+
+def test_limits_answer_4xx_before_any_write(client, settings: Settings) -> None:
+    big = client.post("/marker", content=b"x" * (settings.max_body_bytes + 1), headers={"content-type": "application/json"})
+    assert big.status_code == 413  # before the body is parsed (and before auth would read it)
+    many = client.post("/marker", json={"type": "lesson", "content": "x", "attrs": {f"k{i}": i for i in range(100)}})
+    assert many.status_code == 400 and "more than" in many.json()["detail"]
+    fat = client.post("/marker", json={"type": "lesson", "content": "x", "attrs": {"notes": "y" * 20_000}})
+    assert fat.status_code == 400
+    assert not list(Vault(settings.vault).iter_files("left/reference"))  # nothing was written
+    long_slug = "/".join(["a" * 100] * 28)  # defect 2: 500, then every reindex failed
+    r = client.post("/marker", json={"type": "lesson", "content": "x", "attrs": {"repo": long_slug}})
+    assert r.status_code == 201 and r.json()["project"] is None  # lenient attrs: an unusable repo is ignored, as upstream
+    assert client.post("/sessions", json={"session_id": "s1", "repo": long_slug, "cwd": ""}).status_code == 422
+    assert client.get("/feed", params={"project": long_slug}).status_code == 422
+    assert client.get("/feed", params={"project": "api", "top_n": 1000}).status_code == 422
+    assert client.get("/feed", params={"project": "api", "lesson_days": 100000}).status_code == 422
+    assert client.post("/search", json={"query": "x", "limit": 10_000}).status_code == 422
+    assert client.get("/vault/search", params={"q": "x" * 501}).status_code == 422
+    assert brain(settings, "reindex").exit_code == 0
+
+
+def test_lone_surrogates_answer_400_and_write_nothing(client, settings: Settings) -> None:
+    """Defect 8."""
+    for body in (
+        '{"type": "lesson", "content": "bad \\ud800 text"}',
+        '{"type": "lesson", "content": "ok", "attrs": {"title": "\\ud800"}}',
+        '{"type": "lesson", "content": "ok", "attrs": {"session_id": "\\udfff"}}',
+        '{"type": "lesson", "content": "ok", "attrs": {"\\ud800": 1}}',
+    ):
+        r = client.post("/marker", content=body.encode(), headers={"content-type": "application/json"})
+        assert r.status_code in (400, 422), (body, r.status_code)
+    assert not list(Vault(settings.vault).iter_files("left/reference"))
+
+
+def test_dot_files_and_folders_are_not_served(client, settings: Settings) -> None:
+    """Defect 9: .git/config held a token in a remote URL."""
+    git = Path(settings.vault) / ".git"
+    git.mkdir()
+    (git / "config").write_text('[remote "origin"]\n\turl = https://x:ghp_secret@github.com/o/n\n')
+    (Path(settings.vault) / ".env").write_text("BRAIN_TOKENS=secret\n")
+    for path in (".git/config", "/.git/config", ".env", "left/../.git/config"):
+        r = client.get("/vault/read", params={"path": path})
+        assert r.status_code == 404, (path, r.status_code)
+
+
+def test_links_out_of_the_vault_are_never_served(client, settings: Settings, tmp_path: Path) -> None:
+    """Defect 1: brain-feed/zz.md -> /some/secret was served to every client."""
+    secret = tmp_path / "secret.md"
+    secret.write_text("---\nid: zz\ntitle: stolen\n---\nTHE-SECRET\n")
+    vault = Vault(settings.vault)
+    os.symlink(secret, vault.path("brain-feed") / "zz.md")
+    day = vault.path("clusters") / "2026-01-01"
+    day.mkdir(parents=True)
+    os.symlink(secret, day / "arc-link.md")
+    assert "THE-SECRET" not in client.get("/feed").text
+    assert client.get("/arcs/arc-link").status_code == 404
+    assert client.get("/vault/read", params={"path": "brain-feed/zz.md"}).status_code == 400
+    assert brain(settings, "reindex").exit_code == 0
+    assert brain(settings, "tick", "--no-ai").exit_code == 0
+    assert client.get("/vault/search", params={"q": "THE-SECRET"}).json()["results"] == []
+
+
+def test_hostile_arc_frontmatter_is_validated_where_it_is_read(client, settings: Settings) -> None:
+    """Defect 4: heat .nan, a created date UTC cannot hold, and a project that is a path."""
+    vault = Vault(settings.vault)
+    vault.write_atomic(
+        "clusters/2026-01-02/bad-arc.md",
+        "---\ncluster_id: bad-arc\ntitle: Bad arc\nheat: .nan\nstatus: active\nproject: ../../amygdala\nprojects: [../../amygdala, api]\n"
+        "repo: org1/api\nproject_source: git\ncreated: '0001-01-01T00:00:00+05:00'\n---\nbody\n",
+    )
+    record = arc_record(vault.read_text("clusters/2026-01-02/bad-arc.md"), "clusters/2026-01-02/bad-arc.md")
+    assert record is not None and record.heat == 0.0 and record.project == "api" and record.projects == ("api",)
+    assert parse_time("0001-01-01T00:00:00+05:00") is None and parse_time("9999-12-31T23:59:59-05:00") is None
+    assert brain(settings, "reindex").exit_code == 0
+    tick = brain(settings, "tick", "--no-ai")
+    assert tick.exit_code == 0, tick.stderr
+    assert not vault.exists("amygdala/intent.md")
+    assert client.get("/feed", params={"project": "org1/api"}).status_code == 200
+
+
+def test_yaml_aliases_are_never_expanded() -> None:
+    """Defect 5: 361 bytes of aliases took 3.5 s to parse."""
+    levels = ["a: &a [x,x,x,x,x,x,x,x,x]"] + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]
+    text = "---\n" + "\n".join(levels) + "\ntitle: ok\n---\nbody\n"
+    started = time.perf_counter()
+    doc = frontmatter.parse(text)
+    assert time.perf_counter() - started < 0.1
+    assert doc.meta["title"] == "ok" and all(isinstance(v, str) for v in doc.meta.values())
+    inline = frontmatter.parse("---\nx: [&a [y, y], *a, *a]\n---\n")
+    assert inline.meta == {"x": "[&a [y, y], *a, *a]"}
+
+
+def test_token_settings_refuse_a_value_with_no_token(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        make_settings(tmp_path, None, tokens=" , ")
