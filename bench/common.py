@@ -67,11 +67,12 @@ def fresh_database(label: str) -> Iterator[str]:
             shutil.rmtree(embedded.data_dir, ignore_errors=True)
 
 
-def start_server(settings: Settings, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
-    """``brain serve`` in a subprocess; returns it and its base URL once healthy."""
+def start_server(settings: Settings, workers: int = 1, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """``brain serve`` in a subprocess (its output to ``log`` when given); returns it and its base URL once healthy."""
     port = free_port()
     cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=out, stderr=out)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +59,9 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _walk(folder: str, rel: str) -> Iterator[tuple[str, os.stat_result]]:
+def walk(folder: str, rel: str = "", suffixes: tuple[str, ...] = (".md",), skip_dirs: Collection[str] = ()) -> Iterator[tuple[str, os.stat_result]]:
+    """(vault path, stat) of the files under ``folder`` (vault path ``rel``) with one of ``suffixes``, from ``scandir``
+    (no path resolved per file): dot files and folders, symlinks and the folders named in ``skip_dirs`` are skipped."""
     try:
         entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError, PermissionError):
@@ -70,8 +72,9 @@ def _walk(folder: str, rel: str) -> Iterator[tuple[str, os.stat_result]]:
             continue
         child = f"{rel}/{name}" if rel else name
         if item.is_dir(follow_symlinks=False):
-            yield from _walk(item.path, child)
-        elif name.endswith(".md"):
+            if name not in skip_dirs:
+                yield from walk(item.path, child, suffixes, skip_dirs)
+        elif name.endswith(suffixes):
             try:
                 yield child, item.stat(follow_symlinks=False)
             except FileNotFoundError:
@@ -97,7 +100,7 @@ def stat_files(vault: Vault) -> dict[str, Stat]:
                 continue  # symlinks are skipped here as in the walk (a link may leave the vault)
             out[prefix] = Stat(info.st_size, info.st_mtime_ns)
             continue
-        for rel, info in _walk(target, prefix):
+        for rel, info in walk(target, prefix):
             if kind_of_path(rel) is not None:
                 out[rel] = Stat(info.st_size, info.st_mtime_ns)
     return out

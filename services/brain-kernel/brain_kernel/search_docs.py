@@ -70,6 +70,7 @@ from brain_core.textsearch import (
 from brain_core.vault.layout import LOG_KINDS, is_tombstone, kind_of_path
 from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
+from brain_kernel.catalogue import walk
 from brain_kernel.feed_repo import _like, key_unique_sql, member
 from brain_kernel.models import Entry
 from brain_kernel.vault import Vault
@@ -307,14 +308,9 @@ class RebuildSummary:
 
 
 def _walk(vault: Vault) -> Iterator[tuple[str, Stamp]]:
-    for path in vault.iter_files("", ("",), skip_dirs=SKIP_DIRS):
-        rel = vault.rel(path)
+    for rel, info in walk(str(vault.root), "", ("",), SKIP_DIRS):  # indexable() tests the suffix, case-insensitively
         if indexable(rel):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue  # gone since the walk listed it
-            yield rel, (stat.st_size, stat.st_mtime_ns)
+            yield rel, (info.st_size, info.st_mtime_ns)
 
 
 def _changed(session: Session, vault: Vault, batch: list[tuple[str, Stamp]]) -> Iterator[tuple[str, str]]:
