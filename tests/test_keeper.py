@@ -227,3 +227,27 @@ def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Va
     ids = set(db.scalars(select(Entry.id)))
     assert fresh.id in ids  # as if a marker was indexed while the tick scanned the vault
     assert stale.id not in ids
+
+
+def test_keeper_jobs_run_one_at_a_time(vault: Vault, settings: Settings, db: Session, database_url: str) -> None:
+    """A tick waits for the keeper lock another job holds (a second scheduler, an apply); a dry run does not."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    from brain_kernel.db import hold_keeper_lock, normalise_url
+
+    engine = create_engine(normalise_url(database_url))
+    try:
+        with Session(engine) as holder:
+            hold_keeper_lock(holder)  # another keeper job, mid-transaction
+            db.execute(text("SET lock_timeout = '200ms'"))
+            assert run_tick(db, vault, settings, use_ai=False, dry_run=True).dry_run  # a dry run writes nothing: it does not wait
+            db.rollback()
+            db.execute(text("SET lock_timeout = '200ms'"))
+            with pytest.raises(OperationalError, match="lock timeout"):
+                run_tick(db, vault, settings, use_ai=False)
+            db.rollback()
+            holder.rollback()  # the other job ends: the tick runs
+        assert run_tick(db, vault, settings, use_ai=False).arcs_scanned == 5
+    finally:
+        engine.dispose()

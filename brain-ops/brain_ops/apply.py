@@ -76,6 +76,7 @@ from brain_core.vault.layout import (
 )
 from brain_core.vault.regions import canonical_id, live_paths
 from brain_kernel import catalogue, feed_repo, index
+from brain_kernel.db import hold_keeper_lock
 from brain_kernel.index import ARC_CAPABLE_KINDS, arc_facts_of
 from brain_kernel.projects import EXACT, lookup_project
 from brain_kernel.settings import Settings
@@ -371,6 +372,8 @@ def apply_ai_output(
     """Apply one AI answer (module docstring); writes nothing with ``dry_run``; never commits."""
     now = now or dt.datetime.now(dt.timezone.utc)
     say = progress or (lambda _msg: None)
+    if not dry_run:
+        hold_keeper_lock(session)  # not beside a tick: both rewrite arcs and the feed files (it reads them after this)
     out = parse_ai_output(text)
     summary = ApplySummary(dry_run=dry_run, sections=out.sections, refused=list(out.refused), unparsed=list(out.unparsed))
     run = _Run(session, vault)

@@ -66,6 +66,7 @@ from brain_core.vault.layout import is_tombstone, kind_of_path
 from brain_core.vault.records import records_for
 from brain_core.vault.regions import live_paths
 from brain_kernel import catalogue, index
+from brain_kernel.db import hold_keeper_lock
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.identity_repo import SessionRecord, record_sessions, stored_identities
 from brain_kernel.index import ARC_CAPABLE_KINDS, arc_facts_of
@@ -251,6 +252,8 @@ def run_backfill(
     each change as a dict, ``after_write`` each path written (a test stops
     the run there).
     """
+    if db is not None and not dry_run:
+        hold_keeper_lock(db)  # not beside a tick or an apply: they rewrite the same arcs
     summary = BackfillSummary(dry_run=dry_run)
     claude = Path(claude_dir).expanduser() if claude_dir else settings.resolved_claude_dir
     codex = Path(codex_dir).expanduser() if codex_dir else settings.resolved_codex_dir

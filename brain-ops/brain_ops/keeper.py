@@ -81,6 +81,7 @@ from brain_core.vault.records import ActivityTally, document_records, records_fo
 from brain_core.vault.regions import canonical_id, clash_free, inbox_destination, is_inbox_note, live_paths, region_of_folder
 from brain_kernel import catalogue, feed_repo, index, search_docs
 from brain_kernel.catalogue import Stat
+from brain_kernel.db import hold_keeper_lock
 from brain_kernel.index import ARC_CAPABLE_KINDS, arc_facts_of, drop_paths_not_in, scan_point, write_file_records
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
@@ -490,6 +491,8 @@ def run_tick(
         decay_interval_days=settings.decay_interval_days,
     )
 
+    if not dry_run:
+        hold_keeper_lock(session)  # one keeper job at a time: a tick beside another tick or an apply waits for it
     scan_started = scan_point(session)
     savepoint = session.begin_nested() if dry_run else None  # a dry run computes in the database too, then rolls back
     llm_half = use_ai and bool(settings.llm_base_url)

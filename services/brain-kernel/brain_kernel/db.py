@@ -81,3 +81,18 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+# One key for every job that rewrites the vault as a whole (a keeper tick, ``brain apply``, ``brain backfill``).
+KEEPER_LOCK = 0x62726169  # "brai"
+
+
+def hold_keeper_lock(session: Session) -> None:
+    """Wait for (then hold until the transaction ends) the keeper's lock: such jobs run one at a time.
+
+    Two schedulers can start them together (a tick CronJob beside the drain's,
+    an operator's ``brain apply`` during a tick); the second waits for the
+    first to commit and then works from what it left, instead of both moving
+    and rewriting the same files. The wait obeys ``lock_timeout``.
+    """
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": KEEPER_LOCK})
