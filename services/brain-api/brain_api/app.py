@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
@@ -92,7 +94,48 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
         app.include_router(router)
     docs_entries = None if settings.docs_public else settings.token_entries
     app.add_middleware(RequestEdge, max_body_bytes=settings.max_body_bytes, docs_entries=docs_entries)
+    app.openapi = lambda: _documented_errors(app)  # type: ignore[method-assign]
     return app
+
+
+# Every error body is {"detail": ...}: a string for the kernel's own refusals (upstream's shape), the list of
+# field errors for a request that fails validation, plus "candidates" for an ambiguous project (409).
+_ERROR_BODY = {
+    "type": "object",
+    "required": ["detail"],
+    "properties": {
+        "detail": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/components/schemas/ValidationError"}}]},
+        "candidates": {"type": "array", "items": {"type": "string"}},
+    },
+}
+_ERRORS = {
+    "400": "The request is refused (upstream's reasons: marker type, content, attrs' shape, a path out of the vault).",
+    "401": "Missing or unknown bearer token.",
+    "403": "The token is bound to other projects.",
+    "404": "Not found.",
+    "409": "The project key names several repositories; use one of the candidates.",
+    "413": "The request body is larger than BRAIN_MAX_BODY_BYTES.",
+    "422": "Invalid input: the field errors, or why a value cannot be used.",
+    "503": "The database or the vault is unavailable.",
+}
+
+
+def _documented_errors(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema with every operation's error bodies as they are answered (issue 18)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["ErrorBody"] = _ERROR_BODY
+    components.setdefault("ValidationError", {"type": "object"})
+    components["HTTPValidationError"] = _ERROR_BODY
+    for item in schema.get("paths", {}).values():
+        for operation in item.values():
+            responses = operation.setdefault("responses", {})
+            for status, description in _ERRORS.items():
+                responses[status] = {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+    app.openapi_schema = schema
+    return schema
 
 
 def create_app_from_env() -> FastAPI:

@@ -12,13 +12,15 @@ index cannot take 503.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from brain_core.chunks import EmbeddingDoc
+from brain_core.markers import has_lone_surrogate
 from brain_kernel import embeddings
 from brain_kernel.embedders import Embedder, EmbedderError
 from brain_kernel.projects import EXACT
@@ -27,8 +29,20 @@ from brain_kernel.scope import OutOfScope, Scope
 router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
 
 
+def _storable(value: Any) -> Any:
+    """Refuse (422) text Postgres cannot store: a NUL, or a lone surrogate (issue 18, found by the fuzz run)."""
+    if has_lone_surrogate(value) or "\\u0000" in json.dumps(value, default=str):
+        raise ValueError("text holds a NUL or a lone surrogate")
+    return value
+
+
 class EmbedIn(BaseModel):
     """Body of ``POST /embed`` (and of ``POST /index_artifact``)."""
+
+    @model_validator(mode="after")
+    def _storable_text(self) -> EmbedIn:
+        _storable([self.key, self.content, self.producer, self.content_type, self.metadata])
+        return self
 
     key: str = Field(..., min_length=1, max_length=500)
     content: str = Field(..., min_length=1, max_length=2_000_000)
@@ -51,6 +65,11 @@ class SearchIn(BaseModel):
 
 class PruneIn(BaseModel):
     """Body of ``POST /prune``."""
+
+    @model_validator(mode="after")
+    def _storable_text(self) -> PruneIn:
+        _storable([self.producer, self.keep_keys])
+        return self
 
     producer: str = Field(..., min_length=1, max_length=100)
     keep_keys: list[str] = Field(default_factory=list)
