@@ -40,11 +40,9 @@ import datetime as dt
 import json
 import random
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,16 +52,14 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from bench.bench_feed import SENTENCES, WORDS, projects
-from bench.common import REPO_ROOT, fresh_database, pct, start_server
+from bench.common import REPO_ROOT, bench_home, pct, start_server
 from brain_core.entries import entry_id
 from brain_core.markers import Attribution, parse_request
 from brain_core.times import iso
 from brain_core.vault.logs import log_file_header, render_log_entry
 from brain_kernel.db import normalise_url
 from brain_kernel.search_docs import rebuild_documents
-from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_migrations.runner import upgrade_to_head
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 NO_CACHE = {"Cache-Control": "no-cache"}
@@ -259,13 +255,7 @@ def measure(base: str, args: argparse.Namespace, rng: random.Random, url: str) -
 
 def run_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory(prefix=f"bench-reads-{size}-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database(f"bench-reads-{size}") as url:
-        tmp = Path(tmp_name)
-        (tmp / "home").mkdir()
-        upgrade_to_head(url)
-        settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=url)
-        vault = Vault(settings.vault)
-        vault.scaffold()
+    with bench_home(f"bench-reads-{size}") as (_tmp, url, settings, vault):
         built = build(vault, url, size, rng)
         print(f"{size}: built {json.dumps(built)}", file=sys.stderr)
         proc, base = start_server(settings)

@@ -43,7 +43,6 @@ import datetime as dt
 import json
 import random
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -53,14 +52,13 @@ from sqlalchemy import create_engine, text
 
 from bench import bench_extract, bench_markers, bench_reads
 from bench.bench_feed import projects
-from bench.common import REPO_ROOT, fresh_database, pct, run_brain, start_server
+from bench.common import REPO_ROOT, bench_home, pct, run_brain, start_server
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.layout import decision_path, milestone_path, signal_path
 from brain_core.vault.logs import log_file_header, render_decision, render_log_entry, render_signal
 from brain_kernel.db import normalise_url
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from brain_migrations.runner import upgrade_to_head
 
 SEVERITIES = ("info", "warning", "critical")
 TARGETS = {
@@ -228,13 +226,7 @@ def extract_runs(factor: int, tmp: Path) -> dict[str, Any]:
 def run_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     out: dict[str, Any] = {"size": size}
-    with tempfile.TemporaryDirectory(prefix=f"bench-scale-{size}-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database(f"bench-scale-{size}") as url:
-        tmp = Path(tmp_name)
-        (tmp / "home").mkdir()
-        upgrade_to_head(url)
-        settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=url)
-        vault = Vault(settings.vault)
-        vault.scaffold()
+    with bench_home(f"bench-scale-{size}") as (tmp, url, settings, vault):
         t0 = time.perf_counter()
         bench_reads.write_vault(vault, size, rng)
         out["markers"] = write_markers(vault, size, rng)

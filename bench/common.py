@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +25,8 @@ from sqlalchemy.engine import make_url
 from brain_kernel.db import normalise_url
 from brain_kernel.embedded import EmbeddedPostgres
 from brain_kernel.settings import Settings, child_environment, environ_snapshot
+from brain_kernel.vault import Vault
+from brain_migrations.runner import upgrade_to_head
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,6 +68,20 @@ def fresh_database(label: str) -> Iterator[str]:
         if embedded is not None:
             embedded.stop()
             shutil.rmtree(embedded.data_dir, ignore_errors=True)
+
+
+@contextmanager
+def bench_home(label: str) -> Iterator[tuple[Path, str, Settings, Vault]]:
+    """A temporary folder under .brain/ (with an empty user home), a fresh migrated database, settings on both, a scaffolded vault."""
+    (REPO_ROOT / ".brain").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{label}-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database(label) as url:
+        tmp = Path(tmp_name)
+        (tmp / "home").mkdir()
+        upgrade_to_head(url)
+        settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=url)
+        vault = Vault(settings.vault)
+        vault.scaffold()
+        yield tmp, url, settings, vault
 
 
 def start_server(settings: Settings, workers: int = 1, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
