@@ -5,6 +5,8 @@ Each defect test names its number in the issue; each failed before its fix.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import time
 from pathlib import Path
@@ -18,6 +20,8 @@ from brain_core.vault.records import arc_record
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from tests.conftest import brain, make_settings
+from tests.gitrepo import make_repo
+from tests.transcript_factory import claude_folder_name, claude_lines
 
 SECRETS = {
     "aws access key": "AKIAIOSFODNN7EXAMPLE",
@@ -159,3 +163,40 @@ def test_yaml_aliases_are_never_expanded() -> None:
 def test_token_settings_refuse_a_value_with_no_token(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         make_settings(tmp_path, None, tokens=" , ")
+
+
+def test_a_bad_transcript_record_or_a_nul_never_stops_extract_reindex_or_tick(client, settings: Settings, tmp_path: Path) -> None:
+    """Defect 3: a stamp UTC cannot hold stopped extract; a NUL that reached an arc stopped reindex and tick for the whole vault."""
+    repo = make_repo(settings.user_home / "dev" / "api", "git@github.com:acme/api.git")
+    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    lines = claude_lines("s-bad", str(repo), start, ["Fix the \x00 parser", "Then the \ud800 one", "Commit it"], branch="ma\x00in")
+    lines[1:1] = [
+        json.dumps({"type": "assistant", "cwd": str(repo), "timestamp": "9999-12-31T23:59:59-05:00", "message": {"role": "assistant", "content": []}}),
+        "[" * 100_000,  # nested past the JSON decoder's depth: RecursionError
+        json.dumps({"type": "user", "timestamp": 10**30, "message": {"content": "late"}}),
+    ]
+    folder = settings.resolved_claude_dir / claude_folder_name(str(repo))
+    folder.mkdir(parents=True)
+    (folder / "s-bad.jsonl").write_text("\n".join(lines) + "\n")
+    extract = brain(settings, "extract", "--since", "all", "--min-turns", "1")
+    assert extract.exit_code == 0, extract.stderr
+    bundle = json.loads(extract.stdout)
+    assert bundle["sessions_returned"] == 1 and bundle["lines_skipped"]["malformed"] >= 1
+    assert "\x00" not in extract.stdout and "\\u0000" not in extract.stdout and bundle["sessions"][0]["start"] is not None
+    (tmp_path / "bundle.json").write_text(extract.stdout)
+    assert brain(settings, "cluster", "--bundle", str(tmp_path / "bundle.json")).exit_code == 0
+    vault = Vault(settings.vault)
+    vault.write_atomic(  # a hand-edited arc: a NUL escaped in the frontmatter and a raw one in the body
+        "clusters/2026-01-02/nul-arc.md",
+        '---\ncluster_id: nul-arc\ntitle: "nul\\0title"\nstatus: active\nheat: 5\nproject: api\nrepo: acme/api\nproject_source: git\n'
+        'signals: {first_active: "2026-01-01T00:00:00Z", note: "x\\0y"}\n---\nbody \x00 raw\n',
+    )
+    reindex = brain(settings, "reindex")
+    assert reindex.exit_code == 0, reindex.stderr
+    assert json.loads(reindex.stdout)["by_kind"] == {"arc": 2}
+    tick = brain(settings, "tick", "--no-ai")
+    assert tick.exit_code == 0, tick.stderr
+    hand = client.get("/arcs/nul-arc")
+    assert hand.status_code == 200 and "\x00" not in hand.text
+    feed = client.get("/feed", params={"project": "acme/api"}).json()
+    assert "nul\ufffdtitle" in json.dumps(feed, ensure_ascii=False)

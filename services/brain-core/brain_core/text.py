@@ -16,6 +16,26 @@ from typing import Any
 _CONTROLS = dict.fromkeys([*range(0x00, 0x20), *range(0x7F, 0xA0)], " ")
 
 
+# What Postgres text and JSONB refuse: a NUL, and a lone surrogate (no UTF-8 encoding exists for it).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """``value`` as Postgres can hold it: in every string (mapping keys too), NULs and lone surrogates become U+FFFD.
+
+    Applied where index rows are built from vault files and transcripts (issue 18,
+    defect 3), so one hand-edited or mined file holding ``\\0`` is indexed, not a
+    stop of the whole rebuild; the file itself is left as it is.
+    """
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value) if _UNSTORABLE.search(value) else value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(storable(v) for v in value)
+    return value
+
+
 def one_line(text: str | None) -> str:
     """Text made safe for a single line: control characters and whitespace runs become one space."""
     return " ".join(text.translate(_CONTROLS).split()) if text else ""

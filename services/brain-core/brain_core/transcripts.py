@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain_core.text import clip_words
+from brain_core.text import clip_words, storable
 from brain_core.times import parse_time
 
 PROMPT_CHARS = 300
@@ -204,7 +204,7 @@ class _Parser:
         self.s.lines_read += 1
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the decoder's depth
             self.s.lines_malformed += 1
             return
         if not isinstance(obj, dict):
@@ -212,8 +212,9 @@ class _Parser:
             return
         try:
             self.handle(obj)
-        except (AttributeError, TypeError, KeyError, ValueError):
-            # A well-formed line of an unexpected shape: count it, keep going.
+        except Exception:
+            # A well-formed line of an unexpected shape (a value of the wrong type, a number past what a
+            # date or a float holds): one record is skipped and counted, never a stop of the whole run.
             self.s.lines_malformed += 1
 
     def handle(self, obj: dict[str, Any]) -> None:  # pragma: no cover - overridden
@@ -241,6 +242,7 @@ class _Parser:
 
     def user_text(self, text: str, when: dt.datetime | None) -> None:
         """One piece of user-authored text: a prompt unless it is boilerplate."""
+        text = storable(text)  # a NUL or a lone surrogate ("\\ud800" in the JSON) would reach arcs and the index
         if _COMPACT_COMMAND.search(text[:200]):
             self.compaction(when)
             return
@@ -265,7 +267,7 @@ class _Parser:
 
     def tool_call(self, name: Any) -> None:
         self.s.num_tool_calls += 1
-        self.s.tool_counts[str(name) if name else "unknown"] += 1
+        self.s.tool_counts[storable(str(name)) if name else "unknown"] += 1
 
 
 _CLAUDE_IGNORED = frozenset({"summary", "system", "file-history-snapshot", "progress", "queue-operation", "attachment", "custom-title"})
@@ -286,7 +288,7 @@ class ClaudeParser(_Parser):
         if kind == "summary":
             summary = obj.get("summary")
             if isinstance(summary, str) and summary.strip() and self.s.title_hint is None:
-                self.s.title_hint = clip_words(summary, 120)
+                self.s.title_hint = storable(clip_words(summary, 120))
             return
         if kind not in ("user", "assistant"):
             if kind in _CLAUDE_IGNORED:
@@ -300,13 +302,13 @@ class ClaudeParser(_Parser):
         if obj.get("isSidechain"):
             return
         if not self.s.session_id and isinstance(obj.get("sessionId"), str):
-            self.s.session_id = obj["sessionId"]
+            self.s.session_id = storable(obj["sessionId"])
         cwd = obj.get("cwd")
         if self.s.cwd is None and isinstance(cwd, str) and cwd:
-            self.s.cwd = cwd
+            self.s.cwd = storable(cwd)
         branch = obj.get("gitBranch")
         if isinstance(branch, str) and branch:
-            self.s.git_branch = branch
+            self.s.git_branch = storable(branch)
         message = obj.get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if kind == "user":
@@ -421,22 +423,22 @@ class CodexParser(_Parser):
 
     def _set_cwd(self, cwd: Any) -> None:
         if self.s.cwd is None and isinstance(cwd, str) and cwd:
-            self.s.cwd = cwd
+            self.s.cwd = storable(cwd)
 
     def _meta(self, meta: dict[str, Any], stamp: Any) -> None:
         self._meta_seen = True
         self.stamp(stamp)
         if isinstance(meta.get("id"), str) and meta["id"]:
-            self.s.session_id = meta["id"]
+            self.s.session_id = storable(meta["id"])
         self._set_cwd(meta.get("cwd"))
         git = meta.get("git")
         if isinstance(git, dict):
             url = git.get("repository_url")
             if isinstance(url, str) and url.strip():
-                self.s.repo_url = url.strip()
+                self.s.repo_url = storable(url.strip())
             branch = git.get("branch")
             if isinstance(branch, str) and branch:
-                self.s.git_branch = branch
+                self.s.git_branch = storable(branch)
 
     def _item(self, item: dict[str, Any], when: dt.datetime | None) -> None:
         itype = item.get("type")

@@ -23,6 +23,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from brain_core.text import storable
 from brain_core.vault.layout import INDEXED_PREFIXES, kind_of_path
 from brain_kernel.models import VaultFile
 from brain_kernel.vault import Vault
@@ -133,7 +134,7 @@ def _upsert() -> Any:
 
 def save(session: Session, entries: Iterable[Entry]) -> int:
     """Insert or update rows (a row that would not change is not written); returns how many were given."""
-    rows = [{"path": e.path, "size": e.size, "mtime_ns": e.mtime_ns, "sha256": e.sha256, "kind": e.kind, "arc": e.arc} for e in entries]
+    rows = [{"path": e.path, "size": e.size, "mtime_ns": e.mtime_ns, "sha256": e.sha256, "kind": e.kind, "arc": storable(e.arc)} for e in entries]
     for start in range(0, len(rows), BATCH):
         session.execute(_upsert(), rows[start : start + BATCH])
     return len(rows)

@@ -25,6 +25,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
 from brain_core.identity import LearnedRoot, ProjectIdentity
+from brain_core.text import storable
 from brain_kernel.index import attribute_session, touch_project
 from brain_kernel.models import LearnedRoot as LearnedRootRow
 from brain_kernel.models import SessionRow
@@ -62,17 +63,19 @@ def _record_session_stmt() -> Any:
 
 
 def _session_values(session_id: str, identity: ProjectIdentity, agent: str | None, started_at: dt.datetime | None) -> dict[str, Any]:
-    return {
-        "session_id": session_id,
-        "agent": agent,
-        "project": identity.project,
-        "repo": identity.repo,
-        "worktree": identity.worktree,
-        "root": identity.root,
-        "cwd": identity.cwd,
-        "source": identity.source,
-        "started_at": started_at,
-    }
+    return storable(
+        {
+            "session_id": session_id,
+            "agent": agent,
+            "project": identity.project,
+            "repo": identity.repo,
+            "worktree": identity.worktree,
+            "root": identity.root,
+            "cwd": identity.cwd,
+            "source": identity.source,
+            "started_at": started_at,
+        }
+    )
 
 
 def record_session(

@@ -44,6 +44,7 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.collect import mitigate, mitigation_sources
 from brain_core.heat import arc_facts
 from brain_core.membership import carriers
+from brain_core.text import storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
 from brain_core.vault.records import ActivityTally, ProjectActivity, attributable_by_session, attributed, project_activity, records_for
@@ -80,22 +81,25 @@ COMPARED_COLUMNS = (
 
 
 def _row(record: EntryRecord) -> dict[str, object]:
-    return {
-        "id": record.id,
-        "kind": record.kind,
-        "title": record.title,
-        "content": record.content,
-        "project": record.project,
-        "projects": list(record.projects),
-        "repo": record.repo,
-        "scope": record.scope,
-        "status": record.status,
-        "severity": record.severity,
-        "heat": record.heat,
-        "vault_path": record.vault_path,
-        "occurred_at": record.occurred_at,
-        "metadata": record.meta,
-    }
+    """The record as a row Postgres can hold (``storable``: a NUL read from a file is no stop of the pass)."""
+    return storable(
+        {
+            "id": record.id,
+            "kind": record.kind,
+            "title": record.title,
+            "content": record.content,
+            "project": record.project,
+            "projects": list(record.projects),
+            "repo": record.repo,
+            "scope": record.scope,
+            "status": record.status,
+            "severity": record.severity,
+            "heat": record.heat,
+            "vault_path": record.vault_path,
+            "occurred_at": record.occurred_at,
+            "metadata": record.meta,
+        }
+    )
 
 
 @functools.cache
