@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from brain_core.redact import REDACTED, scrub
 from brain_core.times import parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.records import arc_record
+from brain_kernel.models import Entry
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from tests.conftest import brain, make_settings
@@ -200,3 +202,23 @@ def test_a_bad_transcript_record_or_a_nul_never_stops_extract_reindex_or_tick(cl
     assert hand.status_code == 200 and "\x00" not in hand.text
     feed = client.get("/feed", params={"project": "acme/api"}).json()
     assert "nul\ufffdtitle" in json.dumps(feed, ensure_ascii=False)
+
+
+def test_an_out_of_range_lesson_header_skips_that_entry_and_keeps_the_day(settings: Settings, db) -> None:
+    """Defect 7: one hand-edited stamp no calendar holds dropped every project's lessons of that day."""
+    rel = "left/reference/lessons-2026-01-05.md"
+    Vault(settings.vault).write_atomic(
+        rel,
+        "# Lessons 2026-01-05\n\n"
+        '## 2026-01-05T10:00:00Z [project: api repo: org1/api] Pin the driver\n<!-- brain {"kind": "lesson", "id": "l-api"} -->\n\nfirst\n\n'
+        "## 2026-13-45T99:99:99Z [project: x] Bad month and hour\n\nbad\n\n"
+        "## 99999-01-05T10:00:00Z [project: y] Year past 9999\n\nbig\n\n"
+        "## 2026-01-05T12:00:00Z [project: web] Cache the build\n\nsecond\n",
+    )
+    reindex = brain(settings, "reindex")
+    assert reindex.exit_code == 0, reindex.stderr
+    summary = json.loads(reindex.stdout)
+    assert summary["by_kind"] == {"lesson": 2}
+    assert summary["skipped"] == [f"{rel}: line 8: unreadable stamp '2026-13-45T99:99:99Z'", f"{rel}: line 12: unreadable stamp '99999-01-05T10:00:00Z'"]
+    rows = db.execute(select(Entry.project, Entry.title).where(Entry.kind == "lesson").order_by(Entry.project)).all()
+    assert [tuple(r) for r in rows] == [("api", "Pin the driver"), ("web", "Cache the build")]

@@ -47,7 +47,7 @@ from brain_core.membership import carriers
 from brain_core.text import storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
-from brain_core.vault.records import ActivityTally, ProjectActivity, attributable_by_session, attributed, project_activity, records_for
+from brain_core.vault.records import ActivityTally, ProjectActivity, attributable_by_session, attributed, project_activity, records_for, skipped_entries
 from brain_core.vault.regions import live_paths
 from brain_kernel import search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
@@ -338,11 +338,7 @@ def read_records(vault: Vault, rel: str, summary: ReindexSummary) -> list[EntryR
     except OSError as exc:
         summary.skipped.append(f"{rel}: {exc.strerror}")
         return []
-    try:
-        return records_for(rel, text)
-    except Exception as exc:  # one bad file must not stop a rebuild of the whole vault
-        summary.skipped.append(f"{rel}: {type(exc).__name__}: {exc}")
-        return []
+    return _records_of(rel, text, summary)
 
 
 def _dedupe(records: Iterable[EntryRecord]) -> list[EntryRecord]:
@@ -585,11 +581,14 @@ def _read(vault: Vault, rel: str, summary: ReindexSummary) -> str | None:
 
 
 def _records_of(rel: str, text_: str, summary: ReindexSummary) -> list[EntryRecord]:
+    """The file's rows; what it held but could not give (a bad file, a log entry's bad stamp) goes to ``summary.skipped``."""
     try:
-        return records_for(rel, text_)
+        records = records_for(rel, text_)
     except Exception as exc:  # one bad file must not stop a rebuild of the whole vault
         summary.skipped.append(f"{rel}: {type(exc).__name__}: {exc}")
         return []
+    summary.skipped.extend(f"{rel}: {problem}" for problem in skipped_entries(rel, text_))
+    return records
 
 
 def arc_facts_of(rel: str, text_: str, mtime_ns: int) -> dict[str, Any] | None:

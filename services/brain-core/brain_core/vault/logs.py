@@ -39,7 +39,8 @@ _ESCAPED_HEADER = re.compile(r"^(\\*)## ")
 
 _META_LINE = re.compile(r"^<!-- brain (\{.*\}) -->$")
 
-_STAMP = re.compile(r"^(?P<stamp>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{1,2}:\d{2}(?::\d{2})?Z?)(?=\s|$)")
+# Four digits or more: a year past 9999 still reads as a stamp, one no calendar holds (its entry is left out).
+_STAMP = re.compile(r"^(?P<stamp>\d{4,}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?|\d{1,2}:\d{2}(?::\d{2})?Z?)(?=\s|$)")
 
 _TAG = re.compile(r"^\[(?:project: (?P<project>[^\]\s]+)(?: repo: (?P<repo>[^\]\s]+))?|(?P<none>unattributed))\]")
 

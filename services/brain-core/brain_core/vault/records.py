@@ -75,24 +75,45 @@ def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None
 
 
 @functools.lru_cache(maxsize=2)
-def _log_entries(kind: str, text: str, vault_path: str) -> tuple[tuple[EntryRecord, LogEntry], ...]:
-    """The rows of a shared log with the entries they come from (frozen; the last two logs are kept, since a
-    rebuild asks for a log's rows and then for their line spans: a year's day log is split once, not twice).
+def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[EntryRecord, LogEntry], ...], tuple[LogEntry, ...]]:
+    """The rows of a shared log with the entries they come from, and the entries left out (frozen; the last
+    two logs are kept, since a rebuild asks for a log's rows, their line spans and what was left out: a
+    year's day log is split once, not three times).
 
     Lessons: every entry; old untagged headers are unattributed. Milestones:
     in ``left/projects/<p>/BLOCKS.md`` every entry is a milestone of ``p``
     unless its own tag names the project; in a daily note only entries marked
     as milestones (``brain`` comment, or a header saying "milestone") count.
+    An entry whose header stamp no calendar holds (``2026-13-45T99:99:99Z``,
+    year 99999: a hand edit) is left out and reported, never a reason to drop
+    the rest of the file (issue 18, defect 7).
     """
     folder = blocks_project(vault_path) if kind == "milestone" else None
     path_project = valid_ref(folder, None)[0] if folder else None
     out = []
+    left_out = []
     for entry in split_log(text):
         if kind == "milestone" and folder is None and entry.meta.get("kind") != "milestone" and "milestone" not in entry.header.lower():
             continue
+        if entry.stamp and occurred_at(entry.stamp, vault_path) is None:
+            left_out.append(entry)
+            continue
         project, repo = (entry.project, entry.repo) if entry.project else (path_project, None)
         out.append((_log_record(kind, entry, vault_path, project, repo), entry))
-    return tuple(out)
+    return tuple(out), tuple(left_out)
+
+
+def _log_entries(kind: str, text: str, vault_path: str) -> tuple[tuple[EntryRecord, LogEntry], ...]:
+    """The rows of a shared log with the entries they come from (``_log_split``)."""
+    return _log_split(kind, text, vault_path)[0]
+
+
+def skipped_entries(vault_path: str, text: str) -> list[str]:
+    """What a lesson or milestone log's rows left out (an unreadable header stamp), one line each for a rebuild's report."""
+    kind = kind_of_path(vault_path)
+    if kind not in LOG_KINDS:
+        return []
+    return [f"line {entry.first_line}: unreadable stamp {entry.stamp!r}" for entry in _log_split(kind, text, vault_path)[1]]
 
 
 def lesson_records(text: str, vault_path: str) -> list[EntryRecord]:
