@@ -8,9 +8,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
 import time
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 from sqlalchemy import select
 
@@ -21,7 +24,7 @@ from brain_core.vault.records import arc_record
 from brain_kernel.models import Entry
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from tests.conftest import brain, make_settings
+from tests.conftest import _start_server, brain, make_settings
 from tests.gitrepo import make_repo
 from tests.transcript_factory import claude_folder_name, claude_lines
 
@@ -222,3 +225,50 @@ def test_an_out_of_range_lesson_header_skips_that_entry_and_keeps_the_day(settin
     assert summary["skipped"] == [f"{rel}: line 8: unreadable stamp '2026-13-45T99:99:99Z'", f"{rel}: line 12: unreadable stamp '99999-01-05T10:00:00Z'"]
     rows = db.execute(select(Entry.project, Entry.title).where(Entry.kind == "lesson").order_by(Entry.project)).all()
     assert [tuple(r) for r in rows] == [("api", "Pin the driver"), ("web", "Cache the build")]
+
+
+def _postmaster_pid(settings: Settings) -> int | None:
+    pidfile = settings.home / "pgdata" / "postmaster.pid"
+    return int(pidfile.read_text().split()[0]) if pidfile.exists() else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _until(condition, seconds: float = 30) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass (bounded polling of another process, no fixed wait)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_the_database(tmp_path: Path) -> None:
+    """Defect 6: workers kept serving and the port taken; later clean stops left the embedded Postgres running."""
+    settings = make_settings(tmp_path, None)  # no database URL: the embedded Postgres under BRAIN_HOME
+    proc, base = _start_server(settings, workers=2)
+    port = int(base.rsplit(":", 1)[1])
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() != "postgres"]
+    postmaster = _postmaster_pid(settings)
+    assert len(workers) >= 2 and postmaster is not None and psutil.pid_exists(postmaster)
+    proc.kill()
+    proc.wait(10)
+    assert _until(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)), "workers outlived their parent"
+    assert _until(lambda: _port_free(port)), "the port is still taken"
+    assert psutil.pid_exists(postmaster)  # nothing could stop it: the next start finds it
+    again, base = _start_server(settings, workers=1)
+    try:
+        assert _postmaster_pid(settings) == postmaster  # reused, not a second server on the same data
+        assert httpx.get(f"{base}/feed", timeout=10).status_code == 200
+    finally:
+        again.terminate()
+        again.wait(30)
+    assert _until(lambda: not psutil.pid_exists(postmaster)), "a clean stop left the embedded Postgres running"

