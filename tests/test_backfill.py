@@ -13,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,122 @@ def test_only_limits_the_run_and_the_cli_prints_the_plan_then_the_summary(world:
     assert set(lines[-1]) >= {"scanned", "changed", "unchanged", "unresolved", "by_source"}
     assert [json.loads(line)["path"] for line in audit.read_text().splitlines()] == [world.path("conscious")]
     assert world.vault.path(world.path("conscious")).read_bytes() == world.files["conscious"][1].encode()
+
+
+KERNEL_LESSON = (
+    "## 2026-11-20T11:00:00Z [unattributed] Retry the upload — claude-code — `s-indexed`\n"
+    '<!-- brain {"kind": "lesson", "id": "l-1", "session_id": "s-indexed", "source": "claude-code", "project_source": "unresolved"} -->\n\n'
+    "Back off.\n\n"
+    "## 2026-11-20T12:00:00Z [unattributed] Nobody knows — claude-code — `s-vanished`\n"
+    '<!-- brain {"kind": "lesson", "id": "l-2", "session_id": "s-vanished", "source": "claude-code"} -->\n\n'
+    "Gone.\n\n"
+    "## 2026-11-20T13:00:00Z [project: agentihooks] Tagged already — claude-code\n"
+    '<!-- brain {"kind": "lesson", "id": "l-3", "source": "claude-code"} -->\n\nKept.\n'
+)
+MILESTONE = '# 2026-11-20\n\n## 2026-11-20T14:00:00Z [unattributed] Shipped the login\n<!-- brain {"kind": "milestone", "id": "m-1", "session_id": "s-lesson"} -->\n\nDone.\n'
+SIGNAL = "---\r\ntitle: 'Disk: full'\r\nseverity: warning\r\nsession_id: s-lesson\r\ncreated: 2026-11-20T15:00:00Z\r\n---\r\n\r\n# Disk full\r\n"
+SIGNAL_PATH = "amygdala/20261120-150000-warning-disk.md"
+
+
+def _with_markers(world: World, db: Session) -> dict[str, str]:
+    world.vault.append(world.lesson, "\n" + KERNEL_LESSON)
+    world.vault.path("daily/2026-11-20.md").write_text(MILESTONE)
+    world.vault.path(SIGNAL_PATH).write_bytes(SIGNAL.encode())
+    index.rebuild(db, world.vault)
+    db.commit()
+    return {rel: world.vault.path(rel).read_bytes().decode() for rel in (world.lesson, "daily/2026-11-20.md", SIGNAL_PATH)}
+
+
+def _marker_rows(db: Session, paths: list[str]) -> dict[str, tuple]:
+    rows = db.scalars(select(Entry).where(Entry.vault_path.in_(paths)))
+    return {r.id: (r.project, r.repo, r.title, r.content) for r in rows}
+
+
+def test_rewrite_markers_tags_each_entry_its_session_resolves_and_changes_no_other_byte(world: World, db: Session) -> None:
+    before = _with_markers(world, db)
+    rows_before = _marker_rows(db, list(before))
+    planned: list[dict] = []
+    dry = _run(world, db, dry_run=True, rewrite_markers=True, plan=planned.append)
+    db.commit()
+    assert {rel: world.vault.path(rel).read_bytes().decode() for rel in before} == before
+    assert dry.markers["entries_retagged"] == 4 and dry.markers["files_rewritten"] == 0
+    assert len([line for line in planned if "marker" in line]) == 4
+
+    audit = io.StringIO()
+    summary = _run(world, db, rewrite_markers=True, audit=audit)
+    db.commit()
+    hub = "[project: agentihub repo: the-cloud-clockwork/agentihub]"
+    after = {rel: world.vault.path(rel).read_bytes().decode() for rel in before}
+    lesson = before[world.lesson]
+    lesson = lesson.replace("## 2026-11-20T10:00:00+00:00 — claude-code", f"## 2026-11-20T10:00:00+00:00 {hub} — claude-code")  # an old header
+    lesson = lesson.replace("[unattributed] Retry", f"{hub} Retry").replace('"project_source": "unresolved"', '"project_source": "session"')
+    assert after[world.lesson] == lesson  # s-vanished has no evidence: its entry stays unattributed; the tagged one stays
+    milestone = before["daily/2026-11-20.md"].replace("[unattributed]", hub).replace('"s-lesson"}', '"s-lesson", "project_source": "git"}')
+    assert after["daily/2026-11-20.md"] == milestone
+    assert after[SIGNAL_PATH] == SIGNAL.replace(
+        "---\r\n\r\n", "project: agentihub\r\nrepo: the-cloud-clockwork/agentihub\r\nproject_source: git\r\n---\r\n\r\n"
+    )  # CRLF kept
+    assert summary.markers["entries_retagged"] == 4 and summary.markers["files_rewritten"] == 3
+    lines = [json.loads(line) for line in audit.getvalue().splitlines() if "marker" in json.loads(line)]
+    assert sorted(line["sessions"][0] for line in lines) == ["s-indexed", "s-lesson", "s-lesson", "s-lesson"]
+    assert all(line["old"]["project"] is None and line["new"]["project"] == "agentihub" for line in lines)
+
+    rows = _marker_rows(db, list(before))
+    assert set(rows) == set(rows_before)  # every entry keeps its id (an old one is anchored on its header without the tag)
+    tagged = {rid for rid, row in rows.items() if row[:2] == ("agentihub", "the-cloud-clockwork/agentihub")}
+    assert len(tagged) == 4  # s-indexed's lesson was attributed through the session index already; now its file says so
+    assert {rid for rid in rows if rows[rid] != rows_before[rid]} <= tagged
+    assert all(rows[rid][2:] == rows_before[rid][2:] for rid in rows)  # titles and contents as they were
+    held = index.entry_rows(db)
+    index.rebuild(db, world.vault)
+    assert index.entry_rows(db) == held
+    again = _run(world, db, rewrite_markers=True)
+    assert (again.markers["entries_retagged"], again.markers["files_rewritten"]) == (0, 0)
+    assert {rel: world.vault.path(rel).read_bytes().decode() for rel in before} == after
+    db.rollback()
+
+
+def test_a_run_killed_while_rewriting_markers_and_rerun_ends_as_an_uninterrupted_run(world: World, db: Session, tmp_path: Path) -> None:
+    _with_markers(world, db)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(world.vault.root, pristine)
+    _run(world, db, rewrite_markers=True)
+    expected, expected_rows = world.snapshot(), index.entry_rows(db)
+    db.rollback()
+
+    class Killed(Exception):
+        pass
+
+    for kill_at in (10, 11, 12):  # the nine arcs are written first, then the three marker files
+        shutil.rmtree(world.vault.root)
+        shutil.copytree(pristine, world.vault.root)
+        done: list[str] = []
+
+        def stop(rel: str, done: list = done, kill_at: int = kill_at) -> None:
+            done.append(rel)
+            if len(done) == kill_at:
+                raise Killed(rel)
+
+        with pytest.raises(Killed):
+            _run(world, db, rewrite_markers=True, after_write=stop)
+        db.rollback()
+        _run(world, db, rewrite_markers=True)
+        assert world.snapshot() == expected, kill_at
+        assert index.entry_rows(db) == expected_rows, kill_at
+        db.rollback()
+
+
+def test_an_append_waiting_on_a_locked_rewrite_lands_in_the_new_file(tmp_path: Path) -> None:
+    vault = Vault(tmp_path / "v")
+    vault.scaffold()
+    rel = "left/reference/lessons-2026-11-20.md"
+    vault.append(rel, "## a\n")
+    appender = threading.Thread(target=vault.append, args=(rel, "## c\n"))
+
+    def edit(text: str) -> str:
+        appender.start()  # blocks on the lock this rewrite holds, or opens the new file once it is in place
+        return text + "## b\n"
+
+    assert vault.rewrite_locked(rel, edit) is not None
+    appender.join()
+    assert vault.read_text(rel) == "## a\n## b\n## c\n"

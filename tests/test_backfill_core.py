@@ -53,9 +53,9 @@ def test_changes_touch_only_what_differs_and_a_rerun_or_a_reordered_list_changes
 
 def test_the_edit_keeps_every_other_byte_including_comments_and_crlf() -> None:
     text = "---\r\n# kept comment\r\ntitle: 'a: b'\r\nproject: src\r\nsummary: |\r\n  two\r\n  lines\r\n---\r\nbody\r\n"
-    out = edit_arc(text, {"project": "api", "projects": ["api"]})
+    out, doc = edit_arc(text, frontmatter.parse(text), {"project": "api", "projects": ["api"]})
     assert out == "---\r\n# kept comment\r\ntitle: 'a: b'\r\nproject: api\r\nsummary: |\r\n  two\r\n  lines\r\nprojects: [api]\r\n---\r\nbody\r\n"
-    assert frontmatter.parse(out).meta["projects"] == ["api"]
+    assert doc == frontmatter.parse(out) and doc.meta["projects"] == ["api"]
 
 
 def test_the_session_table_gives_each_sessions_folder_and_turns() -> None:

@@ -101,3 +101,36 @@ def test_libyaml_and_the_pure_loader_read_every_file_alike(text: str, monkeypatc
     fast = fm.parse(text)
     monkeypatch.setattr(fm, "_Loader", yaml.SafeLoader)
     assert fm.parse(text) == fast
+
+
+VALUES = ["api", "acme/service-01", "agentihooks-fix", "a.b", "_x", "x/", "On", "yEs", "y", "NULL", "e5", "inf", "a b", "a:b", "a#b", "1a", "-a", ".a", "ü", ""]
+
+
+def test_values_written_without_the_emitter_are_byte_for_byte_the_emitters() -> None:
+    fast = 0
+    for value in [*VALUES, None, "a" * 200]:
+        for given in (value, [value], [value, "web"], []):
+            assert frontmatter.dump_value("project", given) == frontmatter._yaml_dump("project", given), given
+            fast += frontmatter._fast_dump("project", given) is not None
+    assert fast > 20  # the plain strings, None and their lists took the short way
+
+
+EDITS = [
+    *CORPUS,
+    "---\r\ntitle: 'a: b'\r\nproject: src\r\n---\r\nbody\r\n",
+    "---\nproject: a\nheat: 1\nproject: b\n---\n",  # a key twice: YAML keeps the last, the edit rewrites the first
+    '---\ntitle: "two\nproject: lines"\n---\n',  # a line that looks like a key inside a quoted value
+    "---\nprojects:\n- x\n- y\nrepo: null\n---\nbody\n",
+]
+
+
+@pytest.mark.parametrize("text", EDITS)
+def test_an_edits_document_is_what_parsing_the_edited_file_gives(text: str) -> None:
+    for changes, remove in (
+        ({"project": "api", "projects": ["api", "web"], "repo": None, "worktrees": []}, ()),
+        ({"project": "yes", "title": "a: b"}, ("heat",)),
+        ({}, ("project", "projects")),
+    ):
+        edited, doc = frontmatter.edit(text, frontmatter.parse(text), changes, remove)
+        assert edited == frontmatter.update(text, changes, remove)
+        assert doc == frontmatter.parse(edited), (changes, remove)

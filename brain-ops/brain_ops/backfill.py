@@ -23,7 +23,15 @@ also every live arc whose size or mtime differs from the vault catalogue
 the stored feed answers are invalidated by the index's own triggers and the
 next tick reads nothing. Markers with a session id and no project are
 attributed in the index by recording their sessions (found in transcripts)
-in the session index, which rebuilds derive from too.
+in the session index, which rebuilds derive from too; ``rewrite_markers``
+also writes their attribution into the vault, entry by entry
+(``brain_core.backfill.retag_markers``), with the same audit-then-write
+order, so a rerun finds only the entries left.
+
+Each arc is read and parsed once: the edited arc's document is derived from
+that parse (``frontmatter.edit``) and feeds the index rows, the catalogue
+facts and the search index. Writes go through a few threads (``_Writer``)
+and are taken back in order, so the audit still precedes every write.
 
 ``dry_run`` writes no arc and no row (the plan goes to the audit file and
 the plan callback); the function never commits.
@@ -34,8 +42,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -47,6 +56,7 @@ from brain_core import identity as core_identity
 from brain_core.backfill import (
     CLEARED,
     KNOWLEDGE,
+    MARKER_KINDS,
     RESOLVED,
     UNVERIFIABLE,
     ArcDecision,
@@ -56,14 +66,17 @@ from brain_core.backfill import (
     edit_arc,
     legacy_project,
     old_values,
+    retag_markers,
     session_table,
     source_sessions,
+    unattributed_markers,
 )
 from brain_core.identity import ProjectIdentity
+from brain_core.markers import Attribution
 from brain_core.membership import KnownProject
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
-from brain_core.vault.records import records_for
+from brain_core.vault.records import PARSED_KINDS, parsed_records, records_for
 from brain_core.vault.regions import live_paths
 from brain_kernel import catalogue, index
 from brain_kernel.db import hold_keeper_lock
@@ -77,6 +90,8 @@ from brain_kernel.vault import Vault
 
 Progress = Callable[[int, int], None]
 INDEX_BATCH = 500
+WRITERS = 4  # threads writing arcs: enough to overlap fsyncs, few enough for a small pod
+WRITE_WINDOW = 64  # writes in flight at most (each holds its text)
 HEAD_LINES = 200  # both agents record the working folder (and Codex the repository URL) in the first lines
 
 
@@ -92,7 +107,7 @@ class BackfillSummary:
     by_source: Counter = field(default_factory=Counter)
     by_outcome: Counter = field(default_factory=Counter)
     files_written: int = 0
-    markers: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "sessions_recorded": 0})
+    markers: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "sessions_recorded": 0, "entries_retagged": 0, "files_rewritten": 0})
     index: dict[str, Any] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
 
@@ -116,9 +131,12 @@ class BackfillSummary:
 class _Arc:
     rel: str
     text: str
-    meta: dict[str, Any]
-    body: str
+    doc: frontmatter.Document
     sessions: list[str]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.doc.meta
 
 
 class _Evidence:
@@ -180,18 +198,17 @@ class _Evidence:
         return core_identity.is_home_or_above(path, self._home) or os.path.isdir(path)
 
 
-def _arc_files(vault: Vault, only: Sequence[str]) -> tuple[list[str], dict[str, catalogue.Stat]]:
-    disk = catalogue.stat_files(vault)
-    rels = sorted(p for p in disk if kind_of_path(p) in ARC_CAPABLE_KINDS)
+def _files(vault: Vault, disk: dict[str, catalogue.Stat], kinds: Sequence[str], only: Sequence[str]) -> list[str]:
+    rels = sorted(p for p in disk if kind_of_path(p) in kinds)
     if only:
         wanted = [vault.rel(vault.path(p)) for p in only]  # vault-relative or absolute; VaultPathError outside the vault
         rels = [r for r in rels if any(r == w or r.startswith(w.rstrip("/") + "/") for w in wanted)]
-    return rels, disk
+    return rels
 
 
 def _read_arc(vault: Vault, rel: str, summary: BackfillSummary) -> _Arc | None:
     try:
-        text = vault.path(rel).read_bytes().decode("utf-8")  # exact bytes: CRLF files stay CRLF
+        text = vault.listed(rel).read_bytes().decode("utf-8")  # exact bytes: CRLF files stay CRLF
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -204,11 +221,11 @@ def _read_arc(vault: Vault, rel: str, summary: BackfillSummary) -> _Arc | None:
     meta = doc.meta
     if kind_of_path(rel) != "arc" and not (meta.get("cluster_id") and meta.get("type") != "signal"):
         return None  # a standing document or a signal file: not an arc
-    return _Arc(rel, text, meta, doc.body, source_sessions(meta))
+    return _Arc(rel, text, doc, source_sessions(meta))
 
 
 def _evidence_of(arc: _Arc, evidence: _Evidence) -> list[SessionEvidence]:
-    table = session_table(arc.body) if arc.sessions else {}
+    table = session_table(arc.doc.body) if arc.sessions else {}
     lone_cwd = arc.meta.get("cwd") if len(arc.sessions) == 1 and isinstance(arc.meta.get("cwd"), str) else None
     out = []
     for sid in arc.sessions:
@@ -245,12 +262,14 @@ def run_backfill(
     progress: Progress | None = None,
     plan: Callable[[dict[str, Any]], None] | None = None,
     after_write: Callable[[str], None] | None = None,
+    rewrite_markers: bool = False,
 ) -> BackfillSummary:
     """Correct the projects of the vault's arcs (module docstring); the caller commits ``db``.
 
     ``audit`` receives one JSON line per change (before its write), ``plan``
     each change as a dict, ``after_write`` each path written (a test stops
-    the run there).
+    the run there). ``rewrite_markers`` also tags, in the vault, the lesson,
+    milestone, signal and decision entries that name a session and no project.
     """
     if db is not None and not dry_run:
         hold_keeper_lock(db)  # not beside a tick or an apply: they rewrite the same arcs
@@ -259,7 +278,9 @@ def run_backfill(
     codex = Path(codex_dir).expanduser() if codex_dir else settings.resolved_codex_dir
     resolver = IdentityResolver(settings, db, learn=not dry_run, batch=db is not None)
     evidence = _Evidence(settings, db, resolver, claude, codex)
-    rels, disk = _arc_files(vault, only)
+    started = index.scan_point(db) if db is not None else None  # rows a marker write adds from here on are kept
+    disk = catalogue.stat_files(vault)
+    rels = _files(vault, disk, ARC_CAPABLE_KINDS, only)
     arcs: list[_Arc] = []
     for rel in rels:
         arc = _read_arc(vault, rel, summary)
@@ -267,40 +288,39 @@ def run_backfill(
             arcs.append(arc)
     evidence.preload(sid for arc in arcs for sid in arc.sessions)
     known: list[KnownProject] = known_projects(db) if db is not None else []
-    written: dict[str, str] = {}
-    for n, arc in enumerate(arcs, 1):
-        decision = decide(_evidence_of(arc, evidence), legacy=legacy_project(arc.meta, known))
-        summary.scanned += 1
-        summary.by_outcome[decision.outcome] += 1
-        if decision.outcome in (CLEARED, UNVERIFIABLE):
-            summary.unresolved += 1
-        if decision.outcome in (RESOLVED, CLEARED) and decision.source:
-            summary.by_source[decision.source] += 1
-        changes = arc_changes(arc.meta, decision)
-        if not changes:
-            summary.unchanged += 1
-        else:
-            summary.changed += 1
-            line = _audit_line(arc, decision, changes, dry_run)
-            if audit is not None:
-                audit.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-                audit.flush()
-            if plan is not None:
-                plan(line)
-            if not dry_run:
-                new_text = edit_arc(arc.text, changes)
-                vault.write_atomic(arc.rel, new_text)
-                written[arc.rel] = new_text
-                summary.files_written += 1
-                if after_write is not None:
-                    after_write(arc.rel)
-        if progress is not None:
-            progress(n, len(arcs))
+    follow = _Follow(db, vault, disk, started, markers=rewrite_markers) if db is not None and not dry_run else None
+    with _Writer(vault, summary, follow, after_write) as writer:
+        for n, arc in enumerate(arcs, 1):
+            decision = decide(_evidence_of(arc, evidence), legacy=legacy_project(arc.meta, known))
+            summary.scanned += 1
+            summary.by_outcome[decision.outcome] += 1
+            if decision.outcome in (CLEARED, UNVERIFIABLE):
+                summary.unresolved += 1
+            if decision.outcome in (RESOLVED, CLEARED) and decision.source:
+                summary.by_source[decision.source] += 1
+            changes = arc_changes(arc.meta, decision)
+            if not changes:
+                summary.unchanged += 1
+            else:
+                summary.changed += 1
+                line = _audit_line(arc, decision, changes, dry_run)
+                if audit is not None:
+                    audit.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+                    audit.flush()
+                if plan is not None:
+                    plan(line)
+                if not dry_run:
+                    writer.submit(arc.rel, *edit_arc(arc.text, arc.doc, changes))
+            if progress is not None:
+                progress(n, len(arcs))
+    if rewrite_markers:
+        _rewrite_markers(vault, _files(vault, disk, MARKER_KINDS, only), evidence, summary, follow, dry_run, audit, plan, after_write)
     if db is not None:
         _attribute_markers(db, evidence, summary, dry_run)
         if not dry_run:
             resolver.flush_learned()
-            _follow(db, vault, disk, written, summary)
+    if follow is not None:
+        summary.index = follow.finish(summary)
     summary.by_outcome.setdefault(KNOWLEDGE, 0)
     return summary
 
@@ -310,41 +330,208 @@ def _as_read(text_: str) -> str:
     return text_.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _follow(db: Session, vault: Vault, disk: dict[str, catalogue.Stat], written: dict[str, str], summary: BackfillSummary) -> None:
-    """The index, the catalogue and the search index follow the live arcs written or left stale by a killed run."""
-    live = set(live_paths(disk, [p for p in disk if kind_of_path(p) in ARC_CAPABLE_KINDS]).live)
-    known = catalogue.load(db)
-    stale = [rel for rel in live if kind_of_path(rel) in ARC_CAPABLE_KINDS and (known.get(rel) is None or known[rel].stat != disk[rel])]
-    targets = sorted({*(rel for rel in written if rel in live), *stale})
-    entries = removed = 0
-    for start in range(0, len(targets), INDEX_BATCH):
-        batch = targets[start : start + INDEX_BATCH]
-        texts: dict[str, str] = {}
-        for rel in batch:
-            if rel in written:
-                texts[rel] = _as_read(written[rel])
-                continue
+class _Writer:
+    """The atomic writes of a run, through a few threads (an fsync releases the interpreter), completed in order.
+
+    The main thread audits a change and then submits its write; each write is
+    taken back in submission order, so ``after_write`` and the index see the
+    files in the run's order, and at most ``WRITE_WINDOW`` are in flight. A
+    failed write (or an ``after_write`` that raises) ends the run after the
+    writes in flight, which are audited, finish or are cancelled: what a
+    killed run leaves, which the rerun converges from. The folders written
+    are fsynced once each at the end, before the caller commits the index.
+    """
+
+    def __init__(self, vault: Vault, summary: BackfillSummary, follow: _Follow | None, after_write: Callable[[str], None] | None) -> None:
+        self.vault, self.summary, self.follow, self.after_write = vault, summary, follow, after_write
+        self.pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="backfill-write")
+        self.pending: deque[tuple[str, str, frontmatter.Document, Future[os.stat_result]]] = deque()
+        self.written: list[str] = []
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def submit(self, rel: str, text_: str, doc: frontmatter.Document) -> None:
+        self.pending.append((rel, text_, doc, self.pool.submit(self.vault.rewrite_listed, rel, text_.encode("utf-8"))))
+        while len(self.pending) > WRITE_WINDOW:
+            self._take()
+
+    def _take(self) -> None:
+        rel, text_, doc, future = self.pending.popleft()
+        info = future.result()
+        self.written.append(rel)
+        self.summary.files_written += 1
+        if self.follow is not None:
+            self.follow.add(rel, text_, doc, catalogue.Stat(info.st_size, info.st_mtime_ns))
+        if self.after_write is not None:
+            self.after_write(rel)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is None:
+                while self.pending:
+                    self._take()
+                self.vault.sync_folders(self.written)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Follow:
+    """The index, the catalogue and the search index follow the live arcs written, and those a killed run left stale.
+
+    Written files are refreshed in batches of ``INDEX_BATCH`` as their writes
+    complete, from the text and the document the run already holds (no file
+    is read or parsed again); ``finish`` refreshes the stale rest, reading
+    and parsing each once.
+    """
+
+    def __init__(self, db: Session, vault: Vault, disk: dict[str, catalogue.Stat], before: dt.datetime | None, *, markers: bool) -> None:
+        self.db, self.vault, self.before = db, vault, before
+        self.live = set(live_paths(disk, [p for p in disk if kind_of_path(p) in ARC_CAPABLE_KINDS]).live)
+        known = catalogue.load(db)
+        self.stale = {rel for rel in self.live if kind_of_path(rel) in ARC_CAPABLE_KINDS and (known.get(rel) is None or known[rel].stat != disk[rel])}
+        if markers:  # marker files a killed --rewrite-markers run wrote (or appended to since the last tick)
+            self.stale |= {rel for rel in disk if kind_of_path(rel) in MARKER_KINDS and (known.get(rel) is None or known[rel].stat != disk[rel])}
+        self.batch: list[tuple[str, str, frontmatter.Document | None, catalogue.Stat]] = []
+        self.done: set[str] = set()
+        self.entries = self.removed = self.tombstones = 0
+
+    def add(self, rel: str, text_: str, doc: frontmatter.Document | None, stat: catalogue.Stat) -> None:
+        """Refresh ``rel`` with the next batch; ``doc``: its parsed text, for the kinds ``parsed_records`` reads (else None)."""
+        if is_tombstone(rel):
+            self.tombstones += 1
+        if kind_of_path(rel) in ARC_CAPABLE_KINDS and rel not in self.live:
+            return  # tombstones and second copies are edited, not indexed (as the keeper does)
+        if "\r" in text_:  # the index holds the text as read (universal newlines), whose body differs
+            text_ = _as_read(text_)
+            doc = frontmatter.parse(text_) if doc is not None else None
+        self.batch.append((rel, text_, doc, stat))
+        if len(self.batch) >= INDEX_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        batch, self.batch = self.batch, []
+        if not batch:
+            return
+        rels = [rel for rel, *_ in batch]
+        records = [r for rel, t, doc, _ in batch for r in (parsed_records(rel, doc) if doc is not None else records_for(rel, t))]
+        part = index.write_file_records(self.db, rels, records, before=self.before)
+        self.entries, self.removed = self.entries + part.entries, self.removed + part.removed
+        catalogue.save(
+            self.db,
+            [
+                catalogue.Entry(
+                    rel, st.size, st.mtime_ns, catalogue.digest(t), kind_of_path(rel), arc_facts_of(rel, t, st.mtime_ns, meta=doc.meta if doc else None)
+                )
+                for rel, t, doc, st in batch
+            ],
+        )
+        index.follow_search(self.db, self.vault, rels, texts={rel: t for rel, t, _, _ in batch})
+        self.done.update(rels)
+
+    def finish(self, summary: BackfillSummary) -> dict[str, Any]:
+        for rel in sorted(self.stale - self.done - {rel for rel, *_ in self.batch}):
             try:
-                texts[rel] = vault.read_text(rel)
+                text_ = self.vault.read_text(rel)
+                info = self.vault.listed(rel).stat()
             except OSError:
                 continue
-        records = [r for rel, text_ in texts.items() for r in records_for(rel, text_)]
-        part = index.write_file_records(db, list(texts), records)
-        entries, removed = entries + part.entries, removed + part.removed
-        rows = []
-        for rel, text_ in texts.items():
-            stat = catalogue.stat_one(vault, rel)
-            if stat is not None:
-                rows.append(catalogue.Entry(rel, stat.size, stat.mtime_ns, catalogue.digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
-        catalogue.save(db, rows)
-        index.follow_search(db, vault, list(texts))
-    summary.index = {
-        "refreshed": True,
-        "files": len(targets),
-        "entries_written": entries,
-        "removed": removed,
-        "tombstones_written": sum(1 for rel in written if is_tombstone(rel)),
-    }
+            doc = frontmatter.parse(text_) if kind_of_path(rel) in PARSED_KINDS else None
+            self.add(rel, text_, doc, catalogue.Stat(info.st_size, info.st_mtime_ns))
+        self._flush()
+        return {"refreshed": True, "files": len(self.done), "entries_written": self.entries, "removed": self.removed, "tombstones_written": self.tombstones}
+
+
+def _rewrite_markers(
+    vault: Vault,
+    rels: Sequence[str],
+    evidence: _Evidence,
+    summary: BackfillSummary,
+    follow: _Follow | None,
+    dry_run: bool,
+    audit: TextIO | None,
+    plan: Callable[[dict[str, Any]], None] | None,
+    after_write: Callable[[str], None] | None,
+) -> None:
+    """``--rewrite-markers``: tag, in the vault, each marker entry naming a session whose project the evidence knows.
+
+    A file is rewritten whole and atomically, a log under its appenders' lock
+    (``Vault.rewrite_locked``: nothing appended meanwhile is lost), after the
+    audit lines of its entries; an entry already tagged is not a candidate,
+    so a rerun, or the rerun of a killed run, writes only what is left.
+    """
+    texts: dict[str, str] = {}
+    for rel in rels:
+        try:
+            texts[rel] = vault.listed(rel).read_bytes().decode("utf-8")
+        except OSError:
+            continue
+        except UnicodeDecodeError:
+            summary.skipped.append(f"{rel}: not UTF-8, left as it is")
+    found = {rel: unattributed_markers(rel, text_) for rel, text_ in texts.items()}
+    evidence.preload(str(r.meta["session_id"]) for markers in found.values() for r, _ in markers)
+
+    def chosen_in(rel: str, text_: str) -> list[tuple[Any, Any, Attribution]]:
+        out = []
+        for record, entry in unattributed_markers(rel, text_):
+            ident = evidence.of_session(str(record.meta["session_id"]), None)
+            if ident is not None and ident.project:
+                out.append((record, entry, Attribution(ident.project, ident.repo, ident.worktree, ident.source)))
+        return out
+
+    def edit(rel: str, text_: str) -> str | None:
+        chosen = chosen_in(rel, text_)
+        new = retag_markers(rel, text_, chosen) if chosen else None
+        if chosen and new is None:
+            summary.skipped.append(f"{rel}: markers left as they are (the edit would change more than their attribution)")
+        if new is None:
+            return None
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        for record, _, who in chosen:
+            line = {
+                "path": rel,
+                "marker": record.id,
+                "kind": record.kind,
+                "old": {"project": None, "repo": record.repo},
+                "new": {"project": who.project, "repo": who.repo},
+                "source": who.source,
+                "sessions": [record.meta["session_id"]],
+                "dry_run": dry_run,
+                "at": now,
+            }
+            if audit is not None:
+                audit.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+            if plan is not None:
+                plan(line)
+        if audit is not None:
+            audit.flush()
+        summary.markers["entries_retagged"] += len(chosen)
+        return new
+
+    for rel, markers in found.items():
+        if not markers:
+            continue
+        if dry_run:
+            edit(rel, texts[rel])
+            continue
+        written: dict[str, str] = {}
+
+        def locked_edit(text_: str, rel: str = rel, written: dict[str, str] = written) -> str | None:
+            new = edit(rel, text_)  # the text as it is under the lock: entries appended since the scan are seen
+            if new is not None:
+                written[rel] = new
+            return new
+
+        info = vault.rewrite_locked(rel, locked_edit)
+        if info is None:
+            continue
+        summary.markers["files_rewritten"] += 1
+        vault.sync_folders([rel])
+        if follow is not None:
+            new = written[rel]
+            follow.add(rel, new, frontmatter.parse(new) if kind_of_path(rel) in PARSED_KINDS else None, catalogue.Stat(info.st_size, info.st_mtime_ns))
+        if after_write is not None:
+            after_write(rel)
 
 
 _UNATTRIBUTED_MARKERS = sql(

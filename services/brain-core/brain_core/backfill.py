@@ -22,19 +22,29 @@ arc's own session table records) and hands them here:
   reached the session index; the answer is the same).
 * ``session_table`` reads the arc body's ``## Sessions`` table (folder and
   turns per session), which ``brain cluster`` writes.
+* ``unattributed_markers`` lists a marker file's entries that name a session
+  and no project; ``retag_markers`` writes their attribution (a log entry's
+  tag and ``brain`` comment, a signal or decision file's project keys) and
+  gives the text back only when the file's index rows then differ in exactly
+  that attribution (same ids, titles, contents): no edit can change more.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from brain_core.entries import EntryRecord
 from brain_core.identity import SOURCES, ProjectIdentity
+from brain_core.markers import Attribution
 from brain_core.membership import KnownProject, carriers
 from brain_core.text import text_or_none
 from brain_core.vault import frontmatter
+from brain_core.vault.layout import LOG_KINDS, kind_of_path
+from brain_core.vault.logs import LogEntry, retag_entry
+from brain_core.vault.records import decision_record, log_entries, signal_record_of
 
 ARC_PROJECT_KEYS = ("project", "projects", "repo", "worktrees", "project_source")
 LEGACY = "legacy"
@@ -190,9 +200,10 @@ def arc_changes(meta: Mapping[str, Any], decision: ArcDecision) -> dict[str, Any
     return changes
 
 
-def edit_arc(text: str, changes: Mapping[str, Any]) -> str:
-    """The arc's text with ``changes`` applied to its frontmatter and every other byte as it was."""
-    return frontmatter.update(text, dict(changes))
+def edit_arc(text: str, doc: frontmatter.Document, changes: Mapping[str, Any]) -> tuple[str, frontmatter.Document]:
+    """The arc's text with ``changes`` applied to its frontmatter and every other byte as it was, and its document
+    (``doc`` is the parse of ``text``; the edited one is derived, not parsed again, when the codec can)."""
+    return frontmatter.edit(text, doc, dict(changes))
 
 
 def old_values(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -245,3 +256,61 @@ def session_table(body: str) -> dict[str, TableRow]:
             turns = 0.0
         out.setdefault(sid, TableRow(row.get("Folder") or None, turns))
     return out
+
+
+# -- markers naming only a session (``--rewrite-markers``) -------------------------------------
+
+MARKER_KINDS = ("lesson", "milestone", "signal", "decision")
+_ATTRIBUTION_META = ("project_source", "worktree")
+
+
+def _marker_records(vault_path: str, text: str) -> list[tuple[EntryRecord, LogEntry | None]]:
+    kind = kind_of_path(vault_path)
+    if kind in LOG_KINDS:
+        return list(log_entries(kind, text, vault_path))
+    if kind == "decision":
+        return [(decision_record(text, vault_path), None)]
+    if kind == "signal":
+        doc = frontmatter.parse(text)
+        if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":
+            return []  # an upstream incident arc: the arc backfill's
+        return [(signal_record_of(doc, vault_path), None)]
+    return []
+
+
+def unattributed_markers(vault_path: str, text: str) -> list[tuple[EntryRecord, LogEntry | None]]:
+    """The entries of a marker file (lesson or milestone log, signal, decision) with a session id and no project."""
+    return [
+        (r, e)
+        for r, e in _marker_records(vault_path, text)
+        if r.project is None and not r.projects and r.scope == "project" and isinstance(r.meta.get("session_id"), str)
+    ]
+
+
+def _unattributed(record: EntryRecord) -> EntryRecord:
+    meta = {k: v for k, v in record.meta.items() if k not in _ATTRIBUTION_META}
+    return replace(record, project=None, projects=(), repo=None, meta=meta)
+
+
+def retag_markers(vault_path: str, text: str, chosen: Sequence[tuple[EntryRecord, LogEntry | None, Attribution]]) -> str | None:
+    """The file's text with each chosen entry attributed (module docstring); None when the edit would change more."""
+    new = text
+    for _, entry, who in chosen:
+        if entry is not None:
+            new = retag_entry(new, entry, who)
+        else:
+            keys = {"project": who.project, "repo": who.repo, "project_source": who.source, "worktree": who.worktree}
+            new = frontmatter.update(new, {k: v for k, v in keys.items() if v is not None})
+    before = {r.id: r for r, _ in _marker_records(vault_path, text)}
+    after = {r.id: r for r, _ in _marker_records(vault_path, new)}
+    wanted = {record.id: who for record, _, who in chosen}
+    if set(before) != set(after):
+        return None
+    for rid, old in before.items():
+        got = after[rid]
+        if rid not in wanted:
+            if got != old:
+                return None
+        elif got.project != wanted[rid].project or _unattributed(got) != _unattributed(old):
+            return None
+    return new

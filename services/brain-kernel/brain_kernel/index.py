@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -591,12 +591,13 @@ def _records_of(rel: str, text_: str, summary: ReindexSummary) -> list[EntryReco
     return records
 
 
-def arc_facts_of(rel: str, text_: str, mtime_ns: int) -> dict[str, Any] | None:
-    """The catalogue facts of a file that is an arc (None for any other file)."""
+def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The catalogue facts of a file that is an arc (None for any other file); ``meta``: its frontmatter, already parsed."""
     kind = kind_of_path(rel)
     if kind not in ARC_CAPABLE_KINDS:
         return None
-    meta = frontmatter.parse(text_).meta
+    if meta is None:
+        meta = frontmatter.parse(text_).meta
     if not (kind == "arc" or (meta.get("cluster_id") and meta.get("type") != "signal")) or is_tombstone(rel) or meta.get("merged_into"):
         return None
     return arc_facts(meta, mtime=dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.timezone.utc))
@@ -615,13 +616,19 @@ def refresh(session: Session, vault: Vault, paths: Iterable[str | Path]) -> Rein
     return summary
 
 
-def follow_search(session: Session, vault: Vault, rels: Iterable[str]) -> None:
-    """Keep the search index (``brain_kernel.search_docs``) current for these files, once a rebuild built it."""
+def follow_search(session: Session, vault: Vault, rels: Iterable[str], *, texts: Mapping[str, str] | None = None) -> None:
+    """Keep the search index (``brain_kernel.search_docs``) current for these files, once a rebuild built it.
+
+    ``texts``: files' texts (as ``Vault.read_text`` gives them) already read, which are not read again.
+    """
     wanted = sorted(set(rels))
     if not wanted or not search_docs.indexed(session, vault):
         return
     present, gone = [], []
     for rel in wanted:
+        if texts is not None and rel in texts:
+            present.append((rel, texts[rel]))
+            continue
         try:
             present.append((rel, vault.read_text(rel)))
         except FileNotFoundError:

@@ -16,7 +16,7 @@ import errno
 import fcntl
 import os
 import tempfile
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from brain_core.vault.layout import SCAFFOLD
@@ -32,6 +32,7 @@ class Vault:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).expanduser().resolve()
+        self._folders: dict[str, Path] = {}  # ``listed``: each folder resolved once
 
     # -- layout -------------------------------------------------------------
 
@@ -64,6 +65,23 @@ class Vault:
         if candidate != self.root and self.root not in candidate.parents:
             raise VaultPathError("path escapes vault root")
         return candidate
+
+    def listed(self, rel: str) -> Path:
+        """``path`` of a file a vault walk listed (``catalogue.walk``: no symlink on the way), its folder resolved once.
+
+        A job touching thousands of files in a few folders resolves a few paths, not one per file
+        (``path`` stats every component); the folder is still checked to stay in the vault.
+        """
+        folder, _, name = rel.rpartition("/")
+        if name in ("", ".", "..") or "\x00" in rel:
+            return self.path(rel)
+        return self._folder(folder) / name
+
+    def _folder(self, folder: str) -> Path:
+        base = self._folders.get(folder)
+        if base is None:
+            base = self._folders[folder] = self.path(folder) if folder else self.root
+        return base
 
     def contains(self, path: Path) -> bool:
         """Whether ``path``, links followed, is inside the vault (a link out of it is never read)."""
@@ -142,6 +160,36 @@ class Vault:
             raise
         return len(data)
 
+    def rewrite_listed(self, rel: str, data: bytes) -> os.stat_result:
+        """``write_atomic`` of a file a walk listed (``listed``), as bytes; returns the new file's stat.
+
+        The data is fsynced before the rename, as in ``write_atomic``; the rename reaches the disk
+        with the folder, which ``sync_folders`` syncs once per folder for a whole batch of rewrites.
+        Safe to call from several threads for different files.
+        """
+        target = self.listed(rel)
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+        tmp = self._temp_copy(target, data, mode)
+        try:
+            info = os.stat(tmp)  # a rename keeps the inode: this is the size and mtime the file has after it
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return info
+
+    def sync_folders(self, rels: Collection[str]) -> None:
+        """fsync the folders holding these files, once each, so their renames are durable."""
+        for folder in sorted({rel.rpartition("/")[0] for rel in rels}):
+            fd = os.open(self._folder(folder), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
     def move(self, source: str | Path, target: str | Path, text: str | None = None) -> None:
         """Move a file to a new vault path (FileExistsError if taken), optionally with new content.
 
@@ -206,9 +254,8 @@ class Vault:
         """Append ``text`` under an exclusive lock; write ``header`` first if the file is new or empty."""
         target = self.path(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = self._locked_append_fd(target)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 size = os.fstat(fd).st_size
                 payload = ((header if size == 0 else "") + text).encode("utf-8")
@@ -221,6 +268,56 @@ class Vault:
         finally:
             os.close(fd)
         return len(payload)
+
+    @staticmethod
+    def _locked_append_fd(target: Path) -> int:
+        """An O_APPEND descriptor of ``target`` holding its exclusive lock, on the file the name holds now.
+
+        ``rewrite_locked`` replaces a log under its lock: an appender that waited
+        on the old file's lock finds the name holding another file and opens
+        that one, so no entry goes to the replaced file.
+        """
+        while True:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held = os.fstat(fd)
+                try:
+                    now = os.stat(target)
+                except FileNotFoundError:
+                    now = None
+            except BaseException:
+                os.close(fd)
+                raise
+            if now is not None and (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
+                return fd
+            os.close(fd)  # closing drops the lock
+
+    def rewrite_locked(self, rel: str, edit: Callable[[str], str | None]) -> os.stat_result | None:
+        """Rewrite a shared log atomically under the lock its appenders take; ``edit`` maps its text to the new one (None: no change).
+
+        The text is read under the lock, so no entry appended meanwhile is lost;
+        the new file is fsynced and renamed in place (mode kept) before the lock
+        is released. Returns the new file's stat, or None when nothing was written.
+        """
+        target = self.listed(rel)
+        fd = self._locked_append_fd(target)
+        try:
+            with open(target, "rb") as handle:
+                old = handle.read().decode("utf-8")
+            new = edit(old)
+            if new is None or new == old:
+                return None
+            tmp = self._temp_copy(target, new.encode("utf-8"), os.fstat(fd).st_mode & 0o7777)
+            try:
+                info = os.stat(tmp)
+                os.replace(tmp, target)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return info
+        finally:
+            os.close(fd)
 
     def claim_number(self, folder: str, *, start: int = 1, width: int = 4) -> int:
         """Claim the next free number in ``folder`` across processes and replicas.

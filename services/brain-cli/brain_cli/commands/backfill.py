@@ -31,6 +31,12 @@ def backfill(
     only: list[str] = typer.Option(
         [], "--only", help="Only these arc files or folders (vault-relative or absolute; repeat the option). Example: --only clusters/2026-11-28 --only left"
     ),
+    rewrite_markers: bool = typer.Option(
+        False,
+        "--rewrite-markers",
+        help="Also tag, in the vault, each lesson, milestone, signal and decision entry that names a session and no project"
+        " with the project its session resolves to (only that entry's tag or project keys change). Example: brain backfill --rewrite-markers",
+    ),
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
@@ -43,7 +49,8 @@ def backfill(
     repository) is cleared, one with no surviving evidence is left as it is (unverifiable),
     a knowledge arc (no sessions) stays unattributed. The index, the catalogue and the stored
     feed answers follow. Sessions of markers that name no project are recorded, which
-    attributes those markers. Safe to rerun; a killed run rerun ends in the same state.
+    attributes those markers in the index; --rewrite-markers also writes their project
+    into the vault files, entry by entry. Safe to rerun; a killed run rerun ends in the same state.
     The last stdout line is the JSON summary {scanned, changed, unchanged, unresolved, by_source, ...}.
 
     Example: brain backfill --dry-run --audit /vault/raw/backfill/audit-dry.jsonl
@@ -74,5 +81,6 @@ def backfill(
             only=only,
             progress=reporter("backfill"),
             plan=show,
+            rewrite_markers=rewrite_markers,
         )
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))

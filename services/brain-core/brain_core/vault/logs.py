@@ -14,7 +14,10 @@ when no project is known), so a title can never pose as a tag. Old headers
 old entries without the ``brain`` comment get an id anchored on their header
 and its position among identical headers, stable in an append-only file.
 ``split_log`` also reports each entry's line span, so a search can look inside
-one entry of a log shared by many projects.
+one entry of a log shared by many projects. ``retag_entry`` gives an
+unattributed entry its project (``brain backfill --rewrite-markers``): only
+the header's tag and the comment's attribution change, and an old entry's id
+(anchored on its header without the tag) stays what it was.
 """
 
 from __future__ import annotations
@@ -115,6 +118,8 @@ class LogEntry:
 
     ``first_line`` and ``last_line`` are 1-based and inclusive, counting lines
     as ``text.split("\\n")`` does (the codec's own notion of a line).
+    ``anchor`` is the header without its tag: what identifies an entry that has
+    no ``brain`` id, and stays when the backfill tags it.
     """
 
     header: str
@@ -127,6 +132,7 @@ class LogEntry:
     ordinal: int
     first_line: int
     last_line: int
+    anchor: str = ""
 
 
 def split_log(text: str) -> list[LogEntry]:
@@ -154,8 +160,12 @@ def split_log(text: str) -> list[LogEntry]:
             rest = rest[match.end() :].strip()
         project = repo = None
         tag = _TAG.match(rest)
+        anchor = header
         if tag:
             project, repo = valid_ref(tag.group("project"), tag.group("repo"))
+            start = header.index(rest) + tag.start()
+            after = header[start + tag.end() - tag.start() :].lstrip()
+            anchor = header[:start] + after if after else header[:start].rstrip()
             rest = rest[tag.end() :].strip()
         body = block[1:]
         meta: dict[str, Any] = {}
@@ -170,18 +180,56 @@ def split_log(text: str) -> list[LogEntry]:
                     meta = loaded
                     body = body[1:]
         content = "\n".join(_unescape_body(body)).strip("\n")
-        if tag:
+        if tag and not meta and _UPSTREAM_LESSON.match(rest):  # an old header the backfill tagged: read the rest as before
+            title, meta = _upstream_header(rest)
+        elif tag:
             kind = "lesson" if str(meta.get("kind") or "lesson") == "lesson" else "milestone"
             suffix = upstream_suffix(kind, meta) if meta else ""
             title = (rest[: -len(suffix)] if suffix and rest.endswith(suffix) else rest).strip()
         else:
             title, found_meta = _upstream_header(rest)
             meta = {**found_meta, **meta}
-        ordinal = seen.get(header, 0)
-        seen[header] = ordinal + 1
+        ordinal = seen.get(anchor, 0)
+        seen[anchor] = ordinal + 1
         last_line = first_line + len(block) - 1
-        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line))
+        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line, anchor))
     return entries
+
+
+def retag_entry(text: str, entry: LogEntry, who: Attribution) -> str:
+    """The log's text with ``entry`` (one of ``split_log(text)``) attributed to ``who``, every other byte as it was.
+
+    The header's ``[unattributed]`` tag, or the place after the stamp where an
+    old header has none, takes ``[project: <key> repo: <owner/name>]``; a
+    ``brain`` comment the codec wrote (it renders back to the same line) gets
+    ``project_source`` and ``worktree``. Line ends are kept.
+    """
+    lines = text.split("\n")
+    number = entry.first_line - 1
+    line = lines[number]
+    header = line.rstrip("\r")
+    pos = len(_HEADER) + len(header[len(_HEADER) :]) - len(header[len(_HEADER) :].lstrip())
+    stamp = _STAMP.match(header[pos:])
+    if stamp:
+        pos += stamp.end()
+        pos += len(header[pos:]) - len(header[pos:].lstrip())
+    tag = _TAG.match(header[pos:])
+    new_tag = _tag(who)
+    if tag:
+        header = header[:pos] + new_tag + header[pos + tag.end() :]
+    elif header[pos:]:
+        header = header[:pos] + new_tag + " " + header[pos:]
+    else:
+        header = header[:pos] + ("" if header[pos - 1 : pos].isspace() else " ") + new_tag
+    lines[number] = header + line[len(line.rstrip("\r")) :]
+    if entry.meta.get("id") and number + 1 < len(lines):
+        comment = lines[number + 1]
+        bare = comment.rstrip("\r")
+        found = _META_LINE.match(bare)
+        if found and _meta_comment(json.loads(found.group(1))) == bare:
+            meta = {**json.loads(found.group(1)), "worktree": who.worktree, "project_source": who.source}
+            lines[number + 1] = _meta_comment(meta) + comment[len(bare) :]
+    return "\n".join(lines)
 
 
 _UPSTREAM_LESSON = re.compile(r"^[—–-]\s*(?P<source>[^`]+?)\s*(?:[—–-]\s*`(?P<session>[^`]+)`)?\s*$")

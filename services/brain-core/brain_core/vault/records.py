@@ -59,7 +59,7 @@ def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None, repo: str | None) -> EntryRecord:
-    anchor = f"id:{entry.meta['id']}" if entry.meta.get("id") else f"header:{entry.header}#{entry.ordinal}"
+    anchor = f"id:{entry.meta['id']}" if entry.meta.get("id") else f"header:{entry.anchor}#{entry.ordinal}"
     return EntryRecord(
         id=entry_id(kind, vault_path, anchor),
         kind=kind,
@@ -114,6 +114,11 @@ def skipped_entries(vault_path: str, text: str) -> list[str]:
     if kind not in LOG_KINDS:
         return []
     return [f"line {entry.first_line}: unreadable stamp {entry.stamp!r}" for entry in _log_split(kind, text, vault_path)[1]]
+
+
+def log_entries(kind: str, text: str, vault_path: str) -> tuple[tuple[EntryRecord, LogEntry], ...]:
+    """The rows of a lesson or milestone log, each with the entry it comes from (what ``retag_entry`` edits)."""
+    return _log_entries(kind, text, vault_path)
 
 
 def lesson_records(text: str, vault_path: str) -> list[EntryRecord]:
@@ -443,24 +448,34 @@ def intent_record(text: str, vault_path: str) -> EntryRecord:
 # -- every file ------------------------------------------------------------------------
 
 
-def records_for(vault_path: str, text: str) -> list[EntryRecord]:
-    """Every index entry one vault file holds (none for tombstones and unrelated files)."""
+PARSED_KINDS = ("arc", "signal", "region")  # the kinds whose rows come from one parsed document (``parsed_records``)
+
+
+def parsed_records(vault_path: str, doc: frontmatter.Document) -> list[EntryRecord]:
+    """``records_for`` of an arc, signal or region file already parsed (``doc`` is the parse of its text)."""
     kind = kind_of_path(vault_path)
     if kind == "arc":
-        return document_records(frontmatter.parse(text), vault_path, kind)
-    if kind == "lesson":
-        return lesson_records(text, vault_path)
-    if kind == "decision":
-        return [decision_record(text, vault_path)]
+        return document_records(doc, vault_path, kind)
     if kind == "signal":
-        doc = frontmatter.parse(text)
         if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":  # an upstream incident arc in amygdala/
             return document_records(doc, vault_path, "arc")
         return [signal_record_of(doc, vault_path)]
     if kind == "region":
-        if is_tombstone(vault_path):
+        return [] if is_tombstone(vault_path) else document_records(doc, vault_path, kind)
+    raise ValueError(f"{vault_path}: not a {'/'.join(PARSED_KINDS)} file")
+
+
+def records_for(vault_path: str, text: str) -> list[EntryRecord]:
+    """Every index entry one vault file holds (none for tombstones and unrelated files)."""
+    kind = kind_of_path(vault_path)
+    if kind in PARSED_KINDS:
+        if kind == "region" and is_tombstone(vault_path):
             return []
-        return document_records(frontmatter.parse(text), vault_path, kind)
+        return parsed_records(vault_path, frontmatter.parse(text))
+    if kind == "lesson":
+        return lesson_records(text, vault_path)
+    if kind == "decision":
+        return [decision_record(text, vault_path)]
     if kind == "milestone":
         return milestone_records(text, vault_path)
     if kind == "intent":
