@@ -193,7 +193,6 @@ def post_marker(
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at)
     upsert_entries(db, written.records)
-    follow_search(db, vault, [written.vault_path])
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
     body = {
@@ -207,6 +206,7 @@ def post_marker(
         "project": who.project,
     }
     idempotency_repo.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
+    follow_search(db, vault, [written.vault_path])  # last: it takes the log's document row, which every marker to that log waits for
     return MarkerOutcome(201, body)
 
 

@@ -289,7 +289,7 @@ class VaultDocument(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
 
     __table_args__ = (
-        Index("ix_vault_documents_name_grams", "name_grams", postgresql_using="gin"),
+        Index("ix_vault_documents_name_grams", "name_grams", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         # The frequent-token walk, in code-point order: revision 0008 creates it on ``path COLLATE "C"``.
         Index("ix_vault_documents_long", "path", postgresql_where=text("lines >= 30")),
     )
@@ -309,7 +309,8 @@ class VaultSegment(Base):
     grams: Mapped[list[int]] = mapped_column(ARRAY(Integer), nullable=False, server_default="{}")
 
     __table_args__ = (
-        Index("ix_vault_segments_grams", "grams", postgresql_using="gin"),
+        # No pending list (revision 0009): a marker's insert never pays for flushing one under a document's row lock.
+        Index("ix_vault_segments_grams", "grams", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_vault_segments_entry_id", "entry_id", postgresql_where=text("entry_id IS NOT NULL")),
     )
 
