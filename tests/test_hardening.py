@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -261,7 +262,10 @@ def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_
     assert len(workers) >= 2 and postmaster is not None and psutil.pid_exists(postmaster)
     proc.kill()
     proc.wait(10)
-    assert _until(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)), "workers outlived their parent"
+    gone = _until(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers))
+    for w in workers if not gone else ():  # leave nothing behind when the test fails
+        w.kill()
+    assert gone, "workers outlived their parent"
     assert _until(lambda: _port_free(port)), "the port is still taken"
     assert psutil.pid_exists(postmaster)  # nothing could stop it: the next start finds it
     again, base = _start_server(settings, workers=1)
@@ -271,4 +275,7 @@ def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_
     finally:
         again.terminate()
         again.wait(30)
-    assert _until(lambda: not psutil.pid_exists(postmaster)), "a clean stop left the embedded Postgres running"
+    stopped = _until(lambda: not psutil.pid_exists(postmaster))
+    if not stopped:
+        os.kill(postmaster, signal.SIGINT)
+    assert stopped, "a clean stop left the embedded Postgres running"
