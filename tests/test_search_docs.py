@@ -224,6 +224,25 @@ def test_an_entry_appended_to_a_log_adds_only_its_segments(client, indexed: Vaul
     assert _index(db, "quuxly-edited", "", 20, 2) == _scan(indexed, "quuxly-edited", "", 20, 2) != []
 
 
+def test_a_hook_that_read_its_log_before_another_append_indexed_does_not_regress_it(client, indexed: Vault, db: Session) -> None:
+    """Two markers to one log: A reads the log, B appends and indexes, then A's hook runs with its older text.
+
+    Read again under the document's row lock, A's hook finds the index current
+    (nothing rewritten); with the older text it would replace the log's
+    segments with a copy that has lost B's entry.
+    """
+    rel = post(client, "lesson", "A first lesson of the day for the race.", repo="org1/api")["vault_path"]
+    db.commit()
+    older = indexed.read_text(rel)  # marker A's read, before B's append
+    assert post(client, "lesson", "Marker B appended zorbly caching.", repo="org1/api")["vault_path"] == rel  # B's hook indexed it
+    db.commit()
+    before = dict(db.execute(text("SELECT first_line, ctid::text FROM vault_segments WHERE path = :p"), {"p": rel}).all())
+    assert search_docs.upsert_documents(db, [(rel, older)], reread=indexed) == 0
+    db.commit()
+    assert dict(db.execute(text("SELECT first_line, ctid::text FROM vault_segments WHERE path = :p"), {"p": rel}).all()) == before
+    assert _index(db, "zorbly", "", 20, 2) == _scan(indexed, "zorbly", "", 20, 2) != []
+
+
 def test_the_route_scans_the_files_until_the_vault_is_indexed(client, settings: Settings, db: Session) -> None:
     vault = Vault(settings.vault)
     vault.path("notes").mkdir(exist_ok=True)

@@ -624,10 +624,10 @@ def follow_search(session: Session, vault: Vault, rels: Iterable[str], *, texts:
     wanted = sorted(set(rels))
     if not wanted or not search_docs.indexed(session, vault):
         return
-    present, gone = [], []
+    given, present, gone = [], [], []
     for rel in wanted:
         if texts is not None and rel in texts:
-            present.append((rel, texts[rel]))
+            given.append((rel, texts[rel]))
             continue
         try:
             present.append((rel, vault.read_text(rel)))
@@ -635,5 +635,6 @@ def follow_search(session: Session, vault: Vault, rels: Iterable[str], *, texts:
             gone.append(rel)
         except (OSError, UnicodeDecodeError):
             continue
-    search_docs.upsert_documents(session, present)
+    search_docs.upsert_documents(session, given)
+    search_docs.upsert_documents(session, present, reread=vault)  # read again under the row lock: a concurrent append may be newer
     search_docs.delete_documents(session, gone)

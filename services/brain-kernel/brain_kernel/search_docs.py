@@ -43,6 +43,7 @@ Stored text cannot hold NUL, so a NUL reads as U+FFFD in the index.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import posixpath
@@ -71,7 +72,7 @@ from brain_core.vault.layout import LOG_KINDS, is_tombstone, kind_of_path
 from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
 from brain_kernel.catalogue import walk
-from brain_kernel.feed_repo import _like, key_unique_sql, member
+from brain_kernel.feed_repo import _like, key_owned_sql, member
 from brain_kernel.models import Entry
 from brain_kernel.vault import Vault
 from brain_kernel.vault_search import SKIP_DIRS
@@ -226,18 +227,30 @@ def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment
     return [Segment(seg.first_line + lines, seg.last_line + lines, seg.entry_id, seg.content, seg.lowered) for seg in segments_of(path, tail)]
 
 
-def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Stamp] | None = None) -> int:
+def _stored(text_: str) -> bytes:
+    return text_.replace("\x00", "\ufffd").encode("utf-8", "surrogatepass")  # no NUL in Postgres text
+
+
+def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Stamp] | None = None, reread: Vault | None = None) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
     A document whose text is what the index holds is not rewritten (only its
-    stamp, when the walk gives one); returns how many were written.
+    stamp, when the walk gives one); returns how many were written. With
+    ``reread`` each file is read again once its row is locked: a text read
+    before the lock can be older than what another writer indexed meanwhile
+    (two markers appending to one day's log), and would replace the newer
+    segments with the whole older log.
     """
-    latest = {p: t.replace("\x00", "\ufffd").encode("utf-8", "surrogatepass") for p, t in batch}  # a path given twice: its last text; no NUL in Postgres text
+    latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
     conn = session.connection()
     order = sorted(latest)
     conn.exec_driver_sql(_CLAIM, {"paths": order})
     held = {path: (digest, size, lines) for path, digest, size, lines in conn.exec_driver_sql(_HELD, {"paths": order})}
+    if reread is not None:
+        for path in order:
+            with contextlib.suppress(OSError, UnicodeDecodeError):  # gone or unreadable now: the text the caller read stands
+                latest[path] = _stored(reread.read_text(path))
     digests = {p: _digest(raw) for p, raw in latest.items()}
     paths = [p for p in order if held[p][0] != digests[p]]
     same = [p for p in order if held[p][0] == digests[p] and p in stamps]
@@ -277,16 +290,18 @@ def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Sta
     return len(paths)
 
 
-def upsert_documents(session: Session, docs: Iterable[tuple[str, str]]) -> int:
+def upsert_documents(session: Session, docs: Iterable[tuple[str, str]], *, reread: Vault | None = None) -> int:
     """Index (vault path, text) pairs, replacing what the index held for those paths; paths the search never reads are ignored.
 
     Runs in the caller's transaction, in batches of ``BATCH_FILES``; a
     document whose text the index already holds (same digest) is not
     rewritten, and entries appended to a log the index holds add only their
     own segments (a marker's append costs one entry, not its day's log).
+    ``reread``: the vault, when the texts were read from it just now and may
+    be overtaken by a concurrent writer (they are read again under the lock).
     Returns how many documents were written.
     """
-    return sum(_write(session, batch) for batch in batches(((p, t) for p, t in docs if indexable(p)), BATCH_FILES))
+    return sum(_write(session, batch, reread=reread) for batch in batches(((p, t) for p, t in docs if indexable(p)), BATCH_FILES))
 
 
 def delete_documents(session: Session, paths: Iterable[str]) -> int:
@@ -651,7 +666,7 @@ def search(
     member_sql = ""
     if project is not None:
         key, repo = project
-        stmt = select(Entry.id, Entry.vault_path).where(member(key, repo, key_unique_sql(key)))
+        stmt = select(Entry.id, Entry.vault_path).where(member(key, repo, key_owned_sql(key, repo)))
         if prefix:
             stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
         compiled = stmt.compile(dialect=session.connection().dialect)
@@ -703,7 +718,7 @@ def _hits(session: Session, wanted: list[str], ranked: Sequence[Any], context_li
     if project is not None and any(r["shared"] for r in ranked):
         ids = {seg[0] for r in ranked if r["shared"] for seg in loaded.get(r["path"], {}).values() if seg[0]}
         key, repo = project
-        own = set(session.scalars(select(Entry.id).where(Entry.id.in_(sorted(ids)), member(key, repo, key_unique_sql(key))))) if ids else set()
+        own = set(session.scalars(select(Entry.id).where(Entry.id.in_(sorted(ids)), member(key, repo, key_owned_sql(key, repo))))) if ids else set()
     out = []
     for r in ranked:
         path = r["path"]
