@@ -121,6 +121,7 @@ _RESET = (
     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
     "DELETE FROM entries",
     "DELETE FROM projects",
+    "DELETE FROM project_pins",
     "DELETE FROM project_counts",
     "DELETE FROM vault_documents",
     "DELETE FROM vault_search_state",

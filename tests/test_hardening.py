@@ -279,3 +279,48 @@ def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_
     if not stopped:
         os.kill(postmaster, signal.SIGINT)
     assert stopped, "a clean stop left the embedded Postgres running"
+
+
+def _lessons(c, ref: str) -> tuple[str, str]:
+    """The lesson titles of ``ref``'s feed (sorted) and whether the answer was stored or computed."""
+    r = c.get("/feed", params={"project": ref, "format": "json"})
+    assert r.status_code == 200, r.text
+    lessons = [e["content"] for e in r.json()["entries"] if e["id"] == "lessons"]
+    return " ".join(sorted(line.split()[-1] for line in "".join(lessons).splitlines())), r.headers["X-Brain-Feed"]
+
+
+def test_a_squatted_key_answers_409_until_the_catalog_pins_it(settings: Settings, tmp_path: Path) -> None:
+    """Defect 10: one marker with ``repo: evil/api`` makes ``?project=api`` a 409 and takes ``api``'s repo-less
+    lessons out of ``org/api``'s feed; a catalog entry ``{key: api, repo: org/api}`` pins the key: 200 for
+    ``org/api``, its repo-less lessons back (the stored answer recomputed), the squatter's lessons not in it."""
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+
+    def lesson(title: str, **attrs: str) -> None:
+        r = c.post("/marker", json={"type": "lesson", "content": title, "attrs": {"title": title, **attrs}})
+        assert r.status_code == 201, r.text
+
+    with TestClient(create_app(settings)) as c:
+        lesson("own", project="api", repo="org/api")
+        lesson("unnamed", project="api")
+        assert _lessons(c, "api")[0] == "own unnamed"
+        lesson("squat", project="api", repo="evil/api")
+        r = c.get("/feed", params={"project": "api"})
+        assert r.status_code == 409 and sorted(r.json()["candidates"]) == ["evil/api", "org/api"], r.text
+        assert _lessons(c, "org/api")[0] == "own"  # the repo-less lesson dropped: what the pin repairs
+        assert _lessons(c, "org/api") == ("own", "stored")
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("projects:\n  - {key: api, repo: org/api, roots: [/srv/api]}\n")
+    with TestClient(create_app(settings.with_overrides(catalog_path=catalog))) as c:  # the start writes the pin
+        assert _lessons(c, "org/api") == ("own unnamed", "live")  # the pin invalidated the stored answer
+        r = c.get("/feed", params={"project": "api", "format": "json"})
+        assert r.status_code == 200 and r.json()["project"]["repo"] == "org/api", r.text
+        assert _lessons(c, "api")[0] == "own unnamed"
+        assert _lessons(c, "evil/api")[0] == "squat"  # the squatter keeps only what names its repo
+        listed = {p["id"]: p["counts"] for p in c.get("/projects").json()["projects"]}
+        assert listed["org/api"]["lesson"] == 2 and listed["evil/api"]["lesson"] == 1, listed
+    catalog.write_text("projects: []\n")
+    with TestClient(create_app(settings.with_overrides(catalog_path=catalog))) as c:  # the pin removed: 409 again
+        assert c.get("/feed", params={"project": "api"}).status_code == 409
+        assert _lessons(c, "org/api") == ("own", "live")

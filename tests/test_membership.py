@@ -17,8 +17,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.membership import KnownProject, belongs, key_is_unique, unique_keys
-from brain_kernel.feed_repo import key_unique_sql, list_projects, member, project_entries
+from brain_core.identity import CatalogProject, catalog_pins
+from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
+from brain_kernel import pins
+from brain_kernel.feed_repo import key_owned_sql, key_unique_sql, list_projects, member, project_entries
 from brain_kernel.index import touch_project, upsert_entries
 from brain_kernel.models import Entry
 from brain_kernel.projects import AMBIGUOUS, EXACT, known_projects, lookup_project
@@ -35,6 +37,8 @@ PROJECTS = [
     KnownProject("solo", None),  # only ever mentioned
 ]
 KEYS = ["api", "web", "frontend", "infra", "tools", "solo", "ghost"]
+# The catalog's pins (defect 10): a shared key pinned to one of its repos, a unique one, one to a repo no row has.
+PINS = {"api": "org1/api", "web": "acme/web", "solo": "acme/solo"}
 REPOS = [None, "org1/api", "org2/api", "acme/web", "acme/tools", "other/api"]
 
 
@@ -76,6 +80,51 @@ def test_belongs_and_the_sql_member_agree(tx: Session, indexed: list[EntryRecord
     expected = {r.id for r in indexed if belongs(r, key, repo, key_is_unique=unique)}
     assert _sql_members(tx, key, repo, unique) == expected  # the rule with a given uniqueness
     assert _sql_members(tx, key, repo, None) == expected  # uniqueness computed in the statement itself
+
+
+def test_a_pin_gives_the_key_s_unnamed_entries_to_the_pinned_project_only() -> None:
+    unnamed = EntryRecord("l:1", "lesson", "l.md", project="api", projects=("api",), repo=None)
+    merged = EntryRecord("a:1", "arc", "a.md", project="web", projects=("web", "api"), repo="acme/web")
+    squat = EntryRecord("l:2", "lesson", "l.md", project="api", projects=("api",), repo="evil/api")
+    for record in (unnamed, merged):
+        assert not belongs(record, "api", "org/api", key_is_unique=False)  # shared, unpinned: no one's
+        assert belongs(record, "api", "org/api", key_is_unique=False, pin="org/api")
+        assert not belongs(record, "api", "evil/api", key_is_unique=False, pin="org/api")
+        assert not belongs(record, "api", "evil/api", key_is_unique=True, pin="org/api")  # a pin wins over uniqueness
+    assert belongs(squat, "api", "evil/api", key_is_unique=False, pin="org/api")  # what names its repo stays its own
+    assert not belongs(squat, "api", "org/api", key_is_unique=False, pin="org/api")
+    assert holds_unnamed("org/api", key_is_unique=False, pin="org/api") and not holds_unnamed(None, key_is_unique=True, pin="org/api")
+    assert holds_unnamed("x/api", key_is_unique=True) and not holds_unnamed("x/api", key_is_unique=False)
+    catalog = [CatalogProject("api", "org/api"), CatalogProject("web", None), CatalogProject("db", "a/db"), CatalogProject("db", "b/db")]
+    assert catalog_pins(catalog) == {"api": "org/api"}  # no repo pins nothing; a key declared twice neither
+
+
+@pytest.mark.parametrize("key, repo", [(k, r) for k in KEYS for r in REPOS])
+def test_belongs_and_the_sql_member_agree_with_pins(tx: Session, indexed: list[EntryRecord], key: str, repo: str | None) -> None:
+    assert pins.sync(tx, PINS) == len(PINS) and pins.sync(tx, PINS) == 0
+    unique = key_is_unique(key, PROJECTS)
+    expected = {r.id for r in indexed if belongs(r, key, repo, key_is_unique=unique, pin=PINS.get(key))}
+    assert tx.scalar(select(key_owned_sql(key, repo))) == holds_unnamed(repo, key_is_unique=unique, pin=PINS.get(key))
+    assert _sql_members(tx, key, repo, holds_unnamed(repo, key_is_unique=unique, pin=PINS.get(key))) == expected
+    assert set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), member(key, repo, key_owned_sql(key, repo))))) == expected
+    searched = {r.id for r in project_entries(tx, key, repo) if r.vault_path.startswith("gen/")}
+    assert searched == expected
+
+
+def test_a_pinned_key_resolves_to_its_repository_and_counts_follow_the_pin(tx: Session, indexed: list[EntryRecord]) -> None:
+    assert lookup_project(tx, "api").status == AMBIGUOUS
+    pins.sync(tx, PINS)
+    found = lookup_project(tx, "api")
+    assert (found.status, found.key, found.repo, found.candidates) == (EXACT, "api", "org1/api", ["org1/api"])
+    assert lookup_project(tx, "solo").repo == "acme/solo"  # pinned to a repository no row has yet
+    listed = {p.id: p for p in list_projects(tx)}
+    for project in PROJECTS:
+        if project.id in listed:
+            unique = key_is_unique(project.key, PROJECTS)
+            members = [r for r in indexed if belongs(r, project.key, project.repo, key_is_unique=unique, pin=PINS.get(project.key))]
+            assert sum(listed[project.id].counts.values()) == len(members), project.id
+    pins.sync(tx, {})
+    assert lookup_project(tx, "api").status == AMBIGUOUS
 
 
 def test_key_uniqueness_agrees_in_python_sql_and_the_lookup(tx: Session, indexed: list[EntryRecord]) -> None:

@@ -25,11 +25,13 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
-from brain_core.membership import KnownProject, belongs, key_is_unique, unique_keys
+from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
+from brain_kernel import pins
 from brain_kernel.feed_repo import (
     _project_sql,
     compact_project_counts,
+    key_owned_sql,
     key_unique_sql,
     list_projects,
     member,
@@ -39,7 +41,7 @@ from brain_kernel.feed_repo import (
 )
 from brain_kernel.index import touch_project, upsert_entries
 from brain_kernel.models import Entry, Project
-from tests.test_membership import KEYS, PROJECTS, REPOS, generated_entries
+from tests.test_membership import KEYS, PINS, PROJECTS, REPOS, generated_entries
 
 NOW = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)
 
@@ -56,15 +58,19 @@ def generated(tx: Session) -> list[EntryRecord]:
 
 def test_the_feed_split_is_the_membership_rule(tx: Session, generated: list[EntryRecord]) -> None:
     """Own rows by ``primary_member``, the others by ``member``: together exactly ``belongs``, and never both;
-    with the key's uniqueness given, and computed in the statement as the feed does."""
-    for key, repo in itertools.product(KEYS, REPOS):
-        unique = key_is_unique(key, PROJECTS)
-        expected = {r.id for r in generated if belongs(r, key, repo, key_is_unique=unique)}
-        for flag in (unique, key_unique_sql(key)):
-            own = set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), single_project(), primary_member(key, repo, flag))))
-            others = set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), other_projects(), member(key, repo, flag))))
-            assert own | others == expected, (key, repo, flag)
-            assert not own & others
+    with the key's uniqueness given, and computed in the statement as the feed does; then with the catalog's pins
+    (``holds_unnamed`` given, and ``key_owned_sql`` computed in the statement)."""
+    for pinned in ({}, PINS):
+        pins.sync(tx, pinned)
+        for key, repo in itertools.product(KEYS, REPOS):
+            unique = key_is_unique(key, PROJECTS)
+            expected = {r.id for r in generated if belongs(r, key, repo, key_is_unique=unique, pin=pinned.get(key))}
+            held = holds_unnamed(repo, key_is_unique=unique, pin=pinned.get(key))
+            for flag in (held, key_owned_sql(key, repo), *([key_unique_sql(key)] if not pinned else [])):
+                own = set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), single_project(), primary_member(key, repo, flag))))
+                others = set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), other_projects(), member(key, repo, flag))))
+                assert own | others == expected, (key, repo, flag, pinned)
+                assert not own & others
 
 
 def _plant_many(db: Session) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from brain_api.edge import RequestEdge
 from brain_core.keys import InvalidKey
+from brain_kernel import pins
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory
 from brain_kernel.embedders import embedder_for
@@ -40,6 +41,11 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if app.state.engine is not None:
+            try:
+                pins.refresh(app.state.engine, settings)  # the catalog's key pins (issue 18, defect 10)
+            except DBAPIError as exc:  # the database is down: it answers 503 per request, pins as last written
+                log.warning("catalog pins not refreshed: %s", str(exc.orig or exc).splitlines()[0])
         yield
         if app.state.engine is not None:
             app.state.engine.dispose()

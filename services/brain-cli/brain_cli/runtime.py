@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from brain_kernel import pins
 from brain_kernel.db import check_reachable, make_engine
 from brain_kernel.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.errors import ConfigError
@@ -60,6 +61,11 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Setti
                 raise
             except Exception as exc:
                 raise ConfigError(f"migration failed: {str(exc).splitlines()[0]}") from None
+            engine = make_engine(settings.database_url, pool_size=1)
+            try:
+                pins.refresh(engine, settings)  # the catalog's key pins, before anything reads a feed
+            finally:
+                engine.dispose()
         yield settings
     finally:
         if embedded is not None:

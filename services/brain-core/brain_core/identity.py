@@ -422,6 +422,20 @@ def from_catalog(path: str | None, catalog: Iterable[CatalogProject], cwd: str |
     return ProjectIdentity(project.key, project.repo, root, None, cwd, "catalog")
 
 
+def catalog_pins(catalog: Iterable[CatalogProject]) -> dict[str, str]:
+    """The keys the catalog pins: key -> repo of each entry with a repo (``brain_core.membership`` pins).
+
+    A key two entries declare with different repos pins nothing (the
+    operator's file contradicts itself; the key stays as unpinned). Aliases
+    are not pinned: a pin is the entry's own key.
+    """
+    repos: dict[str, set[str]] = {}
+    for p in catalog:
+        if p.repo:
+            repos.setdefault(p.key, set()).add(p.repo)
+    return {key: next(iter(found)) for key, found in sorted(repos.items()) if len(found) == 1}
+
+
 def catalog_project_for_key(key: str, catalog: Iterable[CatalogProject]) -> CatalogProject | None:
     """The one catalog project whose key or alias is ``key``; None when none or several."""
     found = [p for p in catalog if p.key == key or key in p.aliases]

@@ -7,13 +7,21 @@ all, or the key is a secondary project of a merged arc) and P's key is
 unique. A key shared by two projects therefore only ever matches by slug: an
 ``api`` lesson with no repo reaches neither ``org1/api`` nor ``org2/api``.
 
+Pins (issue 18, defect 10): the operator's catalog may pin a key to one
+repository (an entry with a key and a repo). A pinned key's entries that name
+no repo for it belong to the pinned project only, unique or not, so a second
+repository carrying the key (``evil/api`` next to ``org/api``) neither takes
+them nor takes them away. ``holds_unnamed`` is that per-project answer; every
+caller of ``belongs`` passes the pin, or that answer as ``key_is_unique``.
+
 Uniqueness: a key is unique when at most one distinct project carries it as
 its key or an alias. A project row with neither a repo nor a root only
 records that the key was mentioned (a marker that named ``api`` before any
 session resolved it), so it is not a second project next to a real one.
 
 These functions are the rule; ``brain_kernel.feed_repo.member`` and
-``key_unique_sql`` are its SQL twins, held equal by
+``key_owned_sql`` (``holds_unnamed`` over the pins table and
+``key_unique_sql``) are its SQL twins, held equal by
 tests/test_membership.py over generated rows. Inject blocks and fleet-wide
 signals reach projects by their targets and scope, also decided here.
 """
@@ -73,6 +81,17 @@ def unique_keys(projects: Iterable[KnownProject]) -> dict[str, bool]:
     return {k: n <= 1 for k, n in counts.items()}
 
 
+def holds_unnamed(repo: str | None, *, key_is_unique: bool, pin: str | None = None) -> bool:
+    """Whether P = (key, ``repo``) holds the key's entries that name no repo for it.
+
+    With a pin (the repository the catalog pins P's key to) only the pinned
+    project does; without one, every carrier of a unique key does.
+    """
+    if pin is not None:
+        return repo == pin
+    return key_is_unique
+
+
 def repo_matches(entry_repo: str | None, key_is_primary: bool, repo: str | None, *, key_is_unique: bool) -> bool:
     """The repo half of membership, for an entry that lists P's key.
 
@@ -85,11 +104,12 @@ def repo_matches(entry_repo: str | None, key_is_primary: bool, repo: str | None,
     return no_repo_for_key if key_is_unique else entry_repo is None
 
 
-def belongs(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool) -> bool:
-    """Whether ``record`` is part of project (``key``, ``repo``)'s memory."""
+def belongs(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool, pin: str | None = None) -> bool:
+    """Whether ``record`` is part of project (``key``, ``repo``)'s memory; ``pin``: the repo the catalog pins ``key`` to."""
     if key not in record.projects:
         return False
-    return repo_matches(record.repo, record.project == key, repo, key_is_unique=key_is_unique)
+    held = holds_unnamed(repo, key_is_unique=key_is_unique, pin=pin)
+    return repo_matches(record.repo, record.project == key, repo, key_is_unique=held)
 
 
 def signal_is_active(record: EntryRecord) -> bool:
@@ -136,8 +156,9 @@ def inject_is_live(record: EntryRecord, now: dt.datetime, *, stale_days: int = D
     return record.occurred_at >= now - dt.timedelta(days=days)
 
 
-def inject_applies(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool) -> bool:
-    """Whether a block reaches P: a block of P's own arcs; else targeted at all, at P's slug, or at P's key when unique."""
+def inject_applies(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: bool, pin: str | None = None) -> bool:
+    """Whether a block reaches P: a block of P's own arcs; else targeted at all, at P's slug, or at P's key when P holds it."""
+    key_is_unique = holds_unnamed(repo, key_is_unique=key_is_unique, pin=pin)
     if record.projects:
         return belongs(record, key, repo, key_is_unique=key_is_unique)
     for target in inject_targets(record):

@@ -39,7 +39,7 @@ from brain_core.identity import read_repo
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel.embedders import Embedder
 from brain_kernel.errors import ConfigError
-from brain_kernel.feed_repo import key_unique_sql, member
+from brain_kernel.feed_repo import key_owned_sql, member
 from brain_kernel.models import ContentEmbedding
 
 _TABLE = ContentEmbedding.__table__
@@ -256,9 +256,9 @@ def search(
     where = []
     if project is not None:
         key, repo = project
-        where.append(member(key, repo, key_unique_sql(key), of=ContentEmbedding))
+        where.append(member(key, repo, key_owned_sql(key, repo), of=ContentEmbedding))
     if within is not None:
-        where.append(or_(*(member(key, repo, key_unique_sql(key), of=ContentEmbedding) for key, repo in within)))
+        where.append(or_(*(member(key, repo, key_owned_sql(key, repo), of=ContentEmbedding) for key, repo in within)))
     if producer:
         where.append(ContentEmbedding.producer == producer)
     if kind:

@@ -9,9 +9,10 @@ another.
 
 Membership (why the filter is exact) is the rule of ``brain_core.membership``
 written in SQL: ``member`` is ``belongs`` (P's key in ``projects``, a
-GIN-backed ``@>``, then the repo half) and ``key_unique_sql`` is
-``key_is_unique``; tests/test_membership.py holds each pair equal over
-generated rows.
+GIN-backed ``@>``, then the repo half), ``key_unique_sql`` is
+``key_is_unique`` and ``key_owned_sql`` is ``holds_unnamed`` with the pin
+read from ``project_pins`` (the catalog's pins, revision 0010);
+tests/test_membership.py holds each pair equal over generated rows.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from sqlalchemy.orm import Session, aliased
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.project import ProjectMemory
-from brain_core.membership import INACTIVE_SIGNAL_STATUSES, KnownProject, repo_matches, unique_keys
+from brain_core.membership import INACTIVE_SIGNAL_STATUSES, KnownProject, holds_unnamed, repo_matches, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
-from brain_kernel.models import Entry, Project
+from brain_kernel.models import Entry, Project, ProjectPin
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,13 @@ def _record_at(row: Any, at: int) -> EntryRecord:
     )
 
 
+# Short aliases: the feed statement embeds these, and its text must stay within psycopg's statement cache.
+_PR = aliased(Project, name="p")
+_PIN = aliased(ProjectPin, name="n")
+
+
 def _key_unique_query(key: Any) -> Any:
-    return select((func.count() <= 1).label("ok")).where(
-        (Project.key == key) | (any_(Project.aliases) == key), Project.repo.is_not(None) | Project.root.is_not(None)
-    )
+    return select((func.count() <= 1).label("ok")).where((_PR.key == key) | (any_(_PR.aliases) == key), _PR.repo.is_not(None) | _PR.root.is_not(None))
 
 
 def key_unique_sql(key: Any) -> ColumnElement[bool]:
@@ -91,12 +95,26 @@ def key_unique_sql(key: Any) -> ColumnElement[bool]:
     return _key_unique_query(key).scalar_subquery()
 
 
+def _key_owned_query(key: Any, repo: Any) -> Any:
+    # holds_unnamed: the pinned project when the key has a pin (pins are NOT NULL, so the
+    # comparison is never NULL), else whether the key is unique.
+    pinned = select((_PIN.repo == repo if repo is not None else false()).label("p")).where(_PIN.key == key).scalar_subquery()
+    return select(func.coalesce(pinned, _key_unique_query(key).scalar_subquery()).label("ok"))
+
+
+def key_owned_sql(key: Any, repo: Any) -> ColumnElement[bool]:
+    """``membership.holds_unnamed`` in SQL for P = (key, repo), the pin read from ``project_pins``: ``member``'s ``unique``."""
+    return _key_owned_query(key, repo).scalar_subquery()
+
+
 def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None, of: Any = Entry) -> ColumnElement[bool]:
     """``membership.belongs`` as a SQL condition: "this row belongs to project (key, repo)".
 
     ``key``/``repo`` are values or bind parameters (``repo`` None: P has no
-    repo); ``unique`` is a Python bool or a SQL boolean the statement
-    computes itself; ``keys`` is the ``[key]`` array when ``key`` is a bind
+    repo); ``unique`` is whether P holds the key's entries that name no
+    repo (``membership.holds_unnamed``: the key is unique, or pinned to P), a
+    Python bool or a SQL boolean the statement computes itself
+    (``key_owned_sql``); ``keys`` is the ``[key]`` array when ``key`` is a bind
     parameter; ``of`` is the mapped table holding ``projects``, ``project``
     and ``repo`` (entries, or embedded chunks).
     """
@@ -125,11 +143,11 @@ def _active_signal(table: Any = None) -> ColumnElement[bool]:
 
 @dataclass(frozen=True)
 class ProjectRows:
-    """What the project feed reads for P, P's last activity, and whether P's key is unique."""
+    """What the project feed reads for P, P's last activity, and whether P holds its key's unnamed entries."""
 
     memory: ProjectMemory
     last_active: dt.datetime | None
-    key_is_unique: bool = True
+    key_is_unique: bool = True  # membership.holds_unnamed: the key is unique, or pinned to P
 
 
 def single_project(of: Any = Entry) -> ColumnElement[bool]:
@@ -175,7 +193,7 @@ _P_REPO = bindparam("repo", type_=Text)
 _P_SINCE = bindparam("since", type_=DateTime(timezone=True))
 _REQUEST_PARAMS = frozenset({"key", "keys", "repo", "since", "top_n"})
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s(::(?:VARCHAR|TEXT(?:\[\])?|INTEGER)\b)?")
-_UNIQUE = literal_column("(SELECT ok FROM u)", Boolean)  # P's key is unique: the statement's one InitPlan
+_UNIQUE = literal_column("(SELECT ok FROM u)", Boolean)  # P holds its key's unnamed entries (key_owned_sql): one InitPlan
 
 
 def _sql_literal(value: Any) -> str:
@@ -237,7 +255,7 @@ def _project_sql(dialect: Any, with_repo: bool) -> str:
     rows = [f"('{p}', '{k}', {n}, %(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windowed)]
     rows += [f"('{p}', '{k}', {n}, '-infinity')" for p, k, n in last]
     arc_order = "heat DESC, occurred_at DESC NULLS LAST, id"
-    return f"""WITH u AS ({_render(_key_unique_query(_P_KEY), dialect)}),
+    return f"""WITH u AS ({_render(_key_owned_query(_P_KEY, repo), dialect)}),
 o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries x WHERE {others}),
 b (part, kind, lim, since) AS (VALUES {", ".join(rows)}),
 t AS (SELECT b.part, b.lim, x.id, x.occurred_at FROM b CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = b.kind AND e.occurred_at >= b.since AND {own} AND {signal.format(t="e", a=active["e"])} ORDER BY e.occurred_at DESC, e.id LIMIT b.lim) x
@@ -275,7 +293,8 @@ def project_memory(
     One statement, one round trip (``_project_sql``): each section reads at
     most its own limit of P's rows through an ordered index (a hot project of
     100,000 rows costs what a small one does), and only the picked rows are
-    joined back for their text. Whether P's key is unique is an InitPlan of
+    joined back for their text. Whether P holds its key's unnamed entries
+    (unique key, or a pin to P) is an InitPlan of
     the same statement. Records carry only the metadata the feed reads
     (``_feed_meta``): an arc's cluster id, summary and region, an intent's or
     inject block's whole metadata, none for other kinds.
@@ -364,9 +383,9 @@ def signals_of_source(session: Session, source: str) -> list[EntryRecord]:
 def project_entries(session: Session, key: str, repo: str | None, *, prefix: str = "") -> list[EntryRecord]:
     """Every entry of P (optionally under a vault prefix): the candidates of a project-filtered search.
 
-    Whether P's key is unique is part of the same statement, as in the feed's.
+    Whether P holds its key's unnamed entries is part of the same statement, as in the feed's.
     """
-    stmt = select(*_COLUMNS).where(member(key, repo, key_unique_sql(key)))
+    stmt = select(*_COLUMNS).where(member(key, repo, key_owned_sql(key, repo)))
     if prefix:
         stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
     return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
@@ -409,7 +428,8 @@ def list_projects(session: Session) -> list[ProjectSummary]:
 
     Read from ``project_counts``, the deltas the triggers on ``entries`` keep
     (revision 0008), summed per (member key, repo, primary, kind) and matched
-    to each project by ``repo_matches``: a few rows per project, whatever the
+    to each project by ``repo_matches`` (with ``holds_unnamed``, the catalog's
+    pins included): a few rows per project, whatever the
     history. A group's last activity is the newest ``occurred_at`` its rows
     brought, unless a removal took away one at least as new; only then is it
     read from the entries (``_group_last``), and the deltas are folded so the
@@ -421,6 +441,7 @@ def list_projects(session: Session) -> list[ProjectSummary]:
     # a real repository of that key it is the same project, not a second one.
     projects = [p for p in rows if p.repo or p.root or p.key not in with_repo]
     unique = unique_keys(KnownProject(p.key, p.repo, p.root, tuple(p.aliases or ())) for p in projects)
+    pins: dict[str, str] = dict(session.execute(select(ProjectPin.key, ProjectPin.repo)).all())
     groups_of: dict[str, list[_Group]] = {}
     deltas = dirty = 0
     for member_key, repo, is_primary, kind, n, count, last, gone in session.execute(text(_COUNT_GROUPS)):
@@ -436,7 +457,8 @@ def list_projects(session: Session) -> list[ProjectSummary]:
         counts: dict[str, int] = {}
         last_active: dt.datetime | None = None
         for g in groups_of.get(p.key, ()):
-            if not repo_matches(g.repo, g.is_primary, p.repo, key_is_unique=unique.get(p.key, True)):
+            held = holds_unnamed(p.repo, key_is_unique=unique.get(p.key, True), pin=pins.get(p.key))
+            if not repo_matches(g.repo, g.is_primary, p.repo, key_is_unique=held):
                 continue
             counts[g.kind] = counts.get(g.kind, 0) + g.n
             if g.kind in ACTIVITY_KINDS and g.last is not None and (last_active is None or g.last > last_active):
@@ -531,7 +553,7 @@ def top_arcs(session: Session, key: str, repo: str | None, *, limit: int) -> lis
     """P's hottest arcs by the feed's membership rule."""
     stmt = (
         select(*_COLUMNS)
-        .where(Entry.kind == "arc", member(key, repo, key_unique_sql(key)))
+        .where(Entry.kind == "arc", member(key, repo, key_owned_sql(key, repo)))
         .order_by(Entry.heat.desc(), Entry.occurred_at.desc().nulls_last(), Entry.id)
         .limit(limit)
     )

@@ -142,6 +142,20 @@ class Project(Base):
     )
 
 
+class ProjectPin(Base):
+    """A short key the operator's catalog pins to one repository (revision 0010, ``brain_kernel.pins``).
+
+    The key's entries that name no repo for it belong to that repository only
+    (``brain_core.membership.holds_unnamed``), and ``?project=<key>`` resolves
+    to it however many repositories carry the key.
+    """
+
+    __tablename__ = "project_pins"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    repo: Mapped[str] = mapped_column(Text, nullable=False)
+
+
 class LearnedRoot(Base):
     """A folder once resolved through git (main root or worktree path) and what it resolved to."""
 
@@ -371,6 +385,7 @@ __all__ = [
     "LearnedRoot",
     "Project",
     "ProjectCount",
+    "ProjectPin",
     "SessionRow",
     "TickRequest",
     "TickRun",

@@ -4,7 +4,9 @@ A reference is a short key (``api``) or an ``owner/name`` slug (``org1/api``).
 A slug is exact. A short key is exact when one distinct project carries it
 (as key or alias), ambiguous when several do, unknown when none does: the
 uniqueness rule of ``brain_core.membership``, which the feed's membership
-filter and ``GET /projects`` use too.
+filter and ``GET /projects`` use too. A key the operator's catalog pins to
+a repository (``project_pins``, ``brain_kernel.pins``) resolves to that
+repository however many others carry it (issue 18, defect 10).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sqlalchemy.orm import Session
 from brain_core.keys import parse_project_ref
 from brain_core.membership import KnownProject, carriers
 from brain_kernel.errors import BrainError
-from brain_kernel.models import Project
+from brain_kernel.models import Project, ProjectPin
 
 EXACT, UNKNOWN, AMBIGUOUS = "exact", "unknown", "ambiguous"
 
@@ -52,7 +54,12 @@ class ProjectLookup:
 # columns, no ORM objects (this runs on every project feed request).
 _LOOKUP = select(Project.id, Project.key, Project.repo, Project.root, Project.last_active, Project.aliases)
 _BY_SLUG = _LOOKUP.where((Project.id == bindparam("slug", type_=Text)) | (Project.repo == bindparam("slug", type_=Text))).order_by(Project.id).limit(1)
-_BY_KEY = _LOOKUP.where((Project.key == bindparam("key", type_=Text)) | (bindparam("key", type_=Text) == any_(Project.aliases))).order_by(Project.id)
+_PIN = select(ProjectPin.repo).where(ProjectPin.key == bindparam("key", type_=Text)).scalar_subquery().label("pin")
+_BY_KEY = (
+    _LOOKUP.add_columns(_PIN)
+    .where((Project.key == bindparam("key", type_=Text)) | (bindparam("key", type_=Text) == any_(Project.aliases)))
+    .order_by(Project.id)
+)
 
 
 def lookup_project(db: Session, ref: str) -> ProjectLookup:
@@ -66,6 +73,10 @@ def lookup_project(db: Session, ref: str) -> ProjectLookup:
     rows = db.connection().execute(_BY_KEY, {"key": key}).all()
     if not rows:
         return ProjectLookup(UNKNOWN, key)
+    pin = rows[0].pin
+    if pin is not None:  # the catalog's pin: the pinned repository, known yet or not
+        row = next((r for r in rows if r.repo == pin), None)
+        return ProjectLookup(EXACT, key, pin, [row.id if row is not None else pin], row.last_active if row is not None else None)
     by_id = {r.id: r for r in rows}
     distinct = [by_id[p.id] for p in carriers(key, (_known(r) for r in rows))]
     if not distinct:

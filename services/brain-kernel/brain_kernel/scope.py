@@ -8,7 +8,8 @@ unrestricted scope changes nothing. A restricted one:
   HTTP 403), and an ambiguous key lists only the candidates it may see;
 - ``default_project`` names the project a request without one means (its
   only project), else refuses;
-- ``members`` are its projects as (key, repo, key unique) for the
+- ``members`` are its projects as (key, repo, holds the key's unnamed
+  entries: unique key, or the catalog's pin to it) for the
   repositories' membership filter, so a search without a project is the
   union of its projects' searches;
 - ``admits`` / ``admits_path`` say whether an entry or a vault file is its
@@ -31,11 +32,12 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.keys import InvalidKey, parse_project_ref
-from brain_core.membership import belongs, key_is_unique, signal_is_fleet
+from brain_core.membership import belongs, holds_unnamed, key_is_unique, signal_is_fleet
 from brain_core.textsearch import Hit, tokens
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.errors import BrainError
 from brain_kernel.feed_repo import records_at
+from brain_kernel.pins import pins
 from brain_kernel.projects import AMBIGUOUS, EXACT, AmbiguousProject, ProjectLookup, known_projects, lookup_project
 from brain_kernel.vault import Vault
 
@@ -74,6 +76,7 @@ class Scope:
         if not self.restricted:
             return ()
         known = known_projects(self.db)
+        pinned = pins(self.db)
         out: list[Member] = []
         for ref in self.principal.projects or ():
             found = lookup_project(self.db, ref)
@@ -82,7 +85,7 @@ class Scope:
             else:
                 key, repo = parse_project_ref(ref)
             unique = found.status != AMBIGUOUS and key_is_unique(key, known)
-            out.append(Member(key, repo, unique))
+            out.append(Member(key, repo, holds_unnamed(repo, key_is_unique=unique, pin=pinned.get(key))))
         return tuple(dict.fromkeys(out))
 
     def allows(self, found: ProjectLookup) -> bool:
