@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from brain_core.entries import EntryRecord
 from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest, idempotency_key, parse_request
@@ -35,6 +36,7 @@ from brain_core.text import slugify
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
 from brain_kernel.auth import EVERYONE, Principal
+from brain_kernel.db import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.index import follow_search, touch_project, upsert_entries
@@ -42,6 +44,8 @@ from brain_kernel.scope import OutOfScope, Scope
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator, read_summary
 from brain_kernel.vault import Vault
+
+log = logging.getLogger("brain.markers")
 
 IDEMPOTENCY_SCOPE = "marker"
 _MAX_NAME_ATTEMPTS = 1000
@@ -206,8 +210,27 @@ def post_marker(
         "project": who.project,
     }
     idempotency_repo.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
-    follow_search(db, vault, [written.vault_path])  # last: it takes the log's document row, which every marker to that log waits for
     return MarkerOutcome(201, body)
+
+
+def follow_marker(factory: sessionmaker[Session], vault: Vault, outcome: MarkerOutcome) -> None:
+    """After a marker's commit, bring the search index up to its file, in a short transaction of its own.
+
+    Not in the marker's transaction: every marker to one day's log takes that
+    log's document row, and holding it through the marker's commit made all of
+    them wait in line. Here a waiter reads the log again once it holds the row,
+    so it finds the entries appended meanwhile indexed by the one before it (or
+    indexes them): a burst costs one index write, not one per marker. A failure
+    only delays search: the next tick re-reads a file whose size or mtime moved.
+    """
+    path = outcome.body.get("vault_path") if outcome.status_code == 201 and not outcome.body.get("idempotent_replay") else None
+    if not path:
+        return
+    try:
+        with unit_of_work(factory) as db:
+            follow_search(db, vault, [path])
+    except Exception:  # the write stands; search catches up at the next tick
+        log.exception("search index not brought up to %s", path)
 
 
 def milestone_path(vault: Vault, req: MarkerRequest, who: Attribution, at: dt.datetime) -> str:

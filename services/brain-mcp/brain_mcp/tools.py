@@ -430,6 +430,7 @@ def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None, *, princ
         return {"error": str(exc)}
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         return {"error": f"vault write failed: {exc.strerror or exc}"}
+    markers.follow_marker(k.sessions, k.vault, outcome)  # the search index, after the commit
     return outcome.body
 
 
