@@ -20,8 +20,10 @@ from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db import make_engine, read_session_factory, session_factory
 from brain_kernel.embedders import embedder_for
 from brain_kernel.errors import ConfigError
+from brain_kernel.markers import search_follow
 from brain_kernel.projects import AmbiguousProject
 from brain_kernel.scope import OutOfScope
+from brain_kernel.search_follow import SearchFollower
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
@@ -47,6 +49,8 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
             except DBAPIError as exc:  # the database is down: it answers 503 per request, pins as last written
                 log.warning("catalog pins not refreshed: %s", str(exc.orig or exc).splitlines()[0])
         yield
+        if app.state.search_follower is not None:
+            app.state.search_follower.close()
         if app.state.engine is not None:
             app.state.engine.dispose()
 
@@ -60,6 +64,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None
     app.state.read_session_factory = read_session_factory(app.state.engine) if app.state.engine is not None else None
+    app.state.search_follower = SearchFollower(search_follow(app.state.session_factory, app.state.vault)) if app.state.session_factory is not None else None
 
     @app.exception_handler(VaultPathError)
     async def _vault_path(request: Request, exc: VaultPathError) -> JSONResponse:

@@ -25,6 +25,7 @@ import datetime as dt
 import hashlib
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,22 +214,35 @@ def post_marker(
     return MarkerOutcome(201, body)
 
 
-def follow_marker(factory: sessionmaker[Session], vault: Vault, outcome: MarkerOutcome) -> None:
-    """After a marker's commit, bring the search index up to its file, in a short transaction of its own.
+def written_path(outcome: MarkerOutcome) -> str | None:
+    """The file a new write went to (None for a replay or a refusal): what the search index must follow."""
+    return outcome.body.get("vault_path") if outcome.status_code == 201 and not outcome.body.get("idempotent_replay") else None
 
-    Not in the marker's transaction: every marker to one day's log takes that
-    log's document row, and holding it through the marker's commit made all of
-    them wait in line. Here a waiter reads the log again once it holds the row,
-    so it finds the entries appended meanwhile indexed by the one before it (or
-    indexes them): a burst costs one index write, not one per marker. A failure
-    only delays search: the next tick re-reads a file whose size or mtime moved.
+
+def search_follow(factory: sessionmaker[Session], vault: Vault) -> Callable[[list[str]], None]:
+    """Bring the search index up to these files in a short transaction of its own, after the markers' commits.
+
+    Not in a marker's transaction: every marker to one day's log takes that
+    log's document row, so holding it through each marker's commit queued them
+    all. The API hands paths to a ``search_follow.SearchFollower`` (one pass for
+    a burst); the document is read again under its row, so a pass indexes
+    whatever was appended before it.
     """
-    path = outcome.body.get("vault_path") if outcome.status_code == 201 and not outcome.body.get("idempotent_replay") else None
+
+    def follow(paths: list[str]) -> None:
+        with unit_of_work(factory) as db:
+            follow_search(db, vault, paths)
+
+    return follow
+
+
+def follow_marker(factory: sessionmaker[Session], vault: Vault, outcome: MarkerOutcome) -> None:
+    """``search_follow`` for one outcome, now (the MCP server's single client); a failure only delays search."""
+    path = written_path(outcome)
     if not path:
         return
     try:
-        with unit_of_work(factory) as db:
-            follow_search(db, vault, [path])
+        search_follow(factory, vault)([path])
     except Exception:  # the write stands; search catches up at the next tick
         log.exception("search index not brought up to %s", path)
 

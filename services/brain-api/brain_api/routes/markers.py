@@ -9,14 +9,15 @@ the original response with ``idempotent_replay: true`` (and
 ``body_mismatch: true`` when the body differs), 201 either way, so a
 client's outbox is never wedged. The answer adds ``project``. The work is
 ``brain_kernel.markers.post_marker`` inside the request's transaction; the
-search index follows the file after the answer (``markers.follow_marker``).
+search index follows the file after the commit, off the request
+(``brain_kernel.search_follow``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Header, HTTPException, Request
+from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
@@ -64,7 +65,6 @@ def post_marker(
     vault: VaultDep,
     clock: ClockDep,
     principal: PrincipalDep,
-    background: BackgroundTasks,
     x_idempotency_key: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
@@ -85,6 +85,7 @@ def post_marker(
         raise HTTPException(status_code=400, detail=str(exc)) from None
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
-    # After the answer (the write is committed by then): the search index follows in its own transaction.
-    background.add_task(service.follow_marker, request.app.state.session_factory, vault, outcome)
+    path = service.written_path(outcome)
+    if path and request.app.state.search_follower is not None:  # indexed for search after the commit, off this request
+        request.app.state.search_follower.notify(path)
     return JSONResponse(outcome.body, status_code=outcome.status_code)

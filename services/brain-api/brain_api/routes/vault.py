@@ -19,7 +19,7 @@ import re
 import secrets
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, HTTPException, Query
+from fastapi import APIRouter, Form, HTTPException, Query, Request
 from sqlalchemy.exc import DBAPIError
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, VaultDep
@@ -147,6 +147,7 @@ def vault_list(
 
 @router.get("/vault/search")
 def vault_search(
+    request: Request,
     vault: VaultDep,
     db: ReadSessionDep,
     principal: PrincipalDep,
@@ -163,6 +164,9 @@ def vault_search(
     the same (tests/test_search_docs.py). A token bound to projects searches
     its projects' entries only (each project's search, merged by rank).
     """
+    follower = getattr(request.app.state, "search_follower", None)
+    if follower is not None:
+        follower.flush()  # markers this process acknowledged are searchable (another process may lag one pass)
     wanted = tokens(q)
     base = _rel(prefix).rstrip("/")
     hits: list[Hit] = []
