@@ -49,7 +49,7 @@ from brain_core.vault.records import lesson_records
 def _figures(times: list[float]) -> dict[str, Any]:
     if not times:
         return {"n": 0}
-    return {"n": len(times), "p50_ms": round(pct(times, 50) * 1000, 1), "p95_ms": round(pct(times, 95) * 1000, 1)}
+    return {"n": len(times), "p50_ms": round(pct(times, 50), 1), "p95_ms": round(pct(times, 95), 1)}
 
 
 async def _markers(client: httpx.AsyncClient, rate: float, until: float, rng: random.Random, fleet: list[tuple[str, str]]) -> int:
