@@ -64,8 +64,12 @@ class Planted:
 
 
 def post(client, type_: str, content: str, **attrs: str) -> dict:
+    """POST /marker, then wait for the app's search follower (it indexes the file off the request)."""
     r = client.post("/marker", json={"type": type_, "content": content, "attrs": attrs})
     assert r.status_code == 201, r.text
+    follower = getattr(client.app.state, "search_follower", None)
+    if follower is not None:
+        assert follower.flush(timeout=10)
     return r.json()
 
 
