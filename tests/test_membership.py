@@ -59,14 +59,19 @@ def generated_entries(n: int = 400, seed: int = 7) -> list[EntryRecord]:
     return out
 
 
-@pytest.fixture
-def indexed(tx: Session) -> list[EntryRecord]:
+def index_generated(tx: Session) -> list[EntryRecord]:
+    """The generated projects and entries, written to the index (not committed)."""
     for p in PROJECTS:
         touch_project(tx, p.key, p.repo, root=p.root, aliases=p.aliases)
     records = generated_entries()
     upsert_entries(tx, records)
     tx.flush()
     return records
+
+
+@pytest.fixture
+def indexed(tx: Session) -> list[EntryRecord]:
+    return index_generated(tx)
 
 
 def _sql_members(db: Session, key: str, repo: str | None, unique: bool | None) -> set[str]:

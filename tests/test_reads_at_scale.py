@@ -41,19 +41,14 @@ from brain_kernel.feed_repo import (
 )
 from brain_kernel.index import touch_project, upsert_entries
 from brain_kernel.models import Entry, Project
-from tests.test_membership import KEYS, PINS, PROJECTS, REPOS, generated_entries
+from tests.test_membership import KEYS, PINS, PROJECTS, REPOS, index_generated
 
 NOW = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)
 
 
 @pytest.fixture
 def generated(tx: Session) -> list[EntryRecord]:
-    for p in PROJECTS:
-        touch_project(tx, p.key, p.repo, root=p.root, aliases=p.aliases)
-    records = generated_entries()
-    upsert_entries(tx, records)
-    tx.flush()
-    return records
+    return index_generated(tx)
 
 
 def test_the_feed_split_is_the_membership_rule(tx: Session, generated: list[EntryRecord]) -> None:

@@ -56,6 +56,7 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from brain_core.text import storable
 from brain_core.textsearch import (
     ALL_TOKENS_BONUS,
     FILENAME_WEIGHT,
@@ -228,7 +229,7 @@ def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment
 
 
 def _stored(text_: str) -> bytes:
-    return text_.replace("\x00", "\ufffd").encode("utf-8", "surrogatepass")  # no NUL in Postgres text
+    return storable(text_).encode("utf-8")  # NULs and lone surrogates as U+FFFD, as every index row (defect 3)
 
 
 def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Stamp] | None = None, reread: Vault | None = None) -> int:
