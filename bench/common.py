@@ -120,6 +120,10 @@ def run_brain(settings: Settings, *argv: str) -> dict[str, Any]:
     script = Path(sys.executable).parent / "brain"
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "brain_cli"]
     cmd += list(argv)
+    if profile := os.environ.get("BENCH_PYSPY"):  # a folder: sample the run with py-spy (collapsed stacks, threads apart)
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        out_file = Path(profile) / f"{argv[0]}-{time.strftime('%H%M%S')}.txt"
+        cmd = ["py-spy", "record", "--format", "raw", "--threads", "--idle", "--rate", "200", "-o", str(out_file), "--", *cmd]
     prefix = f"{argv[0]}: "
     lines: list[tuple[float, str]] = []
     out: list[bytes] = []
@@ -159,5 +163,5 @@ def run_brain(settings: Settings, *argv: str) -> dict[str, Any]:
         "user_cpu_s": round(usage.ru_utime, 1),
         "sys_cpu_s": round(usage.ru_stime, 1),
         "steps": steps,
-        "summary": json.loads(b"".join(out).decode("utf-8").strip().splitlines()[-1]),
+        "summary": json.loads([ln for ln in b"".join(out).decode("utf-8").splitlines() if ln.startswith("{")][-1]),
     }

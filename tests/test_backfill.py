@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy import text as sql
 from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
@@ -27,6 +28,7 @@ from brain_kernel.identity_repo import record_session
 from brain_kernel.models import Entry
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
+from brain_ops import backfill as backfill_job
 from brain_ops.backfill import run_backfill
 from tests.conftest import brain, make_settings
 from tests.transcript_factory import add_worktree, make_repo, write_claude
@@ -219,7 +221,8 @@ def test_each_mislabelled_arc_gets_its_real_project_and_nothing_else_changes(wor
     db.rollback()
 
 
-def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Session) -> None:
+def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backfill_job, "INDEX_BATCH", 2)  # batches of two: the index follows on its own thread
     before = world.snapshot()
     mtimes = {rel: world.vault.path(rel).stat().st_mtime_ns for rel in before}
     rows = index.entry_rows(db)
@@ -241,6 +244,8 @@ def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Ses
     assert real.changed == 9 and real.files_written == 9
     after = feed()  # the stored answer was invalidated by the index's writes
     assert after.source == "live" and "arc-package" in after.body and "arc-deleted" in after.body
+    searched = db.execute(sql("SELECT content FROM vault_segments WHERE path = 'clusters/2026-11-20/arc-package.md'")).scalars().all()
+    assert any("project: agentihub" in c for c in searched) and not any("project: package" in c for c in searched)
     done = world.snapshot()
     again = _run(world, db)
     db.commit()
@@ -248,7 +253,11 @@ def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Ses
     assert world.snapshot() == done
 
 
-def test_a_run_killed_between_files_and_rerun_ends_as_an_uninterrupted_run(world: World, db: Session, tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [500, 2], ids=["one-batch", "batches-in-flight"])
+def test_a_run_killed_between_files_and_rerun_ends_as_an_uninterrupted_run(
+    world: World, db: Session, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    monkeypatch.setattr(backfill_job, "INDEX_BATCH", batch)  # 2: killed while the index thread writes a batch
     pristine = tmp_path / "pristine"
     shutil.copytree(world.vault.root, pristine)
     _run(world, db)

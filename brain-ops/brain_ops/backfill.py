@@ -287,9 +287,43 @@ def run_backfill(
         if arc is not None:
             arcs.append(arc)
     evidence.preload(sid for arc in arcs for sid in arc.sessions)
+    resolver.preload()  # from here the loop reads no row: the index follows the writes on its own thread
     known: list[KnownProject] = known_projects(db) if db is not None else []
     follow = _Follow(db, vault, disk, started, markers=rewrite_markers) if db is not None and not dry_run else None
-    with _Writer(vault, summary, follow, after_write) as writer:
+    try:
+        _correct_arcs(arcs, evidence, known, summary, dry_run, audit, plan, progress, _Writer(vault, summary, follow, after_write))
+        if follow is not None:
+            follow.wait()  # the session is the main thread's again
+        if rewrite_markers:
+            _rewrite_markers(vault, _files(vault, disk, MARKER_KINDS, only), evidence, summary, follow, dry_run, audit, plan, after_write)
+            if follow is not None:
+                follow.wait()
+        if db is not None:
+            _attribute_markers(db, evidence, summary, dry_run)
+            if not dry_run:
+                resolver.flush_learned()
+        if follow is not None:
+            summary.index = follow.finish(summary)
+    finally:
+        if follow is not None:
+            follow.close()  # a failed run: the write in flight ends before the caller rolls the session back
+    summary.by_outcome.setdefault(KNOWLEDGE, 0)
+    return summary
+
+
+def _correct_arcs(
+    arcs: Sequence[_Arc],
+    evidence: _Evidence,
+    known: Sequence[KnownProject],
+    summary: BackfillSummary,
+    dry_run: bool,
+    audit: TextIO | None,
+    plan: Callable[[dict[str, Any]], None] | None,
+    progress: Progress | None,
+    writer: _Writer,
+) -> None:
+    """Decide each arc, audit each change and hand its write to ``writer``."""
+    with writer:
         for n, arc in enumerate(arcs, 1):
             decision = decide(_evidence_of(arc, evidence), legacy=legacy_project(arc.meta, known))
             summary.scanned += 1
@@ -313,16 +347,6 @@ def run_backfill(
                     writer.submit(arc.rel, *edit_arc(arc.text, arc.doc, changes))
             if progress is not None:
                 progress(n, len(arcs))
-    if rewrite_markers:
-        _rewrite_markers(vault, _files(vault, disk, MARKER_KINDS, only), evidence, summary, follow, dry_run, audit, plan, after_write)
-    if db is not None:
-        _attribute_markers(db, evidence, summary, dry_run)
-        if not dry_run:
-            resolver.flush_learned()
-    if follow is not None:
-        summary.index = follow.finish(summary)
-    summary.by_outcome.setdefault(KNOWLEDGE, 0)
-    return summary
 
 
 def _as_read(text_: str) -> str:
@@ -383,6 +407,13 @@ class _Follow:
     complete, from the text and the document the run already holds (no file
     is read or parsed again); ``finish`` refreshes the stale rest, reading
     and parsing each once.
+
+    A full batch is written on the follower's own thread, one batch at a
+    time, while the run goes on deciding and writing arcs: the database's
+    work (the search index's trigram inserts above all) overlaps the run's.
+    The session is then the follower's: the run touches no row until
+    ``wait`` (which also raises a failed batch's error), and ``close`` ends
+    the batch in flight before a failed run's caller rolls back.
     """
 
     def __init__(self, db: Session, vault: Vault, disk: dict[str, catalogue.Stat], before: dt.datetime | None, *, markers: bool) -> None:
@@ -395,6 +426,8 @@ class _Follow:
         self.batch: list[tuple[str, str, frontmatter.Document | None, catalogue.Stat]] = []
         self.done: set[str] = set()
         self.entries = self.removed = self.tombstones = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="backfill-index")
+        self._inflight: Future[None] | None = None
 
     def add(self, rel: str, text_: str, doc: frontmatter.Document | None, stat: catalogue.Stat) -> None:
         """Refresh ``rel`` with the next batch; ``doc``: its parsed text, for the kinds ``parsed_records`` reads (else None)."""
@@ -407,10 +440,20 @@ class _Follow:
             doc = frontmatter.parse(text_) if doc is not None else None
         self.batch.append((rel, text_, doc, stat))
         if len(self.batch) >= INDEX_BATCH:
-            self._flush()
+            self.wait()
+            batch, self.batch = self.batch, []
+            self._inflight = self._pool.submit(self._write, batch)
 
-    def _flush(self) -> None:
-        batch, self.batch = self.batch, []
+    def wait(self) -> None:
+        """Until the batch in flight is written (its error raised here); the session is the caller's again."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            inflight.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _write(self, batch: list[tuple[str, str, frontmatter.Document | None, catalogue.Stat]]) -> None:
         if not batch:
             return
         rels = [rel for rel, *_ in batch]
@@ -438,7 +481,9 @@ class _Follow:
                 continue
             doc = frontmatter.parse(text_) if kind_of_path(rel) in PARSED_KINDS else None
             self.add(rel, text_, doc, catalogue.Stat(info.st_size, info.st_mtime_ns))
-        self._flush()
+        self.wait()
+        batch, self.batch = self.batch, []
+        self._write(batch)
         return {"refreshed": True, "files": len(self.done), "entries_written": self.entries, "removed": self.removed, "tombstones_written": self.tombstones}
 
 

@@ -355,6 +355,13 @@ class IdentityResolver:
         elif record_learned_roots(self.db, identity, paths):  # type: ignore[arg-type]
             self._learned.clear()  # lookups cached before this root was learned may now match it
 
+    def preload(self) -> None:
+        """Batch: read the stored learned roots now; path resolutions read no row after (a job can lend its session out)."""
+        from brain_kernel.identity_repo import all_learned_roots
+
+        if self.batch and self.db is not None and self._learned_rows is None:
+            self._learned_rows = all_learned_roots(self.db)
+
     def flush_learned(self) -> int:
         """Write the learned roots a batch resolver kept (those new or changed); returns rows written."""
         from brain_kernel.identity_repo import record_learned
