@@ -138,6 +138,7 @@ def run(args: argparse.Namespace, url: str, tmp: Path) -> dict[str, Any]:
             "wall_s": result["wall_s"],
             "peak_rss_mb": result["peak_rss_mb"],
             "startup_s": result["startup_s"],
+            "cpu_s": {"user": result["user_cpu_s"], "sys": result["sys_cpu_s"]},  # the job's own (the database's is not counted)
             "summary": {k: summary[k] for k in ("scanned", "changed", "unchanged", "unresolved", "by_source", "by_outcome", "files_written", "index")},
             "paths_changed": sum(1 for k in after if before.get(k) != after[k]),
         }

@@ -43,7 +43,7 @@ import datetime as dt
 import json
 import os
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +90,8 @@ from brain_kernel.vault import Vault
 
 Progress = Callable[[int, int], None]
 INDEX_BATCH = 500
-WRITERS = 4  # threads writing arcs: enough to overlap fsyncs, few enough for a small pod
+WRITERS = 2  # threads writing arcs: they overlap fsyncs; more only contend for the interpreter with the run and the follower
+ARC_CHUNK = 1000  # arcs read ahead of the decisions (their sessions looked up in one query)
 WRITE_WINDOW = 64  # writes in flight at most (each holds its text)
 HEAD_LINES = 200  # both agents record the working folder (and Codex the repository URL) in the first lines
 
@@ -281,17 +282,12 @@ def run_backfill(
     started = index.scan_point(db) if db is not None else None  # rows a marker write adds from here on are kept
     disk = catalogue.stat_files(vault)
     rels = _files(vault, disk, ARC_CAPABLE_KINDS, only)
-    arcs: list[_Arc] = []
-    for rel in rels:
-        arc = _read_arc(vault, rel, summary)
-        if arc is not None:
-            arcs.append(arc)
-    evidence.preload(sid for arc in arcs for sid in arc.sessions)
-    resolver.preload()  # from here the loop reads no row: the index follows the writes on its own thread
+    resolver.preload()  # from here resolutions read no row: the session is lent to the follower's thread
     known: list[KnownProject] = known_projects(db) if db is not None else []
     follow = _Follow(db, vault, disk, started, markers=rewrite_markers) if db is not None and not dry_run else None
     try:
-        _correct_arcs(arcs, evidence, known, summary, dry_run, audit, plan, progress, _Writer(vault, summary, follow, after_write))
+        arcs = _read_ahead(vault, rels, summary, evidence, follow)
+        _correct_arcs(arcs, len(rels), evidence, known, summary, dry_run, audit, plan, progress, _Writer(vault, summary, follow, after_write))
         if follow is not None:
             follow.wait()  # the session is the main thread's again
         if rewrite_markers:
@@ -311,8 +307,41 @@ def run_backfill(
     return summary
 
 
+def _read_ahead(vault: Vault, rels: Sequence[str], summary: BackfillSummary, evidence: _Evidence, follow: _Follow | None) -> Iterator[tuple[int, _Arc]]:
+    """The arcs among ``rels`` with their positions, read and parsed a chunk ahead of the decisions.
+
+    Each chunk's sessions are looked up in the session index in one query,
+    on the follower's thread when there is one (which holds the session),
+    while the chunk before is decided: the index follows the first writes
+    from the start and only a chunk of texts is held at a time.
+    """
+    chunks = [rels[i : i + ARC_CHUNK] for i in range(0, len(rels), ARC_CHUNK)]
+
+    def read(chunk: Sequence[str]) -> tuple[list[_Arc | None], Future[None] | None]:
+        arcs = [_read_arc(vault, rel, summary) for rel in chunk]
+        sids = [sid for arc in arcs if arc is not None for sid in arc.sessions]
+        if follow is not None:
+            return arcs, follow.call(evidence.preload, sids)
+        evidence.preload(sids)
+        return arcs, None
+
+    ahead = read(chunks[0]) if chunks else None
+    position = 0
+    for k in range(len(chunks)):
+        assert ahead is not None
+        arcs, ready = ahead
+        ahead = read(chunks[k + 1]) if k + 1 < len(chunks) else None
+        if ready is not None:
+            ready.result()
+        for arc in arcs:
+            position += 1
+            if arc is not None:
+                yield position, arc
+
+
 def _correct_arcs(
-    arcs: Sequence[_Arc],
+    arcs: Iterable[tuple[int, _Arc]],
+    total: int,
     evidence: _Evidence,
     known: Sequence[KnownProject],
     summary: BackfillSummary,
@@ -324,7 +353,7 @@ def _correct_arcs(
 ) -> None:
     """Decide each arc, audit each change and hand its write to ``writer``."""
     with writer:
-        for n, arc in enumerate(arcs, 1):
+        for n, arc in arcs:
             decision = decide(_evidence_of(arc, evidence), legacy=legacy_project(arc.meta, known))
             summary.scanned += 1
             summary.by_outcome[decision.outcome] += 1
@@ -346,7 +375,7 @@ def _correct_arcs(
                 if not dry_run:
                     writer.submit(arc.rel, *edit_arc(arc.text, arc.doc, changes))
             if progress is not None:
-                progress(n, len(arcs))
+                progress(n, total)
 
 
 def _as_read(text_: str) -> str:
@@ -443,6 +472,10 @@ class _Follow:
             self.wait()
             batch, self.batch = self.batch, []
             self._inflight = self._pool.submit(self._write, batch)
+
+    def call(self, fn: Callable[..., None], *args: Any) -> Future[None]:
+        """Run ``fn`` on the follower's thread, after the batches given before (it may use the session)."""
+        return self._pool.submit(fn, *args)
 
     def wait(self) -> None:
         """Until the batch in flight is written (its error raised here); the session is the caller's again."""
