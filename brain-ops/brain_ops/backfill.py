@@ -91,6 +91,7 @@ from brain_kernel.vault import Vault
 Progress = Callable[[int, int], None]
 INDEX_BATCH = 500
 WRITERS = 2  # threads writing arcs: they overlap fsyncs; more only contend for the interpreter with the run and the follower
+AUDIT_BATCH = 32  # changes audited (one flush) before their writes are submitted
 ARC_CHUNK = 1000  # arcs read ahead of the decisions (their sessions looked up in one query)
 WRITE_WINDOW = 64  # writes in flight at most (each holds its text)
 HEAD_LINES = 200  # both agents record the working folder (and Codex the repository URL) in the first lines
@@ -351,7 +352,20 @@ def _correct_arcs(
     progress: Progress | None,
     writer: _Writer,
 ) -> None:
-    """Decide each arc, audit each change and hand its write to ``writer``."""
+    """Decide each arc, audit each change and hand its write to ``writer``.
+
+    Changes are staged a few at a time: their audit lines are flushed once,
+    then their writes submitted, so every write still follows its audit line.
+    """
+    staged: list[tuple[str, str, frontmatter.Document]] = []
+
+    def submit() -> None:
+        if audit is not None:
+            audit.flush()
+        for item in staged:
+            writer.submit(*item)
+        staged.clear()
+
     with writer:
         for n, arc in arcs:
             decision = decide(_evidence_of(arc, evidence), legacy=legacy_project(arc.meta, known))
@@ -369,13 +383,15 @@ def _correct_arcs(
                 line = _audit_line(arc, decision, changes, dry_run)
                 if audit is not None:
                     audit.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-                    audit.flush()
                 if plan is not None:
                     plan(line)
                 if not dry_run:
-                    writer.submit(arc.rel, *edit_arc(arc.text, arc.doc, changes))
+                    staged.append((arc.rel, *edit_arc(arc.text, arc.doc, changes)))
+                if len(staged) >= AUDIT_BATCH:
+                    submit()
             if progress is not None:
                 progress(n, total)
+        submit()
 
 
 def _as_read(text_: str) -> str:
