@@ -123,7 +123,20 @@ def run_brain(settings: Settings, *argv: str) -> dict[str, Any]:
     if profile := os.environ.get("BENCH_PYSPY"):  # a folder: sample the run with py-spy (collapsed stacks, threads apart)
         Path(profile).mkdir(parents=True, exist_ok=True)
         out_file = Path(profile) / f"{argv[0]}-{time.strftime('%H%M%S')}.txt"
-        cmd = ["py-spy", "record", "--format", "raw", "--threads", *([] if os.environ.get("BENCH_PYSPY_CPU") else ["--idle"]), "--rate", "200", "-o", str(out_file), "--", *cmd]
+        cmd = [
+            "py-spy",
+            "record",
+            "--format",
+            "raw",
+            "--threads",
+            *([] if os.environ.get("BENCH_PYSPY_CPU") else ["--idle"]),
+            "--rate",
+            "200",
+            "-o",
+            str(out_file),
+            "--",
+            *cmd,
+        ]
     prefix = f"{argv[0]}: "
     lines: list[tuple[float, str]] = []
     out: list[bytes] = []
