@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import String, any_, case, delete, func, literal, not_, select, text
+from sqlalchemy import String, any_, delete, func, literal, not_, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
@@ -129,9 +129,7 @@ def _plain(value: Any) -> Any:
 def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     """Ids of ``rows`` the table already holds exactly (read without locking them)."""
     names = [n for n in COMPARED_COLUMNS if n != "id"]
-    table = Entry.__table__
-    stmt = select(table.c.id, *(table.c[n] for n in names)).where(table.c.id.in_([r["id"] for r in rows]))
-    held = {r[0]: r[1:] for r in session.execute(stmt)}
+    held = {r[0]: r[1:] for r in session.connection().exec_driver_sql(_HELD_ENTRIES, {"ids": [r["id"] for r in rows]})}
     same = set()
     for row in rows:
         old = held.get(row["id"])
@@ -140,6 +138,7 @@ def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     return same
 
 
+_HELD_ENTRIES = f"SELECT id, {', '.join(n for n in COMPARED_COLUMNS if n != 'id')} FROM entries WHERE id = ANY(%(ids)s::text[])"
 STAGED_ROWS = 200  # from this many rows an upsert goes through COPY and one statement (a marker's few rows do not)
 _STAGE_COLUMNS = ", ".join(COMPARED_COLUMNS)
 _STAGE_TYPES = ("text", "varchar", "text", "text", "text", "text[]", "text", "varchar", "varchar", "varchar", "float8", "text", "timestamptz", "jsonb")
@@ -194,7 +193,7 @@ def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
         same = _unchanged(session, batch)
         changed = [r for r in batch if r["id"] not in same]
         if changed:
-            session.execute(_upsert_entries_stmt(), changed)
+            session.connection().execute(_upsert_entries_stmt(), changed)
     return len(rows)
 
 
@@ -234,22 +233,14 @@ def entry_rows(session: Session) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in session.execute(stmt)]
 
 
-@functools.cache
-def _touch_project_stmt() -> Any:
-    """The project upsert, built once (statement building costs more than running it)."""
-    table = Project.__table__
-    stmt = insert(table)
-    excluded = stmt.excluded
-    return stmt.on_conflict_do_update(
-        index_elements=["id"],
-        set_={
-            "last_active": func.greatest(table.c.last_active, excluded.last_active),
-            "root": func.coalesce(excluded.root, table.c.root),
-            # no aliases given keeps the known ones
-            "aliases": case((func.cardinality(excluded.aliases) == 0, table.c.aliases), else_=excluded.aliases),
-            "updated_at": func.now(),
-        },
-    )
+# The project upsert as SQL text (it runs on every marker: the expression layer's building and caching of a
+# statement cost more than running it). No aliases given keeps the known ones.
+_TOUCH_PROJECT = """INSERT INTO projects (id, key, repo, root, aliases, last_active)
+VALUES (%(id)s, %(key)s, %(repo)s, %(root)s, %(aliases)s::text[], %(last_active)s)
+ON CONFLICT (id) DO UPDATE SET last_active = greatest(projects.last_active, excluded.last_active),
+    root = coalesce(excluded.root, projects.root),
+    aliases = CASE WHEN cardinality(excluded.aliases) = 0 THEN projects.aliases ELSE excluded.aliases END,
+    updated_at = now()"""
 
 
 def touch_project(
@@ -270,7 +261,7 @@ def touch_project(
         "aliases": sorted(set(aliases)),
         "last_active": at,
     }
-    session.execute(_touch_project_stmt(), values)
+    session.connection().exec_driver_sql(_TOUCH_PROJECT, values)
 
 
 # -- from the vault ------------------------------------------------------------------------
