@@ -28,7 +28,6 @@ a row stamped after is kept. Both times come from one clock, the database's.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import String, any_, delete, func, literal, not_, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy import String, any_, delete, literal, not_, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
@@ -102,23 +101,6 @@ def _row(record: EntryRecord) -> dict[str, object]:
     )
 
 
-@functools.cache
-def _upsert_entries_stmt() -> Any:
-    """The entry upsert, built once: a row is rewritten (and stamped with the database clock) only when it changes.
-
-    An unchanged row is left alone, so a tick or a rebuild over a vault that
-    did not change writes nothing: no table-wide update, no dead tuples, no
-    feed invalidation.
-    """
-    stmt = insert(Entry.__table__).values(updated_at=func.clock_timestamp())
-    names = [c.name for c in Entry.__table__.columns if c.name not in ("id", "created_at", "updated_at")]
-    update = {name: stmt.excluded[name] for name in names}
-    update["updated_at"] = func.clock_timestamp()
-    table = Entry.__table__
-    changed = func.row(*(table.c[n] for n in names)).is_distinct_from(func.row(*(stmt.excluded[n] for n in names)))
-    return stmt.on_conflict_do_update(index_elements=["id"], set_=update, where=changed)
-
-
 def _plain(value: Any) -> Any:
     """A value as it reads back from its column (JSON through a round trip, arrays as lists)."""
     if isinstance(value, (dict, list, tuple)):
@@ -160,6 +142,15 @@ ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARE
  WHERE {_distinct("entries", "excluded")}"""
 
 
+# A few rows (a marker's): one upsert per row, as SQL text (the expression layer's building of an executemany
+# cost more than running it). A row is rewritten, and stamped with the database clock, only when it changes:
+# a tick or a rebuild over a vault that did not change writes nothing (no dead tuples, no feed invalidation).
+_UPSERT_ENTRY = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
+VALUES ({", ".join(f"%({n})s::{t}" for n, t in zip(COMPARED_COLUMNS, _STAGE_TYPES, strict=True))}, clock_timestamp())
+ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
+ WHERE {_distinct("entries", "excluded")}"""
+
+
 def _upsert_staged(session: Session, rows: list[dict[str, Any]]) -> None:
     """The rows COPYed into a temporary table, then merged by one statement (the same rule as the upsert)."""
     latest = {r["id"]: r for r in rows}  # an id given twice: its last row, as consecutive upserts would leave it
@@ -193,7 +184,8 @@ def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
         same = _unchanged(session, batch)
         changed = [r for r in batch if r["id"] not in same]
         if changed:
-            session.connection().execute(_upsert_entries_stmt(), changed)
+            params = [{**r, "metadata": Jsonb(r["metadata"])} for r in changed]
+            session.connection().exec_driver_sql(_UPSERT_ENTRY, params[0] if len(params) == 1 else params)  # one: no pipeline
     return len(rows)
 
 
