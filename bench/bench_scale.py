@@ -21,7 +21,9 @@ then, each as production runs it:
    without a project for five query classes;
 6. ``POST /marker`` with 32 clients, alternating batches that name their
    project and batches with only a ``cwd`` (folders of real git repositories
-   and worktrees made in the temporary home): lessons/s, p50, p95;
+   and worktrees made in the temporary home): lessons/s, p50, p95; then
+   300 lessons from one client, the service time (with 32 clients in flight
+   a request waits about 32 / throughput on average, whatever the code);
 7. for x1 and x4 only (as the issue's table), ``brain extract``'s
    ``run_extract`` on 5,000 Claude + 1,000 Codex transcripts per x1 (scaled
    by 4 for x4): without a database, with one (first run) and an unchanged
@@ -88,6 +90,7 @@ BEFORE: dict[str, dict[str, str]] = {
     "/vault/search p50 / p95 (worst query class)": {"x1": "3.3 s", "x4": "12.4 s"},
     "POST /marker naming the project: lessons/s, p50 / p95": {"x1": "202/s, p95 285 ms"},
     "POST /marker cwd only: lessons/s, p50 / p95": {"x1": "89/s, p95 697 ms"},
+    "POST /marker, one client (service time): p50 / p95": {},
     "extract without a database / first / unchanged rerun (rows rewritten)": {"x1": "5.4 s / 14.0 s / 9.1 s (1,591)", "x4": "- / 60.8 s / 38.5 s"},
 }
 
@@ -176,21 +179,31 @@ def post_markers(base: str, args: argparse.Namespace, tmp: Path, settings: Setti
                 {"lessons_per_s": round(len(bodies) / wall, 1), "p50_ms": round(pct(latencies, 50), 1), "p95_ms": round(pct(latencies, 95), 1), **checked}
             )
 
+    # The service time: one client, so nothing queues (32 clients in flight wait 32 / throughput on average).
+    run_id = uuid.uuid4().hex[:8]
+    bodies = bench_markers.lesson_bodies(argparse.Namespace(lessons=args.service_lessons, projects=args.marker_projects), run_id, folders, False)
+    wall, latencies, replies = asyncio.run(bench_markers.post_all(base, bodies, 1))
+    checked = bench_markers.check(settings, url, run_id, bodies, replies, expected)
+    service = {"lessons_per_s": round(len(bodies) / wall, 1), "p50_ms": round(pct(latencies, 50), 1), "p95_ms": round(pct(latencies, 95), 1), **checked}
+
     def median(rows: list[dict[str, Any]], key: str) -> float:
         values = sorted(row[key] for row in rows)
         return values[len(values) // 2]
 
     return {
-        mode: {
-            "lessons_per_s": median(rows, "lessons_per_s"),
-            "p50_ms": median(rows, "p50_ms"),
-            "p95_ms": median(rows, "p95_ms"),
-            "lost": sum(r["lost"] for r in rows),
-            "duplicated": sum(r["duplicated"] for r in rows),
-            "failed": sum(r["failed"] for r in rows),
-            "misattributed": sum(r["misattributed"] for r in rows),
-        }
-        for mode, rows in out.items()
+        "service": service,
+        **{
+            mode: {
+                "lessons_per_s": median(rows, "lessons_per_s"),
+                "p50_ms": median(rows, "p50_ms"),
+                "p95_ms": median(rows, "p95_ms"),
+                "lost": sum(r["lost"] for r in rows),
+                "duplicated": sum(r["duplicated"] for r in rows),
+                "failed": sum(r["failed"] for r in rows),
+                "misattributed": sum(r["misattributed"] for r in rows),
+            }
+            for mode, rows in out.items()
+        },
     }
 
 
@@ -294,6 +307,8 @@ def after_cells(r: dict[str, Any]) -> dict[str, str]:
     for mode, label in (("project", "naming the project"), ("cwd-only", "cwd only")):
         m = markers[mode]
         cells[f"POST /marker {label}: lessons/s, p50 / p95"] = f"{m['lessons_per_s']}/s, {m['p50_ms']} / {m['p95_ms']} ms"
+    m = markers["service"]
+    cells["POST /marker, one client (service time): p50 / p95"] = f"{m['p50_ms']} / {m['p95_ms']} ms ({m['lessons_per_s']}/s)"
     if "extract" in r:
         e = r["extract"]
         cells["extract without a database / first / unchanged rerun (rows rewritten)"] = (
@@ -348,6 +363,7 @@ def main() -> None:
     parser.add_argument("--marker-lessons", type=int, default=1500, help="lessons per marker batch")
     parser.add_argument("--marker-projects", type=int, default=8, help="git repositories the cwd-only lessons come from")
     parser.add_argument("--marker-rounds", type=int, default=2, help="batches of each marker mode, alternating")
+    parser.add_argument("--service-lessons", type=int, default=300, help="lessons posted by one client (the service time)")
     parser.add_argument("--no-extract", dest="extract", action="store_false", help="skip the extract runs (x1, x4)")
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
