@@ -253,16 +253,13 @@ def path_and_ancestors(path: str) -> list[str]:
         current = parent
 
 
-# Built once and run on the session's Core connection (every marker with a cwd reads it): plain columns.
-_LEARNED = LearnedRootRow.__table__.c
-_LEARNED_BY_PATH = select(_LEARNED.path, _LEARNED.project, _LEARNED.repo, _LEARNED.root, _LEARNED.worktree).where(
-    _LEARNED.path == func.any(bindparam("paths", type_=ARRAY(Text)))
-)
+# SQL text run by the driver (every marker with a cwd reads it; ADR 0022): plain columns.
+_LEARNED_BY_PATH = "SELECT path, project, repo, root, worktree FROM learned_roots WHERE path = ANY(%(paths)s::text[])"
 
 
 def _learned_by_path(db: Session, paths: Sequence[str]) -> list[LearnedRoot]:
-    rows = db.connection().execute(_LEARNED_BY_PATH, {"paths": list(paths)})
-    return [LearnedRoot(path=r.path, project=r.project, repo=r.repo, root=r.root, worktree=r.worktree) for r in rows]
+    rows = db.connection().exec_driver_sql(_LEARNED_BY_PATH, {"paths": list(paths)})
+    return [LearnedRoot(path=path, project=project, repo=repo, root=root, worktree=worktree) for path, project, repo, root, worktree in rows]
 
 
 def learned_roots_containing(db: Session, path: str) -> list[LearnedRoot]:
