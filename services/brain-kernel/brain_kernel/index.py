@@ -120,12 +120,12 @@ def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     return same
 
 
-_HELD_ENTRIES = f"SELECT id, {', '.join(n for n in COMPARED_COLUMNS if n != 'id')} FROM entries WHERE id = ANY(%(ids)s::text[])"
 STAGED_ROWS = 200  # from this many rows an upsert goes through COPY and one statement (a marker's few rows do not)
 _STAGE_COLUMNS = ", ".join(COMPARED_COLUMNS)
 _STAGE_TYPES = ("text", "varchar", "text", "text", "text", "text[]", "text", "varchar", "varchar", "varchar", "float8", "text", "timestamptz", "jsonb")
 _CREATE_STAGE = f"CREATE TEMP TABLE IF NOT EXISTS entries_stage ON COMMIT DELETE ROWS AS SELECT {_STAGE_COLUMNS} FROM entries WITH NO DATA"
 _COMPARED_ROW = ", ".join(n for n in COMPARED_COLUMNS if n != "id")
+_HELD_ENTRIES = f"SELECT id, {_COMPARED_ROW} FROM entries WHERE id = ANY(%(ids)s::text[])"
 
 
 def _distinct(left: str, right: str) -> str:
@@ -142,8 +142,8 @@ ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARE
  WHERE {_distinct("entries", "excluded")}"""
 
 
-# A few rows (a marker's): one upsert per row, as SQL text (the expression layer's building of an executemany
-# cost more than running it). A row is rewritten, and stamped with the database clock, only when it changes:
+# A few rows (a marker's): the upsert as SQL text, a single row through a plain execute (the expression layer's
+# statement building, and psycopg's pipelined executemany for one row, cost more than running it). A row is rewritten, and stamped with the database clock, only when it changes:
 # a tick or a rebuild over a vault that did not change writes nothing (no dead tuples, no feed invalidation).
 _UPSERT_ENTRY = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
 VALUES ({", ".join(f"%({n})s::{t}" for n, t in zip(COMPARED_COLUMNS, _STAGE_TYPES, strict=True))}, clock_timestamp())
