@@ -168,3 +168,43 @@ def test_a_rebuild_keeps_every_marker_acknowledged_while_it_ran(client, settings
     again = rebuild(db, vault)  # and a later rebuild from the vault alone gives the same rows
     db.commit()
     assert set(db.scalars(select(Entry.content).where(Entry.kind.in_(("lesson", "decision"))))) == contents and again.removed == 0
+
+
+def _indexes(db: Session) -> list[tuple[str, str]]:
+    from sqlalchemy import text
+
+    stmt = text("select indexname, indexdef from pg_indexes where tablename in ('entries', 'vault_documents', 'vault_segments') order by 1")
+    return [(name, ddl) for name, ddl in db.execute(stmt)]
+
+
+def _entries_locked(db: Session) -> bool:
+    from sqlalchemy import text
+
+    stmt = text("select exists (select 1 from pg_locks where relation = 'entries'::regclass and pid = pg_backend_pid() and mode = 'AccessExclusiveLock')")
+    return bool(db.execute(stmt).scalar())
+
+
+def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, settings: Settings, db: Session) -> None:
+    """Into an empty index the secondary indexes are dropped for the load (the tables locked) and built again,
+    exactly as the migrations define them; a rebuild of a populated index keeps them and takes no such lock."""
+    vault = Vault(settings.vault)
+    for i in range(3):
+        _arc(vault, f"f{i}", "api", "org1/api", f"First build number {i}")
+    before = _indexes(db)
+    db.rollback()
+    seen: list[tuple[list[tuple[str, str]], bool]] = []
+    rebuild(db, vault, progress=lambda done, total: seen.append((_indexes(db), _entries_locked(db))) if done == total else None)
+    during, locked = seen[-1]
+    assert locked and {name for name, _ in during} < {name for name, _ in before}
+    assert {"pk_entries", "pk_vault_documents", "pk_vault_segments"} <= {name for name, _ in during}  # constraints stay
+    assert _indexes(db) == before
+    rows = entry_rows(db)
+    db.commit()
+    assert len(rows) == 3
+
+    _post(client, "lesson", "Written between the builds.", repo="org1/api")
+    seen.clear()
+    rebuild(db, vault, progress=lambda done, total: seen.append((_indexes(db), _entries_locked(db))) if done == total else None)
+    assert seen[-1] == (before, False) and _indexes(db) == before
+    db.commit()
+    assert [r for r in entry_rows(db) if r["kind"] == "arc"] == rows

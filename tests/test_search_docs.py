@@ -53,6 +53,10 @@ for i in range(8):
     NOTES[f"bulk/b{i}.md"] = "".join(
         f"retry {'cache ' if n % (i + 1) == 0 else ''}{'rareword ' if i == 5 and n == 3 else ''}line {n}\n" for n in range(31 + i * 3)
     )
+# Files naming a token: one short of the cap whose name lifts it above the files that reach it (kept by
+# the shortcut), and a short one it leaves out.
+NOTES["bulk/retry-notes.md"] = "".join(f"retry note {n}\n" for n in range(25))
+NOTES["bulk/cache-retry.txt"] = "one retry\n"
 # A long note: hits on both sides of block boundaries, so snippets take context from neighbouring segments.
 LONG = [f"filler line {i}" for i in range(200)]
 for n in (0, 62, 63, 64, 65, 127, 128, 190, 199):
@@ -151,6 +155,16 @@ def test_the_index_answers_what_the_file_scans_answer(indexed: Vault, db: Sessio
             for prefix, limit in (("", 1), ("bulk", 3), ("", 20)):
                 assert _index(db, q, prefix, limit, 1) == _scan(indexed, q, prefix, limit, 1), (many, q, prefix, limit)
     assert sum(shortcuts) > 10 and not all(shortcuts)  # the shortcut answered often, and fell back too
+    # A walk that may read no file short of the cap gives up at its first miss, and the full ranking
+    # answers the same; one that may read them all passes the misses (b1..b4 lack "cache" on most lines).
+    monkeypatch.setattr(search_docs, "MANY_CANDIDATES", 1)
+    for walk_lines, q in itertools.product((0, search_docs.WALK_LINES), ("retry cache", "cache", "line retry")):
+        monkeypatch.setattr(search_docs, "WALK_LINES", walk_lines)
+        shortcuts.clear()
+        for prefix, limit in (("", 1), ("", 2), ("bulk", 8)):
+            assert _index(db, q, prefix, limit, 1) == _scan(indexed, q, prefix, limit, 1), (walk_lines, q, prefix, limit)
+        if q == "cache":  # b0 caps the score, b1..b5 do not, notes/many.md does
+            assert shortcuts[:2] == [True, walk_lines > 0], walk_lines
     db.execute(text("ANALYZE vault_segments"))  # then how frequent a token is comes from the statistics
     monkeypatch.setitem(search_docs._stats, "key", None)
     assert search_docs._gram_frequencies(db.connection()) is not None

@@ -96,3 +96,45 @@ def hold_keeper_lock(session: Session) -> None:
     and rewriting the same files. The wait obeys ``lock_timeout``.
     """
     session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": KEEPER_LOCK})
+
+
+# A table's secondary indexes (none backs a constraint: the primary key and any unique one stay), as the
+# catalogue defines them, so what is rebuilt is exactly what the migrations made.
+_SECONDARY_INDEXES = """SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = CAST(:table AS regclass) AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+ ORDER BY c.relname"""
+
+
+def defer_indexes(session: Session, *tables: str) -> list[str] | None:
+    """For a first load into empty ``tables``: lock them, drop their secondary indexes, return the DDL that rebuilds them.
+
+    Building an index once over loaded rows costs a fraction of maintaining
+    it row by row. The tables stay locked (ACCESS EXCLUSIVE, as ``DROP
+    INDEX`` takes) until the caller's transaction ends: nobody reads or
+    writes them half-indexed, and no row arrives between the check and the
+    load. When a table holds a row once locked, nothing is dropped, the
+    locks are released (a savepoint) and None is returned.
+    """
+    if any(session.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar() for table in tables):
+        return None  # not a first load: no lock taken
+    nested = session.begin_nested()
+    for table in tables:
+        session.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+        if session.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar():
+            nested.rollback()
+            return None
+    ddl = []
+    for table in tables:
+        for name, definition in session.execute(text(_SECONDARY_INDEXES), {"table": table}).all():
+            session.execute(text(f'DROP INDEX "{name}"'))
+            ddl.append(definition)
+    nested.commit()
+    return ddl
+
+
+def restore_indexes(session: Session, ddl: list[str]) -> None:
+    """Build the indexes ``defer_indexes`` dropped (with room to sort in memory)."""
+    if ddl:
+        session.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+    for definition in ddl:
+        session.execute(text(definition))

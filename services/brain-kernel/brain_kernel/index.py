@@ -46,11 +46,21 @@ from brain_core.membership import carriers
 from brain_core.text import storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
-from brain_core.vault.records import ActivityTally, ProjectActivity, attributable_by_session, attributed, project_activity, records_for, skipped_entries
+from brain_core.vault.records import (
+    ActivityTally,
+    ProjectActivity,
+    attributable_by_session,
+    attributed,
+    entry_line_spans,
+    project_activity,
+    records_for,
+    skipped_entries,
+)
 from brain_core.vault.regions import live_paths
 from brain_kernel import search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
 from brain_kernel.catalogue import digest, forget, load, save, stat_files
+from brain_kernel.db import defer_indexes, restore_indexes
 from brain_kernel.feed_snapshots import collect
 from brain_kernel.models import Entry, Project, SessionRow
 from brain_kernel.projects import known_projects
@@ -151,7 +161,15 @@ ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARE
  WHERE {_distinct("entries", "excluded")}"""
 
 
-def _upsert_staged(session: Session, rows: list[dict[str, Any]]) -> None:
+# Into a table a first build fills (``fresh``): no row to compare with but this pass's own, which the conflict
+# clause covers (the join would read a table the planner takes for empty).
+_INSERT_STAGE = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
+SELECT {", ".join(f"s.{n}" for n in COMPARED_COLUMNS)}, clock_timestamp() FROM entries_stage s
+ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
+ WHERE {_distinct("entries", "excluded")}"""
+
+
+def _upsert_staged(session: Session, rows: list[dict[str, Any]], fresh: bool = False) -> None:
     """The rows COPYed into a temporary table, then merged by one statement (the same rule as the upsert)."""
     latest = {r["id"]: r for r in rows}  # an id given twice: its last row, as consecutive upserts would leave it
     conn = session.connection()
@@ -162,10 +180,10 @@ def _upsert_staged(session: Session, rows: list[dict[str, Any]]) -> None:
         copy.set_types(_STAGE_TYPES)
         for row in latest.values():
             copy.write_row([Jsonb(row[n]) if n == "metadata" else row[n] for n in COMPARED_COLUMNS])
-    conn.exec_driver_sql(_MERGE_STAGE)
+    conn.exec_driver_sql(_INSERT_STAGE if fresh else _MERGE_STAGE)
 
 
-def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
+def upsert_entries(session: Session, records: Iterable[EntryRecord], *, fresh: bool = False) -> int:
     """Insert or replace entries by id; returns how many were given.
 
     Rows the table already holds exactly are skipped before the upsert: an
@@ -173,11 +191,12 @@ def upsert_entries(session: Session, records: Iterable[EntryRecord]) -> int:
     never makes a marker's refresh of the same file wait for it. Many rows
     go through COPY and one merge statement (``_upsert_staged``), a few
     through a pre-read and a batch of upserts; both leave the same rows.
+    ``fresh``: into a table a first build fills (``write_file_records``).
     """
     rows = [_row(r) for r in records]
     if len(rows) >= STAGED_ROWS:
         for start in range(0, len(rows), 20_000):
-            _upsert_staged(session, rows[start : start + 20_000])
+            _upsert_staged(session, rows[start : start + 20_000], fresh)
         return len(rows)
     for start in range(0, len(rows), 1000):
         batch = rows[start : start + 1000]
@@ -410,6 +429,7 @@ def write_file_records(
     before: dt.datetime | None = None,
     mitigation: set[str] | None = None,
     tally: ActivityTally | None = None,
+    fresh: bool = False,
 ) -> ReindexSummary:
     """Make the rows of exactly the files ``paths`` what ``records`` says (no commit).
 
@@ -417,14 +437,16 @@ def write_file_records(
     after ``before``: a marker acknowledged while the pass ran), new and
     changed ones upserted, unchanged ones left alone. ``mitigation`` (the
     sources a full pass found mitigated) marks their signals as it writes.
+    ``fresh``: the table held no row of these files when the pass began and
+    nobody else writes it (a first build holds its lock): nothing to delete.
     """
     summary = ReindexSummary()
     rows = _dedupe(records)
     if mitigation:
         rows = mitigate(rows, mitigation)
     rows = with_evidence(session, rows)
-    summary.removed = delete_entries_at(session, paths, keep_ids=[r.id for r in rows], before=before)
-    summary.entries = upsert_entries(session, rows)
+    summary.removed = 0 if fresh else delete_entries_at(session, paths, keep_ids=[r.id for r in rows], before=before)
+    summary.entries = upsert_entries(session, rows, fresh=fresh)
     summary.count(rows)
     if tally is not None:
         tally.add(rows)
@@ -508,10 +530,13 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     not by the vault); unchanged rows are not rewritten; rows of files no
     longer live are deleted; the mitigation set is applied once at the end.
     The vault catalogue is refreshed too, so the next tick reads only what
-    changes after this.
+    changes after this. Into an empty index (a first build) the tables'
+    secondary indexes are built once after the load (``db.defer_indexes``),
+    and the tables stay locked until the caller commits.
     """
     summary = ReindexSummary()
     started = scan_point(session)
+    deferred = defer_indexes(session, "entries")  # a first build into an empty index: its indexes built once, after the load
     stats = stat_files(vault)
     files = live_vault_files(vault)
     known = load(session)
@@ -523,6 +548,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         records: list[EntryRecord] = []
         entries: list[CatalogueEntry] = []
         texts: list[tuple[str, str]] = []
+        spans: dict[str, search_docs.Spans] = {}  # each log split once: its records' entries give the search segments
         for rel in batch:
             text_ = _read(vault, rel, summary)
             done += 1
@@ -533,17 +559,19 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
             found = _records_of(rel, text_, summary)
             records.extend(found)
             texts.append((rel, text_))
+            spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
             stat = stats.get(rel)
             if stat is not None:
                 entries.append(CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
-        part = write_file_records(session, batch, records, before=started, tally=tally)
+        part = write_file_records(session, batch, records, before=started, tally=tally, fresh=deferred is not None)
         summary.entries += part.entries
         summary.removed += part.removed
         for kind, n in part.by_kind.items():
             summary.by_kind[kind] = summary.by_kind.get(kind, 0) + n
         save(session, entries)
-        documents.add(texts, {e.path: (e.size, e.mtime_ns) for e in entries})
+        documents.add(texts, {e.path: (e.size, e.mtime_ns) for e in entries}, spans)
         summary.files += len(batch)
+    restore_indexes(session, deferred or [])
     summary.removed += drop_paths_not_in(session, files, before=started)
     forget(session, [p for p in known if p not in set(files)])
     apply_mitigation(session)

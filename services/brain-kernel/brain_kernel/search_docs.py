@@ -49,7 +49,7 @@ import hashlib
 import posixpath
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,7 @@ from brain_core.vault.layout import LOG_KINDS, is_tombstone, kind_of_path
 from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
 from brain_kernel.catalogue import walk
+from brain_kernel.db import defer_indexes, restore_indexes
 from brain_kernel.feed_repo import _like, key_owned_sql, member
 from brain_kernel.models import Entry
 from brain_kernel.vault import Vault
@@ -99,29 +100,33 @@ def indexable(rel: str) -> bool:
 # Mixing constants of the code of a trigram that is not all ASCII (any fixed odd numbers would do).
 _MIX = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D)
 _TRIGRAM = re.compile(r"(?=(\S{3}))")  # every three characters without whitespace (``\S`` is ``not str.isspace``)
-_CODES: dict[str, int] = {}
 _MAX_CODES = 200_000  # trigram codes remembered across documents (a trigram's code is cheap; the map bounds memory)
 
 
 def _code(gram: str) -> int:
     """A trigram's code: its three ASCII bytes exactly (positive), else a hash of its code points (negative)."""
-    code = _CODES.get(gram)
-    if code is None:
-        a, b, c = (ord(ch) for ch in gram)
-        if a < 128 and b < 128 and c < 128:
-            code = (a << 16) | (b << 8) | c
-        else:
-            code = (((a * _MIX[0] + b * _MIX[1] + c * _MIX[2]) & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
-        if len(_CODES) >= _MAX_CODES:
-            _CODES.clear()
-        _CODES[gram] = code
-    return code
+    a, b, c = (ord(ch) for ch in gram)
+    if a < 128 and b < 128 and c < 128:
+        return (a << 16) | (b << 8) | c
+    return (((a * _MIX[0] + b * _MIX[1] + c * _MIX[2]) & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
 
 
-def grams(lowered: str) -> list[int]:
-    """The codes of the distinct trigrams of the whitespace-free runs of lower-cased text."""
-    codes = _CODES
-    return [codes[g] if g in codes else _code(g) for g in set(_TRIGRAM.findall(lowered))]
+class _CodeTexts(dict[str, str]):
+    """Trigram -> its code in decimal, computed on first use (a lookup that hits stays in C: ``map`` over ``__getitem__``)."""
+
+    def __missing__(self, gram: str) -> str:
+        if len(self) >= _MAX_CODES:
+            self.clear()
+        text_ = self[gram] = str(_code(gram))
+        return text_
+
+
+_CODE_TEXTS = _CodeTexts()
+
+
+def grams_text(lowered: str) -> str:
+    """The codes of the distinct trigrams of the whitespace-free runs of lower-cased text, as an ``int4[]`` literal."""
+    return "{" + ",".join(map(_CODE_TEXTS.__getitem__, set(_TRIGRAM.findall(lowered)))) + "}"
 
 
 def token_grams(token: str) -> list[int]:
@@ -140,11 +145,17 @@ class Segment:
     lowered: str
 
 
-def segments_of(path: str, body: str) -> list[Segment]:
-    """A document's lines in line-aligned pieces: each log entry's span, the lines between, blocks of other files."""
+Spans = Mapping[str, tuple[int, int]]  # a log's entry id -> its first and last line (``records.entry_line_spans``)
+
+
+def segments_of(path: str, body: str, spans: Spans | None = None) -> list[Segment]:
+    """A document's lines in line-aligned pieces: each log entry's span, the lines between, blocks of other files.
+
+    ``spans``: the log's entry spans, when the caller split it already.
+    """
     lines = lines_of(body)
     owner: list[str | None] = [None] * len(lines)
-    for entry_id, (first, last) in sorted(entry_line_spans(path, body).items(), key=lambda item: item[1]):
+    for entry_id, (first, last) in sorted((entry_line_spans(path, body) if spans is None else spans).items(), key=lambda item: item[1]):
         for n in range(max(first, 1), min(last, len(lines)) + 1):
             if owner[n - 1] is None:
                 owner[n - 1] = entry_id
@@ -194,10 +205,6 @@ _RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = c
 _COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN"
 
 
-def _array_text(codes: Sequence[int]) -> str:
-    return "{" + ",".join(map(str, codes)) + "}"
-
-
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -232,7 +239,13 @@ def _stored(text_: str) -> bytes:
     return storable(text_).encode("utf-8")  # NULs and lone surrogates as U+FFFD, as every index row (defect 3)
 
 
-def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Stamp] | None = None, reread: Vault | None = None) -> int:
+def _write(
+    session: Session,
+    batch: list[tuple[str, str]],
+    stamps: dict[str, Stamp] | None = None,
+    reread: Vault | None = None,
+    spans: Mapping[str, Spans] | None = None,
+) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
     A document whose text is what the index holds is not rewritten (only its
@@ -240,7 +253,8 @@ def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Sta
     ``reread`` each file is read again once its row is locked: a text read
     before the lock can be older than what another writer indexed meanwhile
     (two markers appending to one day's log), and would replace the newer
-    segments with the whole older log.
+    segments with the whole older log. ``spans``: logs' entry spans of the
+    texts given, as their caller split them (not used with ``reread``).
     """
     latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
@@ -267,14 +281,14 @@ def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Sta
         pieces = _appended(path, raw, held[path])
         if pieces is None:
             replaced.append(path)
-            pieces = segments_of(path, raw.decode("utf-8", "surrogatepass"))
+            pieces = segments_of(path, raw.decode("utf-8", "surrogatepass"), None if spans is None or reread is not None else spans.get(path))
             total = pieces[-1].last_line if pieces else 0
         else:
             total = pieces[-1].last_line
         name = posixpath.basename(path).lower()
         docs["paths"].append(path)
         docs["names"].append(name)
-        docs["name_grams"].append(_array_text(grams(name)))
+        docs["name_grams"].append(grams_text(name))
         docs["sizes"].append(len(raw))
         docs["mtimes"].append(stamps[path][1] if path in stamps else None)
         docs["lines"].append(total)
@@ -287,7 +301,7 @@ def _write(session: Session, batch: list[tuple[str, str]], stamps: dict[str, Sta
         cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
         with cursor.copy(_COPY_SEGMENTS) as copy:
             for row in segs:
-                copy.write_row((*row, _array_text(grams(row[5]))))
+                copy.write_row((*row, grams_text(row[5])))
     return len(paths)
 
 
@@ -343,38 +357,29 @@ def _changed(session: Session, vault: Vault, batch: list[tuple[str, Stamp]]) -> 
                 continue
 
 
-# The trigram indexes, dropped while a first build loads an empty index and built once after it (a
-# GIN index built from sorted entries costs a fraction of the same entries inserted row by row).
-_GIN_INDEXES = {
-    "ix_vault_segments_grams": "CREATE INDEX ix_vault_segments_grams ON vault_segments USING gin (grams) WITH (fastupdate = off)",
-    "ix_vault_documents_name_grams": "CREATE INDEX ix_vault_documents_name_grams ON vault_documents USING gin (name_grams) WITH (fastupdate = off)",
-}
-
-
 class DocumentsBuild:
     """A full build of the search index in steps: ``add`` the files a caller has read anyway, ``finish`` the rest.
 
     Opening it takes the pass's start (the database clock) and, into an
-    empty index, drops the trigram indexes for the load; ``add`` writes a
+    empty index, drops the secondary indexes for the load (``db.defer_indexes``:
+    a GIN index built once from sorted entries costs a fraction of the same
+    entries inserted row by row); ``add`` writes a
     batch of (path, text) with the stamps they were read at (so ``finish``'s
     walk does not read them again); ``finish`` walks the vault for every
-    other searchable file, builds the trigram indexes after a first load,
+    other searchable file, builds the indexes again after a first load,
     drops documents the vault no longer holds and records the vault root.
     """
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
-        self.first = not session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_documents)")).scalar()
-        if self.first:
-            for name in _GIN_INDEXES:
-                session.execute(text(f"DROP INDEX IF EXISTS {name}"))
+        self.deferred = defer_indexes(session, "vault_documents", "vault_segments")
         self.written = 0
 
-    def add(self, docs: Sequence[tuple[str, str]], stamps: dict[str, Stamp]) -> None:
+    def add(self, docs: Sequence[tuple[str, str]], stamps: dict[str, Stamp], spans: Mapping[str, Spans] | None = None) -> None:
         wanted = [(p, t) for p, t in docs if indexable(p)]
         for batch in batches(wanted, BATCH_FILES, lambda doc: len(doc[1]), BATCH_BYTES):
-            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps})
+            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps}, spans=spans)
 
     def finish(self, vault: Vault) -> RebuildSummary:
         session = self.session
@@ -382,9 +387,7 @@ class DocumentsBuild:
         for batch in batches(_walk(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
             seen.extend(p for p, _ in batch)
             self.written += _write(session, list(_changed(session, vault, batch)), dict(batch))
-        if self.first:
-            for ddl in _GIN_INDEXES.values():
-                session.execute(text(ddl))
+        restore_indexes(session, self.deferred or [])
         removed = session.execute(
             text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
         ).rowcount
@@ -404,7 +407,7 @@ def rebuild_documents(session: Session, vault: Vault) -> RebuildSummary:
     rows stamped before the pass began, of files it did not find, are
     deleted (the rule of ``brain reindex``, ADR 0011). The vault root is then
     recorded in ``vault_search_state``, so searches use the index. Into an
-    empty index the trigram indexes are built after the load (that first
+    empty index the secondary indexes are built after the load (that first
     build holds the tables' lock until it commits).
     """
     return DocumentsBuild(session).finish(vault)
@@ -490,6 +493,8 @@ sh AS MATERIALIZED (SELECT p.path, EXISTS (SELECT 1 FROM entries y WHERE y.vault
     else:
         scope, shared, join_sh = "", "false", ""
         within = " AND s.path = ANY(%(only)s::text[])" if only else ""
+        if only:  # a few files: their segments by path, not a frequent token's trigram bitmap over every file
+            seg_any = [f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted))]
         segments = f"vault_segments s WHERE {_under('s.path', prefix)}{within} AND"
         names = f"vault_documents d WHERE {_under('d.path', prefix)}{within.replace('s.path', 'd.path')} AND"
     return f"""WITH {scope}c AS MATERIALIZED (
@@ -512,8 +517,8 @@ _SEGMENTS_AROUND = """SELECT s.path, s.first_line, s.entry_id, s.content, s.lowe
 
 PROJECT_READ_LIMIT = 20_000  # a project of more entries is searched from the tokens' trigrams, not read whole
 MANY_CANDIDATES = 2_000  # a token's candidate segments beyond which it is frequent: a search first looks for the files that cap the score
-WALK_FILES = 200  # long files tested for saturation before a search gives up the shortcut
-WALK_MISSES = 3  # long files found short of the cap before a search gives up the shortcut (each was read whole)
+WALK_LINES = 400_000  # lines of files short of the cap the saturation walk may read before it gives up the shortcut
+WALK_BATCH = 64  # long files tested per statement of the walk, at most
 NAMED_LIMIT = 1_000  # files naming a token beyond which the shortcut is not tried
 
 
@@ -523,7 +528,8 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     A file that names no token scores at most ``MAX_LINE_SCORE + ALL_TOKENS_BONUS``
     when it holds every token, else at most ``MAX_LINE_SCORE``, reached
     exactly with ``MAX_LINE_SCORE`` hit lines or more. So, besides the files
-    naming a token (``named``):
+    naming a token whose most (a hit on each of their lines, up to the cap,
+    and the bonus) reaches what the walk's files score (``named``):
 
     - every token frequent: the first ``limit`` files in path order (C) with
       that many hit lines and every token score the most; any other file
@@ -534,9 +540,11 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
       and less, or as much with a later path.
 
     Only files of ``MAX_LINE_SCORE`` lines or more are walked, each tested
-    with reads that stop at its ``MAX_LINE_SCORE``-th hit line (and at each
-    token's first occurrence). Returns None when the walk ends or passes
-    ``WALK_FILES`` files first, or when every token is rare.
+    with reads that split only the segments holding a token into lines and
+    stop at its ``MAX_LINE_SCORE``-th hit line (and at each token's first
+    occurrence): a file short of the cap costs one pass over its segments'
+    text, one that reaches it less. Returns None when the walk ends, or tests
+    more than ``WALK_LINES`` lines of files short of the cap first, or when every token is rare.
     """
     seg_any, name_any = _token_tests(wanted)
     under_s = _under("s.path", prefix)
@@ -546,40 +554,48 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
         presence = " AND " + " AND ".join(
             f"EXISTS (SELECT 1 FROM vault_segments s WHERE s.path = w.path AND strpos(s.lowered, %(t{i})s) > 0)" for i in range(len(wanted))
         )
+        floor, bonus = MAX_LINE_SCORE + ALL_TOKENS_BONUS, ALL_TOKENS_BONUS
     elif max(counts) >= MANY_CANDIDATES:
         rarest = seg_any[counts.index(min(counts))]
         holding = [r[0] for r in conn.exec_driver_sql(f"SELECT DISTINCT s.path FROM vault_segments s WHERE {under_s} AND {rarest}", params)]
         presence = ""
+        floor, bonus = MAX_LINE_SCORE, 0  # a file without the rarest token misses the bonus
     else:
         return None  # few candidates: ranking them all is cheap
+    # The walk's files all score ``floor`` or more; a file naming a token can pass them only if its
+    # most (every line a hit, and the bonus) reaches that.
+    fname = " + ".join(f"(strpos(d.name_lower, %(t{i})s) > 0)::int" for i in range(len(wanted)))
     named = [
         r[0]
         for r in conn.exec_driver_sql(
-            f"SELECT d.path FROM vault_documents d WHERE {_under('d.path', prefix)} AND ({' OR '.join(name_any)}) LIMIT {NAMED_LIMIT + 1}", params
+            f"""SELECT d.path FROM vault_documents d WHERE {_under("d.path", prefix)} AND ({" OR ".join(name_any)})
+                  AND {FILENAME_WEIGHT} * ({fname}) + least(d.lines, {MAX_LINE_SCORE}) + {bonus} >= {floor} LIMIT {NAMED_LIMIT + 1}""",
+            params,
         )
     ]
     if len(named) > NAMED_LIMIT:
         return None
     line_hit = " OR ".join(f"strpos(l, %(t{i})s) > 0" for i in range(len(wanted)))
+    seg_hit = " OR ".join(f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted)))
     test = f"""SELECT w.path, (SELECT count(*) FROM (SELECT 1 FROM vault_segments s CROSS JOIN LATERAL unnest(string_to_array(s.lowered, E'\\n')) AS x(l)
-                                     WHERE s.path = w.path AND ({line_hit}) LIMIT {MAX_LINE_SCORE}) z) >= {MAX_LINE_SCORE}{presence}
+                                     WHERE s.path = w.path AND ({seg_hit}) AND ({line_hit}) LIMIT {MAX_LINE_SCORE}) z) >= {MAX_LINE_SCORE}{presence}
   FROM unnest(%(batch)s::text[]) WITH ORDINALITY AS w(path, n) ORDER BY w.n"""
-    walk = f"""SELECT d.path FROM vault_documents d WHERE d.lines >= {MAX_LINE_SCORE} AND {_under("d.path", prefix)} AND d.path COLLATE "C" > %(after)s
+    walk = f"""SELECT d.path, d.lines FROM vault_documents d WHERE d.lines >= {MAX_LINE_SCORE} AND {_under("d.path", prefix)} AND d.path COLLATE "C" > %(after)s
   ORDER BY d.path COLLATE "C" LIMIT %(batch_size)s"""
     found: list[str] = []
-    after, walked, missed, known = "", 0, 0, set(named) | set(holding)
+    after, lines, size, known = "", 0, limit + 4, set(named) | set(holding)
     while len(found) < limit:
-        if walked >= WALK_FILES or missed > WALK_MISSES:
-            return None  # the token is not dense enough for files to reach the cap: rank every candidate
-        batch = [r[0] for r in conn.exec_driver_sql(walk, {**params, "after": after, "batch_size": limit - len(found) + 5 if walked else WALK_MISSES + 1})]
+        if lines > WALK_LINES:
+            return None  # files reaching the cap are too far apart: rank every candidate
+        batch = conn.exec_driver_sql(walk, {**params, "after": after, "batch_size": size}).all()
         if not batch:
             return None  # fewer such files than asked for: rank every candidate
-        after, walked = batch[-1], walked + len(batch)
-        todo = [p for p in batch if p not in known]
+        after, todo = batch[-1][0], {p: n for p, n in batch if p not in known}
         if todo:
-            tested = [(p, full) for p, full in conn.exec_driver_sql(test, {**params, "batch": todo})]
+            tested = conn.exec_driver_sql(test, {**params, "batch": list(todo)}).all()
             found += [p for p, full in tested if full]
-            missed += sum(1 for _, full in tested if not full)
+            lines += sum(todo[p] for p, full in tested if not full)  # a miss was read whole; a hit stopped at the cap
+        size = min(WALK_BATCH, max(size * 2, limit - len(found) + 4))  # misses: widen the next batch
     return sorted(known | set(found[:limit]))
 
 
