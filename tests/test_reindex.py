@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
+from brain_kernel import index
 from brain_kernel.index import entry_rows, rebuild, refresh
 from brain_kernel.models import Entry, Project
 from brain_kernel.settings import Settings
@@ -184,7 +186,7 @@ def _entries_locked(db: Session) -> bool:
     return bool(db.execute(stmt).scalar())
 
 
-def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, settings: Settings, db: Session) -> None:
+def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
     """Into an empty index the secondary indexes are dropped for the load (the tables locked) and built again,
     exactly as the migrations define them; a rebuild of a populated index keeps them and takes no such lock."""
     vault = Vault(settings.vault)
@@ -193,8 +195,15 @@ def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, 
     before = _indexes(db)
     db.rollback()
     seen: list[tuple[list[tuple[str, str]], bool]] = []
-    rebuild(db, vault, progress=lambda done, total: seen.append((_indexes(db), _entries_locked(db))) if done == total else None)
-    during, locked = seen[-1]
+
+    def restore(session: Session, ddl: list[str]) -> None:  # the state the load ran in, then the real restore
+        seen.append((_indexes(session), _entries_locked(session)))
+        real(session, ddl)
+
+    real = index.restore_indexes
+    monkeypatch.setattr(index, "restore_indexes", restore)
+    rebuild(db, vault)
+    during, locked = seen[0]
     assert locked and {name for name, _ in during} < {name for name, _ in before}
     assert {"pk_entries", "pk_vault_documents", "pk_vault_segments"} <= {name for name, _ in during}  # constraints stay
     assert _indexes(db) == before
@@ -204,7 +213,32 @@ def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, 
 
     _post(client, "lesson", "Written between the builds.", repo="org1/api")
     seen.clear()
-    rebuild(db, vault, progress=lambda done, total: seen.append((_indexes(db), _entries_locked(db))) if done == total else None)
-    assert seen[-1] == (before, False) and _indexes(db) == before
+    rebuild(db, vault)
+    assert seen[0] == (before, False) and _indexes(db) == before
     db.commit()
     assert [r for r in entry_rows(db) if r["kind"] == "arc"] == rows
+
+
+def test_search_segments_made_by_a_worker_process_are_the_ones_made_in_process(
+    client, settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large vault's segments are prepared by a worker process (``PREPARE_APART_BYTES``): the rows are the same."""
+    from sqlalchemy import text
+
+    vault = Vault(settings.vault)
+    _arc(vault, "w1", "api", "org1/api", "Worker process segments")
+    for i in range(3):
+        _post(client, "lesson", f"lesson {i} with a\ttab, a back\\slash and ünïcödé", repo="org1/api")
+    Path(vault.path("notes")).mkdir(exist_ok=True)
+    Path(vault.path("notes/odd.md")).write_bytes(b"crlf line\r\n\\N is not null\r\n\ttabbed\\t\n")
+    db.execute(text("TRUNCATE entries, vault_documents, vault_segments, vault_catalogue CASCADE"))
+    db.commit()
+    segments = text("select path, first_line, last_line, entry_id, content, lowered, grams from vault_segments order by path, first_line")
+    made: list[list[tuple[object, ...]]] = []
+    for apart in (0, 1 << 60):
+        monkeypatch.setattr(index, "PREPARE_APART_BYTES", apart)
+        rebuild(db, vault)
+        made.append([(*r[:6], sorted(r[6])) for r in db.execute(segments)])  # the codes are a set (their order is a process's hashing)
+        db.rollback()
+    assert made[0] == made[1]
+    assert any(r[0] == "notes/odd.md" and "\\N is not null" in str(r[4]) for r in made[0]) and any(r[3] for r in made[0])

@@ -27,10 +27,13 @@ a row stamped after is kept. Both times come from one clock, the database's.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -520,7 +523,8 @@ def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_starte
 
 
 REBUILD_BATCH = 500  # files per batch: memory stays bounded by the batch, not the vault
-REBUILD_BYTES = 16 << 20  # and text per batch (a day's log of a busy year is 1.6 MB)
+REBUILD_BYTES = 4 << 20  # and text per batch (a day's log of a busy year is 1.6 MB; its search rows are seven times that)
+PREPARE_APART_BYTES = 64 << 20  # a vault of this much text has its search segments made by a worker process
 
 
 def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None) -> ReindexSummary:
@@ -532,7 +536,8 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     The vault catalogue is refreshed too, so the next tick reads only what
     changes after this. Into an empty index (a first build) the tables'
     secondary indexes are built once after the load (``db.defer_indexes``),
-    and the tables stay locked until the caller commits.
+    and the tables stay locked until the caller commits. Each batch is
+    written on a writer thread while the next one is read and parsed.
     """
     summary = ReindexSummary()
     started = scan_point(session)
@@ -541,36 +546,60 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     files = live_vault_files(vault)
     known = load(session)
     tally = ActivityTally()
-    documents = search_docs.DocumentsBuild(session)  # fed the texts read here: each file is read once
-    done = 0
     size_of = lambda rel: stats[rel].size if rel in stats else 0  # noqa: E731
-    for batch in search_docs.batches(files, REBUILD_BATCH, size_of, REBUILD_BYTES):
-        records: list[EntryRecord] = []
-        entries: list[CatalogueEntry] = []
-        texts: list[tuple[str, str]] = []
-        spans: dict[str, search_docs.Spans] = {}  # each log split once: its records' entries give the search segments
-        for rel in batch:
-            text_ = _read(vault, rel, summary)
-            done += 1
-            if progress is not None:
-                progress(done, len(files))
-            if text_ is None:
-                continue
-            found = _records_of(rel, text_, summary)
-            records.extend(found)
-            texts.append((rel, text_))
-            spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
-            stat = stats.get(rel)
-            if stat is not None:
-                entries.append(CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
-        part = write_file_records(session, batch, records, before=started, tally=tally, fresh=deferred is not None)
+    documents = search_docs.DocumentsBuild(session)  # fed the texts read here: each file is read once
+    fresh = deferred is not None
+
+    def write(
+        batch: list[str],
+        records: list[EntryRecord],
+        entries: list[CatalogueEntry],
+        texts: list[tuple[str, str]],
+        spans: dict[str, Any],
+        prepared: Future[dict[str, search_docs.Prepared]] | None,
+    ) -> None:
+        part = write_file_records(session, batch, records, before=started, tally=tally, fresh=fresh)
         summary.entries += part.entries
         summary.removed += part.removed
         for kind, n in part.by_kind.items():
             summary.by_kind[kind] = summary.by_kind.get(kind, 0) + n
         save(session, entries)
-        documents.add(texts, {e.path: (e.size, e.mtime_ns) for e in entries}, spans)
+        documents.add(texts, {e.path: (e.size, e.mtime_ns) for e in entries}, spans, prepared.result() if prepared is not None else None)
         summary.files += len(batch)
+
+    done = 0
+    # One batch is written on the writer's thread while the next is read and parsed here (which touches no
+    # row: the session is the writer's until its batch is done); the database's work overlaps the parsing.
+    # A large vault's search segments (splitting, lowering, trigram codes) are made by a worker process
+    # beside this one: the interpreter's lock held here no longer bounds the pass.
+    helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, files)) >= PREPARE_APART_BYTES else None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reindex-write") as writer, helper or contextlib.nullcontext():
+        inflight: Future[None] | None = None
+        for batch in search_docs.batches(files, REBUILD_BATCH, size_of, REBUILD_BYTES):
+            records: list[EntryRecord] = []
+            entries: list[CatalogueEntry] = []
+            texts: list[tuple[str, str]] = []
+            spans: dict[str, search_docs.Spans] = {}  # each log split once: its records' entries give the search segments
+            for rel in batch:
+                text_ = _read(vault, rel, summary)
+                done += 1
+                if progress is not None:
+                    progress(done, len(files))
+                if text_ is None:
+                    continue
+                found = _records_of(rel, text_, summary)
+                records.extend(found)
+                texts.append((rel, text_))
+                spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
+                stat = stats.get(rel)
+                if stat is not None:
+                    entries.append(CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
+            prepared = helper.submit(search_docs.prepare_texts, [(rel, t, spans.get(rel)) for rel, t in texts]) if helper is not None else None
+            if inflight is not None:
+                inflight.result()  # the batch before, written (its error raised here)
+            inflight = writer.submit(write, batch, records, entries, texts, spans, prepared)
+        if inflight is not None:
+            inflight.result()
     restore_indexes(session, deferred or [])
     summary.removed += drop_paths_not_in(session, files, before=started)
     forget(session, [p for p in known if p not in set(files)])

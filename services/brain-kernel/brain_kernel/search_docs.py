@@ -124,9 +124,31 @@ class _CodeTexts(dict[str, str]):
 _CODE_TEXTS = _CodeTexts()
 
 
+_WORD_CHARS = 12  # words kept in the map at most this long: ids, stamps and hashes are each seen once
+_MAX_WORDS = 50_000
+
+
+class _WordCodes(dict[str, frozenset[str]]):
+    """A whitespace-free run -> the codes (decimal) of its trigrams, computed on first use (words repeat: most are known)."""
+
+    def __missing__(self, word: str) -> frozenset[str]:
+        codes = frozenset(map(_CODE_TEXTS.__getitem__, set(_TRIGRAM.findall(word))))
+        if len(word) <= _WORD_CHARS:
+            if len(self) >= _MAX_WORDS:
+                self.clear()
+            self[word] = codes
+        return codes
+
+
+_WORD_CODES = _WordCodes()
+
+
 def grams_text(lowered: str) -> str:
-    """The codes of the distinct trigrams of the whitespace-free runs of lower-cased text, as an ``int4[]`` literal."""
-    return "{" + ",".join(map(_CODE_TEXTS.__getitem__, set(_TRIGRAM.findall(lowered)))) + "}"
+    """The codes of the distinct trigrams of the whitespace-free runs of lower-cased text, as an ``int4[]`` literal.
+
+    ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the runs' trigrams are the text's.
+    """
+    return "{" + ",".join(set().union(*map(_WORD_CODES.__getitem__, set(lowered.split())))) + "}"
 
 
 def token_grams(token: str) -> list[int]:
@@ -209,6 +231,36 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+_NULL = "\\N"
+Prepared = tuple[str, int, bytes]  # a document's digest (of its stored text), line count and ``segment_rows``
+
+
+def _copy_text(value: str) -> str:
+    """A value as a field of COPY's text format (the stored text holds no NUL)."""
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def segment_rows(path: str, pieces: Sequence[Segment]) -> bytes:
+    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` in COPY's text format, with their trigram codes."""
+    head = _copy_text(path)
+    return "".join(
+        f"{head}\t{seg.first_line}\t{seg.last_line}\t{_NULL if seg.entry_id is None else _copy_text(seg.entry_id)}"
+        f"\t{_copy_text(seg.content)}\t{_copy_text(seg.lowered)}\t{grams_text(seg.lowered)}\n"
+        for seg in pieces
+    ).encode("utf-8", "surrogatepass")
+
+
+def prepare(path: str, raw: bytes, spans: Spans | None = None) -> Prepared:
+    """What a document's rows are, from its stored text alone (no database: a worker process may run it)."""
+    pieces = segments_of(path, raw.decode("utf-8", "surrogatepass"), spans)
+    return _digest(raw), (pieces[-1].last_line if pieces else 0), segment_rows(path, pieces)
+
+
+def prepare_texts(docs: Sequence[tuple[str, str, Spans | None]]) -> dict[str, Prepared]:
+    """``prepare`` for (path, text as read, its spans) of the searchable files among ``docs``."""
+    return {path: prepare(path, _stored(text_), spans) for path, text_, spans in docs if indexable(path)}
+
+
 Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk saw them
 
 # Rows for the batch's new paths first (so every writer of a path, even a new one, waits on one row
@@ -245,6 +297,7 @@ def _write(
     stamps: dict[str, Stamp] | None = None,
     reread: Vault | None = None,
     spans: Mapping[str, Spans] | None = None,
+    prepared: Mapping[str, Prepared] | None = None,
 ) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
@@ -254,7 +307,10 @@ def _write(
     before the lock can be older than what another writer indexed meanwhile
     (two markers appending to one day's log), and would replace the newer
     segments with the whole older log. ``spans``: logs' entry spans of the
-    texts given, as their caller split them (not used with ``reread``).
+    texts given, as their caller split them; ``prepared``: documents'
+    ``prepare`` made already (a worker process's); neither is used with
+    ``reread``, and a prepared document whose digest is not the text's is
+    prepared again.
     """
     latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
@@ -274,17 +330,19 @@ def _write(
     if not paths:
         return 0
     docs: dict[str, list[Any]] = {"paths": [], "names": [], "name_grams": [], "sizes": [], "mtimes": [], "lines": [], "digests": []}
-    segs: list[tuple[Any, ...]] = []
+    rows: list[bytes] = []
     replaced: list[str] = []
     for path in paths:
         raw = latest[path]
         pieces = _appended(path, raw, held[path])
-        if pieces is None:
-            replaced.append(path)
-            pieces = segments_of(path, raw.decode("utf-8", "surrogatepass"), None if spans is None or reread is not None else spans.get(path))
-            total = pieces[-1].last_line if pieces else 0
+        if pieces is not None:
+            total, payload = pieces[-1].last_line, segment_rows(path, pieces)
         else:
-            total = pieces[-1].last_line
+            replaced.append(path)
+            given = prepared.get(path) if prepared is not None and reread is None else None
+            if given is None or given[0] != digests[path]:
+                given = prepare(path, raw, None if spans is None or reread is not None else spans.get(path))
+            _, total, payload = given
         name = posixpath.basename(path).lower()
         docs["paths"].append(path)
         docs["names"].append(name)
@@ -293,15 +351,15 @@ def _write(
         docs["mtimes"].append(stamps[path][1] if path in stamps else None)
         docs["lines"].append(total)
         docs["digests"].append(digests[path])
-        segs.extend((path, seg.first_line, seg.last_line, seg.entry_id, seg.content, seg.lowered) for seg in pieces)
+        rows.append(payload)
     conn.exec_driver_sql(_UPSERT_DOCUMENTS, docs)  # one statement per batch, the name codes as array literals
     if replaced:
         conn.exec_driver_sql("DELETE FROM vault_segments WHERE path = ANY(%(paths)s::text[])", {"paths": replaced})
-    if segs:
+    if any(rows):
         cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
         with cursor.copy(_COPY_SEGMENTS) as copy:
-            for row in segs:
-                copy.write_row((*row, grams_text(row[5])))
+            for payload in rows:
+                copy.write(payload)
     return len(paths)
 
 
@@ -376,10 +434,16 @@ class DocumentsBuild:
         self.deferred = defer_indexes(session, "vault_documents", "vault_segments")
         self.written = 0
 
-    def add(self, docs: Sequence[tuple[str, str]], stamps: dict[str, Stamp], spans: Mapping[str, Spans] | None = None) -> None:
+    def add(
+        self,
+        docs: Sequence[tuple[str, str]],
+        stamps: dict[str, Stamp],
+        spans: Mapping[str, Spans] | None = None,
+        prepared: Mapping[str, Prepared] | None = None,
+    ) -> None:
         wanted = [(p, t) for p, t in docs if indexable(p)]
         for batch in batches(wanted, BATCH_FILES, lambda doc: len(doc[1]), BATCH_BYTES):
-            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps}, spans=spans)
+            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps}, spans=spans, prepared=prepared)
 
     def finish(self, vault: Vault) -> RebuildSummary:
         session = self.session
