@@ -265,3 +265,30 @@ def test_the_route_scans_the_files_until_the_vault_is_indexed(client, settings: 
     db.commit()
     assert not search_docs.indexed(db, vault)
     assert [r["path"] for r in client.get("/vault/search", params={"q": "needle"}).json()["results"]] == ["notes/a.md"]
+
+
+def test_short_tokens_use_the_codes_of_an_index_that_has_them_and_a_rebuild_brings_an_older_one_up(indexed: Vault, db: Session) -> None:
+    """Version 2 codes serve tokens of one or two characters through the GIN index; a root indexed before them
+    (version 1) answers the same by ``strpos``, and the next rebuild writes every document again with them."""
+    assert (search_docs._code("abc"), search_docs._code("ab"), search_docs._code("a")) == (0x616263, 0x6162, 0x61)
+    m = search_docs._MIX  # a non-ASCII trigram keeps the code version 1 gave it
+    assert search_docs._code("ßab") == (((0xDF * m[0] + 0x61 * m[1] + 0x62 * m[2]) & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
+    assert len({search_docs._code(g) for g in ("é", "éa", "éab", "ß", "ßa")}) == 5
+
+    def plan(q: str) -> str:
+        params = {"t0": q, "g0": search_docs.token_grams(q)} if search_docs.short_codes(db) else {"t0": q}
+        seg_any, _ = search_docs._token_tests([q], params)
+        return seg_any[0]
+
+    assert search_docs.short_codes(db) and "grams @>" in plan("ca")
+    short = ["ca", "a", "é", "re", "q", "zz"]
+    answers = {q: _scan(indexed, q, "", 20, 2) for q in short}
+    assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)
+    db.execute(text("UPDATE vault_search_state SET codes = 1"))
+    assert not search_docs.short_codes(db) and "grams @>" not in plan("ca")
+    assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)
+    files = db.execute(text("SELECT count(*) FROM vault_documents")).scalar_one()
+    summary = search_docs.rebuild_documents(db, indexed)
+    assert summary.documents == files and search_docs.short_codes(db)  # every document written again
+    assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)
+    assert search_docs.rebuild_documents(db, indexed).documents == 0

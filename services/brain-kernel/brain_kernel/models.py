@@ -21,6 +21,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -336,6 +337,7 @@ class VaultSearchState(Base):
 
     vault_root: Mapped[str] = mapped_column(Text, primary_key=True)
     rebuilt_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
+    codes: Mapped[int] = mapped_column(SmallInteger, nullable=False, server_default="1")  # the code version its segments carry (revision 0011)
 
 
 class ContentEmbedding(Base):

@@ -104,11 +104,19 @@ _MAX_CODES = 200_000  # trigram codes remembered across documents (a trigram's c
 
 
 def _code(gram: str) -> int:
-    """A trigram's code: its three ASCII bytes exactly (positive), else a hash of its code points (negative)."""
-    a, b, c = (ord(ch) for ch in gram)
-    if a < 128 and b < 128 and c < 128:
-        return (a << 16) | (b << 8) | c
-    return (((a * _MIX[0] + b * _MIX[1] + c * _MIX[2]) & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
+    """A gram's code: its one to three ASCII bytes exactly (positive), else a hash of its code points (negative).
+
+    ASCII codes of different lengths never meet: a trigram's is at least
+    0x010101, a bigram's between 0x0101 and 0xFFFF, a character's below 0x80.
+    """
+    points = [ord(ch) for ch in gram]
+    if max(points) < 128:
+        code = 0
+        for point in points:
+            code = (code << 8) | point
+        return code
+    mixed = sum(point * mix for point, mix in zip(points, _MIX, strict=False)) + (0 if len(points) == 3 else len(points))
+    return ((mixed & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
 
 
 class _CodeTexts(dict[str, str]):
@@ -132,7 +140,8 @@ class _WordCodes(dict[str, frozenset[str]]):
     """A whitespace-free run -> the codes (decimal) of its trigrams, computed on first use (words repeat: most are known)."""
 
     def __missing__(self, word: str) -> frozenset[str]:
-        codes = frozenset(map(_CODE_TEXTS.__getitem__, set(_TRIGRAM.findall(word))))
+        grams = {*_TRIGRAM.findall(word), *(word[i : i + 2] for i in range(len(word) - 1)), *word}
+        codes = frozenset(map(_CODE_TEXTS.__getitem__, grams))
         if len(word) <= _WORD_CHARS:
             if len(self) >= _MAX_WORDS:
                 self.clear()
@@ -144,7 +153,8 @@ _WORD_CODES = _WordCodes()
 
 
 def grams_text(lowered: str) -> str:
-    """The codes of the distinct trigrams of the whitespace-free runs of lower-cased text, as an ``int4[]`` literal.
+    """The codes of the distinct grams (three, two and one characters) of the whitespace-free runs of lower-cased
+    text, as an ``int4[]`` literal (the short ones serve tokens of one or two characters, index version 2).
 
     ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the runs' trigrams are the text's.
     """
@@ -152,8 +162,18 @@ def grams_text(lowered: str) -> str:
 
 
 def token_grams(token: str) -> list[int]:
-    """The codes every segment holding ``token`` (three characters or more, no whitespace) has."""
+    """The codes every segment holding ``token`` (no whitespace) has: its trigrams, or the token itself when shorter."""
+    if len(token) < 3:
+        return [_code(token)]
     return sorted({_code(token[i : i + 3]) for i in range(len(token) - 2)})
+
+
+CODES = 2  # the search index's code version: 2 adds every word's bigrams and characters (revision 0011)
+
+
+def short_codes(session: Session) -> bool:
+    """Whether every indexed vault root's segments carry the codes of short grams (then short tokens use the GIN index)."""
+    return bool(session.execute(text("SELECT coalesce(min(codes), 0) >= :v FROM vault_search_state"), {"v": CODES}).scalar())
 
 
 @dataclass(frozen=True)
@@ -298,6 +318,7 @@ def _write(
     reread: Vault | None = None,
     spans: Mapping[str, Spans] | None = None,
     prepared: Mapping[str, Prepared] | None = None,
+    rewrite: bool = False,
 ) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
@@ -310,7 +331,8 @@ def _write(
     texts given, as their caller split them; ``prepared``: documents'
     ``prepare`` made already (a worker process's); neither is used with
     ``reread``, and a prepared document whose digest is not the text's is
-    prepared again.
+    prepared again. ``rewrite``: every document is written whole, even an
+    unchanged one (an index of older codes).
     """
     latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
@@ -323,8 +345,8 @@ def _write(
             with contextlib.suppress(OSError, UnicodeDecodeError):  # gone or unreadable now: the text the caller read stands
                 latest[path] = _stored(reread.read_text(path))
     digests = {p: _digest(raw) for p, raw in latest.items()}
-    paths = [p for p in order if held[p][0] != digests[p]]
-    same = [p for p in order if held[p][0] == digests[p] and p in stamps]
+    paths = [p for p in order if rewrite or held[p][0] != digests[p]]
+    same = [p for p in order if not rewrite and held[p][0] == digests[p] and p in stamps]
     if same:  # the text a write hook indexed: keep its stamp, so the next walk need not read it
         conn.exec_driver_sql(_RESTAMP, {"paths": same, "mtimes": [stamps[p][1] for p in same]})
     if not paths:
@@ -334,7 +356,7 @@ def _write(
     replaced: list[str] = []
     for path in paths:
         raw = latest[path]
-        pieces = _appended(path, raw, held[path])
+        pieces = None if rewrite else _appended(path, raw, held[path])
         if pieces is not None:
             total, payload = pieces[-1].last_line, segment_rows(path, pieces)
         else:
@@ -401,14 +423,14 @@ def _walk(vault: Vault) -> Iterator[tuple[str, Stamp]]:
             yield rel, (info.st_size, info.st_mtime_ns)
 
 
-def _changed(session: Session, vault: Vault, batch: list[tuple[str, Stamp]]) -> Iterator[tuple[str, str]]:
-    """The batch's files whose size or mtime differ from the index's, with their text."""
+def _changed(session: Session, vault: Vault, batch: list[tuple[str, Stamp]], *, every: bool = False) -> Iterator[tuple[str, str]]:
+    """The batch's files whose size or mtime differ from the index's (``every``: all of them), with their text."""
     rows = session.connection().exec_driver_sql(
         "SELECT path, size, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": [p for p, _ in batch]}
     )
     held = {path: (size, mtime) for path, size, mtime in rows}
     for rel, stamp in batch:
-        if held.get(rel) != stamp:
+        if every or held.get(rel) != stamp:
             try:
                 yield rel, vault.path(rel).read_text(encoding="utf-8", errors="replace")
             except OSError:
@@ -432,6 +454,8 @@ class DocumentsBuild:
         self.session = session
         self.scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
         self.deferred = defer_indexes(session, "vault_documents", "vault_segments")
+        # An index of older codes is written again whole (every document, whatever its digest or stamp).
+        self.recode = bool(session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_search_state WHERE codes < :v)"), {"v": CODES}).scalar())
         self.written = 0
 
     def add(
@@ -443,21 +467,24 @@ class DocumentsBuild:
     ) -> None:
         wanted = [(p, t) for p, t in docs if indexable(p)]
         for batch in batches(wanted, BATCH_FILES, lambda doc: len(doc[1]), BATCH_BYTES):
-            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps}, spans=spans, prepared=prepared)
+            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps}, spans=spans, prepared=prepared, rewrite=self.recode)
 
     def finish(self, vault: Vault) -> RebuildSummary:
         session = self.session
         seen: list[str] = []
         for batch in batches(_walk(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
             seen.extend(p for p, _ in batch)
-            self.written += _write(session, list(_changed(session, vault, batch)), dict(batch))
+            self.written += _write(session, list(_changed(session, vault, batch, every=self.recode)), dict(batch), rewrite=self.recode)
         restore_indexes(session, self.deferred or [])
         removed = session.execute(
             text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
         ).rowcount
         session.execute(
-            text("INSERT INTO vault_search_state (vault_root) VALUES (:root) ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp()"),
-            {"root": str(vault.root)},
+            text(
+                "INSERT INTO vault_search_state (vault_root, codes) VALUES (:root, :v) "
+                "ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp(), codes = excluded.codes"
+            ),
+            {"root": str(vault.root), "v": CODES},
         )
         return RebuildSummary(len(seen), self.written, removed)
 
@@ -500,14 +527,16 @@ class _Lines(Sequence[str]):
         return self._known[index + 1]
 
 
-def _token_tests(wanted: list[str]) -> tuple[list[str], list[str]]:
-    """Per token, the SQL that selects a segment holding it (``s``) and a document naming it (``d``)."""
+def _token_tests(wanted: list[str], params: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Per token, the SQL that selects a segment holding it (``s``) and a document naming it (``d``): through the
+    codes' GIN index when the token has codes (``g<i>``), else by ``strpos`` alone."""
     seg_any, name_any = [], []
-    for i, token in enumerate(wanted):
+    for i in range(len(wanted)):
         found = f"strpos(s.lowered, %(t{i})s) > 0"
         in_name = f"strpos(d.name_lower, %(t{i})s) > 0"
-        seg_any.append(f"(s.grams @> %(g{i})s::int4[] AND {found})" if len(token) >= 3 else found)
-        name_any.append(f"(d.name_grams @> %(g{i})s::int4[] AND {in_name})" if len(token) >= 3 else in_name)
+        coded = f"g{i}" in params
+        seg_any.append(f"(s.grams @> %(g{i})s::int4[] AND {found})" if coded else found)
+        name_any.append(f"(d.name_grams @> %(g{i})s::int4[] AND {in_name})" if coded else in_name)
     return seg_any, name_any
 
 
@@ -516,7 +545,7 @@ def _under(col: str, prefix: bool) -> str:
     return f"({col} = %(under)s OR starts_with({col}, %(under)s || '/'))" if prefix else "true"
 
 
-def _statement(wanted: list[str], project: bool, prefix: bool, member_sql: str, *, by_project: bool = True, only: bool = False) -> str:
+def _statement(wanted: list[str], params: dict[str, Any], project: bool, prefix: bool, member_sql: str, *, by_project: bool = True, only: bool = False) -> str:
     """The ranking statement: candidate segments tested exactly, summed per file, scored, the best ``limit`` files.
 
     With a project, P's segments are those of its own entries (any file) and
@@ -525,7 +554,7 @@ def _statement(wanted: list[str], project: bool, prefix: bool, member_sql: str, 
     tokens' trigrams, filtered to P (for a project too large to read whole).
     ``only``: only the files ``%(only)s`` (the candidates ``_top_candidates`` proved enough).
     """
-    seg_any, name_any = _token_tests(wanted)
+    seg_any, name_any = _token_tests(wanted, params)
     present = [f"strpos(s.lowered, %(t{i})s) > 0 AS h{i}" for i in range(len(wanted))]
     hit_line = [f"strpos(l, %(t{i})s) > 0" for i in range(len(wanted))]
     agg = ", ".join(f"bool_or(h{i}) AS h{i}" for i in range(len(wanted)))
@@ -610,7 +639,7 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     text, one that reaches it less. Returns None when the walk ends, or tests
     more than ``WALK_LINES`` lines of files short of the cap first, or when every token is rare.
     """
-    seg_any, name_any = _token_tests(wanted)
+    seg_any, name_any = _token_tests(wanted, params)
     under_s = _under("s.path", prefix)
     counts = _candidates(conn, wanted, params, [f"{under_s} AND {test}" for test in seg_any])
     if min(counts) >= MANY_CANDIDATES:
@@ -665,7 +694,7 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
 
 def _all_rare(conn: Any, wanted: list[str], params: dict[str, Any]) -> bool:
     """Whether the query's tokens have fewer than ``MANY_CANDIDATES`` candidate segments in all."""
-    seg_any, _ = _token_tests(wanted)
+    seg_any, _ = _token_tests(wanted, params)
     return sum(_candidates(conn, wanted, params, seg_any)) < MANY_CANDIDATES
 
 
@@ -704,8 +733,8 @@ def _candidates(conn: Any, wanted: list[str], params: dict[str, Any], tests: lis
     """
     stats = _gram_frequencies(conn)
     out: list[float] = []
-    for i, token in enumerate(wanted):
-        listed = [stats[0].get(g) for g in params.get(f"g{i}", ())] if stats is not None and len(token) >= 3 else [None]
+    for i in range(len(wanted)):
+        listed = [stats[0].get(g) for g in params[f"g{i}"]] if stats is not None and f"g{i}" in params else [None]
         if None not in listed:
             assert stats is not None
             out.append(min(min(f for f in listed if f is not None) * stats[2], float(MANY_CANDIDATES)))
@@ -740,9 +769,10 @@ def search(
     if not wanted:
         return []
     params: dict[str, Any] = {"limit": limit}
+    short = any(len(token) < 3 for token in wanted) and short_codes(session)
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token
-        if len(token) >= 3:
+        if len(token) >= 3 or short:
             params[f"g{i}"] = token_grams(token)
     member_sql = ""
     if project is not None:
@@ -764,7 +794,7 @@ def search(
     # A project's segments are read from its entries, unless it is too large for that or every token is
     # rare (then the tokens' few candidates, filtered to the project, cost less than the project).
     by_project = project is None or (_project_size(session, *project) <= PROJECT_READ_LIMIT and not _all_rare(conn, wanted, params))
-    sql = _statement(wanted, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None)
+    sql = _statement(wanted, params, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None)
     ranked = conn.exec_driver_sql(sql, params).mappings().all()
     return _hits(session, wanted, ranked, context_lines, project)
 
