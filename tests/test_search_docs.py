@@ -168,10 +168,13 @@ def test_the_index_answers_what_the_file_scans_answer(indexed: Vault, db: Sessio
     db.execute(text("ANALYZE vault_segments"))  # then how frequent a token is comes from the statistics
     monkeypatch.setitem(search_docs._stats, "key", None)
     assert search_docs._gram_frequencies(db.connection()) is not None
-    for many in (1, 40):
+    for many, walk_candidates in itertools.product((1, 40), (0, search_docs.WALK_CANDIDATES)):  # walked, or ranked whole (few)
         monkeypatch.setattr(search_docs, "MANY_CANDIDATES", many)
+        monkeypatch.setattr(search_docs, "WALK_CANDIDATES", walk_candidates)
+        shortcuts.clear()
         for q in ["retry", "retry rareword", "cache rareword zzzabsent", "line", "ca"]:
             assert _index(db, q, "", 3, 1) == _scan(indexed, q, "", 3, 1), (many, q)
+        assert any(shortcuts) == (many == 1 and walk_candidates == 0), (many, walk_candidates)  # the statistics say how few
     everything = _index(db, "retry", "", 200, 2)
     assert {r["path"] for r in everything} >= {"notes/long.md", "notes/crlf.txt", "deep/a/b/c.md"}
     assert not any(part.startswith(".") or part == "node_modules" for r in everything for part in r["path"].split("/"))

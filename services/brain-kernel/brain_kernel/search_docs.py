@@ -610,7 +610,8 @@ _SEGMENTS_AROUND = """SELECT s.path, s.first_line, s.entry_id, s.content, s.lowe
 
 PROJECT_READ_LIMIT = 20_000  # a project of more entries is searched from the tokens' trigrams, not read whole
 MANY_CANDIDATES = 2_000  # a token's candidate segments beyond which it is frequent: a search first looks for the files that cap the score
-WALK_LINES = 400_000  # lines of files short of the cap the saturation walk may read before it gives up the shortcut
+WALK_LINES = 100_000  # lines of files short of the cap the saturation walk may read before it gives up the shortcut
+WALK_CANDIDATES = 20_000  # candidate segments (the tokens', about) below which ranking them all costs less than a walk
 WALK_BATCH = 64  # long files tested per statement of the walk, at most
 NAMED_LIMIT = 1_000  # files naming a token beyond which the shortcut is not tried
 
@@ -655,6 +656,8 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
         floor, bonus = MAX_LINE_SCORE, 0  # a file without the rarest token misses the bonus
     else:
         return None  # few candidates: ranking them all is cheap
+    if sum(_estimates(conn, wanted, params)) < WALK_CANDIDATES:
+        return None  # a few thousand (a project's key): ranking them costs less than a walk that may not find the cap
     # The walk's files all score ``floor`` or more; a file naming a token can pass them only if its
     # most (every line a hit, and the bonus) reaches that.
     fname = " + ".join(f"(strpos(d.name_lower, %(t{i})s) > 0)::int" for i in range(len(wanted)))
@@ -741,6 +744,20 @@ def _candidates(conn: Any, wanted: list[str], params: dict[str, Any], tests: lis
         else:
             probe = f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {tests[i]} LIMIT {MANY_CANDIDATES}) x"
             out.append(float(conn.exec_driver_sql(probe, params).scalar_one()))
+    return out
+
+
+def _estimates(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[float]:
+    """Each token's candidate segments as the statistics bound them (its rarest code's rows; a code they do not
+    list has fewer than the rarest they do); infinite for a token without codes, or before any ANALYZE."""
+    stats = _gram_frequencies(conn)
+    out = []
+    for i in range(len(wanted)):
+        if stats is None or f"g{i}" not in params:
+            out.append(float("inf"))
+            continue
+        freqs, smallest, rows = stats
+        out.append(min(freqs.get(g, smallest) for g in params[f"g{i}"]) * rows)
     return out
 
 
