@@ -545,14 +545,26 @@ def _under(col: str, prefix: bool) -> str:
     return f"({col} = %(under)s OR starts_with({col}, %(under)s || '/'))" if prefix else "true"
 
 
-def _statement(wanted: list[str], params: dict[str, Any], project: bool, prefix: bool, member_sql: str, *, by_project: bool = True, only: bool = False) -> str:
+def _statement(
+    wanted: list[str],
+    params: dict[str, Any],
+    project: bool,
+    prefix: bool,
+    member_sql: str,
+    *,
+    by_project: bool = True,
+    only: bool = False,
+    by_codes: bool = False,
+) -> str:
     """The ranking statement: candidate segments tested exactly, summed per file, scored, the best ``limit`` files.
 
     With a project, P's segments are those of its own entries (any file) and
     every other segment of the files P holds alone. ``by_project``: read them
     from P's entries (a cost bounded by P, whatever the tokens), else from the
     tokens' trigrams, filtered to P (for a project too large to read whole).
-    ``only``: only the files ``%(only)s`` (the candidates ``_top_candidates`` proved enough).
+    ``only``: only the files ``%(only)s`` (the candidates ``_top_candidates`` proved enough), whose
+    segments are read by path unless ``by_codes`` (tokens few enough that their codes' bitmap costs less
+    than reading those files whole: the big day logs).
     """
     seg_any, name_any = _token_tests(wanted, params)
     present = [f"strpos(s.lowered, %(t{i})s) > 0 AS h{i}" for i in range(len(wanted))]
@@ -586,7 +598,7 @@ sh AS MATERIALIZED (SELECT p.path, EXISTS (SELECT 1 FROM entries y WHERE y.vault
     else:
         scope, shared, join_sh = "", "false", ""
         within = " AND s.path = ANY(%(only)s::text[])" if only else ""
-        if only:  # a few files: their segments by path, not a frequent token's trigram bitmap over every file
+        if only and not by_codes:  # a few files: their segments by path, not a frequent token's trigram bitmap over every file
             seg_any = [f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted))]
         segments = f"vault_segments s WHERE {_under('s.path', prefix)}{within} AND"
         names = f"vault_documents d WHERE {_under('d.path', prefix)}{within.replace('s.path', 'd.path')} AND"
@@ -610,8 +622,9 @@ _SEGMENTS_AROUND = """SELECT s.path, s.first_line, s.entry_id, s.content, s.lowe
 
 PROJECT_READ_LIMIT = 20_000  # a project of more entries is searched from the tokens' trigrams, not read whole
 MANY_CANDIDATES = 2_000  # a token's candidate segments beyond which it is frequent: a search first looks for the files that cap the score
-WALK_LINES = 100_000  # lines of files short of the cap the saturation walk may read before it gives up the shortcut
-WALK_CANDIDATES = 20_000  # candidate segments (the tokens', about) below which ranking them all costs less than a walk
+WALK_LINES = 400_000  # lines of files short of the cap the saturation walk may read before it gives up the shortcut
+WALK_CANDIDATES = 30_000  # candidate segments (the tokens', about) below which ranking them all costs less than a walk
+ONLY_BY_CODES = 100_000  # and below which the walk's few files are ranked through the codes' index, not read whole
 WALK_BATCH = 64  # long files tested per statement of the walk, at most
 NAMED_LIMIT = 1_000  # files naming a token beyond which the shortcut is not tried
 
@@ -811,7 +824,8 @@ def search(
     # A project's segments are read from its entries, unless it is too large for that or every token is
     # rare (then the tokens' few candidates, filtered to the project, cost less than the project).
     by_project = project is None or (_project_size(session, *project) <= PROJECT_READ_LIMIT and not _all_rare(conn, wanted, params))
-    sql = _statement(wanted, params, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None)
+    by_codes = only is not None and sum(_estimates(conn, wanted, params)) < ONLY_BY_CODES
+    sql = _statement(wanted, params, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None, by_codes=by_codes)
     ranked = conn.exec_driver_sql(sql, params).mappings().all()
     return _hits(session, wanted, ranked, context_lines, project)
 
