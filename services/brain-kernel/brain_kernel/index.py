@@ -145,31 +145,34 @@ def _distinct(left: str, right: str) -> str:
     return f"ROW({', '.join(f'{left}.{n}' for n in COMPARED_COLUMNS if n != 'id')}) IS DISTINCT FROM ROW({', '.join(f'{right}.{n}' for n in COMPARED_COLUMNS if n != 'id')})"
 
 
+# Every entry write's conflict rule: a row is rewritten (and stamped with the database clock) only when it changes.
+_ON_CONFLICT = f"""ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
+ WHERE {_distinct("entries", "excluded")}"""
+
+
 # New and changed rows only (the join leaves unchanged ones unread by the upsert, so neither rewritten nor
 # locked); the conflict clause covers a row another writer inserted or changed since the join read it.
 _MERGE_STAGE = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
 SELECT {", ".join(f"s.{n}" for n in COMPARED_COLUMNS)}, clock_timestamp()
   FROM entries_stage s LEFT JOIN entries e ON e.id = s.id
  WHERE e.id IS NULL OR {_distinct("e", "s")}
-ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
- WHERE {_distinct("entries", "excluded")}"""
+{_ON_CONFLICT}"""
 
 
 # A few rows (a marker's): the upsert as SQL text, a single row through a plain execute (the expression layer's
-# statement building, and psycopg's pipelined executemany for one row, cost more than running it). A row is rewritten, and stamped with the database clock, only when it changes:
-# a tick or a rebuild over a vault that did not change writes nothing (no dead tuples, no feed invalidation).
+# statement building, and psycopg's pipelined executemany for one row, cost more than running it). By the
+# conflict rule a tick or a rebuild over a vault that did not change writes nothing (no dead tuples, no feed
+# invalidation).
 _UPSERT_ENTRY = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
 VALUES ({", ".join(f"%({n})s::{t}" for n, t in zip(COMPARED_COLUMNS, _STAGE_TYPES, strict=True))}, clock_timestamp())
-ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
- WHERE {_distinct("entries", "excluded")}"""
+{_ON_CONFLICT}"""
 
 
 # Into a table a first build fills (``fresh``): no row to compare with but this pass's own, which the conflict
 # clause covers (the join would read a table the planner takes for empty).
 _INSERT_STAGE = f"""INSERT INTO entries ({_STAGE_COLUMNS}, updated_at)
 SELECT {", ".join(f"s.{n}" for n in COMPARED_COLUMNS)}, clock_timestamp() FROM entries_stage s
-ON CONFLICT (id) DO UPDATE SET {", ".join(f"{n} = excluded.{n}" for n in COMPARED_COLUMNS if n != "id")}, updated_at = clock_timestamp()
- WHERE {_distinct("entries", "excluded")}"""
+{_ON_CONFLICT}"""
 
 
 def _upsert_staged(session: Session, rows: list[dict[str, Any]], fresh: bool = False) -> None:
@@ -555,7 +558,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         records: list[EntryRecord],
         entries: list[CatalogueEntry],
         texts: list[tuple[str, str]],
-        spans: dict[str, Any],
+        spans: dict[str, search_docs.Spans],
         prepared: Future[dict[str, search_docs.Prepared]] | None,
     ) -> None:
         part = write_file_records(session, batch, records, before=started, tally=tally, fresh=fresh)

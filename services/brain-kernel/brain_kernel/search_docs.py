@@ -100,7 +100,7 @@ def indexable(rel: str) -> bool:
 # Mixing constants of the code of a trigram that is not all ASCII (any fixed odd numbers would do).
 _MIX = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D)
 _TRIGRAM = re.compile(r"(?=(\S{3}))")  # every three characters without whitespace (``\S`` is ``not str.isspace``)
-_MAX_CODES = 200_000  # trigram codes remembered across documents (a trigram's code is cheap; the map bounds memory)
+_MAX_CODES = 200_000  # gram codes remembered across documents (a trigram's code is cheap; the map bounds memory)
 
 
 def _code(gram: str) -> int:
@@ -120,7 +120,7 @@ def _code(gram: str) -> int:
 
 
 class _CodeTexts(dict[str, str]):
-    """Trigram -> its code in decimal, computed on first use (a lookup that hits stays in C: ``map`` over ``__getitem__``)."""
+    """Gram (one to three characters) -> its code in decimal, computed on first use (a lookup that hits stays in C: ``map`` over ``__getitem__``)."""
 
     def __missing__(self, gram: str) -> str:
         if len(self) >= _MAX_CODES:
@@ -137,7 +137,7 @@ _MAX_WORDS = 50_000
 
 
 class _WordCodes(dict[str, frozenset[str]]):
-    """A whitespace-free run -> the codes (decimal) of its trigrams, computed on first use (words repeat: most are known)."""
+    """A whitespace-free run -> the codes (decimal) of its trigrams, bigrams and characters, computed on first use (words repeat)."""
 
     def __missing__(self, word: str) -> frozenset[str]:
         grams = {*_TRIGRAM.findall(word), *(word[i : i + 2] for i in range(len(word) - 1)), *word}
@@ -261,7 +261,7 @@ def _copy_text(value: str) -> str:
 
 
 def segment_rows(path: str, pieces: Sequence[Segment]) -> bytes:
-    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` in COPY's text format, with their trigram codes."""
+    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` in COPY's text format, with their gram codes (``grams_text``)."""
     head = _copy_text(path)
     return "".join(
         f"{head}\t{seg.first_line}\t{seg.last_line}\t{_NULL if seg.entry_id is None else _copy_text(seg.entry_id)}"
@@ -599,7 +599,7 @@ sh AS MATERIALIZED (SELECT p.path, EXISTS (SELECT 1 FROM entries y WHERE y.vault
         scope, shared, join_sh = "", "false", ""
         within = " AND s.path = ANY(%(only)s::text[])" if only else ""
         if only and not by_codes:  # a few files: their segments by path, not a frequent token's trigram bitmap over every file
-            seg_any = [f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted))]
+            seg_any, _ = _token_tests(wanted, {})
         segments = f"vault_segments s WHERE {_under('s.path', prefix)}{within} AND"
         names = f"vault_documents d WHERE {_under('d.path', prefix)}{within.replace('s.path', 'd.path')} AND"
     return f"""WITH {scope}c AS MATERIALIZED (
@@ -685,7 +685,7 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     if len(named) > NAMED_LIMIT:
         return None
     line_hit = " OR ".join(f"strpos(l, %(t{i})s) > 0" for i in range(len(wanted)))
-    seg_hit = " OR ".join(f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted)))
+    seg_hit = " OR ".join(_token_tests(wanted, {})[0])  # by strpos alone: within one file's segments
     test = f"""SELECT w.path, (SELECT count(*) FROM (SELECT 1 FROM vault_segments s CROSS JOIN LATERAL unnest(string_to_array(s.lowered, E'\\n')) AS x(l)
                                      WHERE s.path = w.path AND ({seg_hit}) AND ({line_hit}) LIMIT {MAX_LINE_SCORE}) z) >= {MAX_LINE_SCORE}{presence}
   FROM unnest(%(batch)s::text[]) WITH ORDINALITY AS w(path, n) ORDER BY w.n"""
@@ -747,31 +747,35 @@ def _candidates(conn: Any, wanted: list[str], params: dict[str, Any], tests: lis
     for a frequent one); a token with a trigram they do not list, or one too
     short for trigrams, is counted (cheap when it is rare, which the first is).
     """
-    stats = _gram_frequencies(conn)
     out: list[float] = []
-    for i in range(len(wanted)):
-        listed = [stats[0].get(g) for g in params[f"g{i}"]] if stats is not None and f"g{i}" in params else [None]
-        if None not in listed:
-            assert stats is not None
-            out.append(min(min(f for f in listed if f is not None) * stats[2], float(MANY_CANDIDATES)))
+    for i, (bound, exact) in enumerate(_bounds(conn, wanted, params)):
+        if exact:
+            out.append(min(bound, float(MANY_CANDIDATES)))
         else:
             probe = f"SELECT count(*) FROM (SELECT 1 FROM vault_segments s WHERE {tests[i]} LIMIT {MANY_CANDIDATES}) x"
             out.append(float(conn.exec_driver_sql(probe, params).scalar_one()))
     return out
 
 
-def _estimates(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[float]:
+def _bounds(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[tuple[float, bool]]:
     """Each token's candidate segments as the statistics bound them (its rarest code's rows; a code they do not
-    list has fewer than the rarest they do); infinite for a token without codes, or before any ANALYZE."""
+    list has fewer than the rarest they do), and whether they list every code; infinite for a token without
+    codes, or before any ANALYZE."""
     stats = _gram_frequencies(conn)
     out = []
     for i in range(len(wanted)):
         if stats is None or f"g{i}" not in params:
-            out.append(float("inf"))
+            out.append((float("inf"), False))
             continue
         freqs, smallest, rows = stats
-        out.append(min(freqs.get(g, smallest) for g in params[f"g{i}"]) * rows)
+        codes = params[f"g{i}"]
+        out.append((min(freqs.get(g, smallest) for g in codes) * rows, all(g in freqs for g in codes)))
     return out
+
+
+def _estimates(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[float]:
+    """Each token's candidate segments as the statistics bound them (``_bounds``)."""
+    return [bound for bound, _ in _bounds(conn, wanted, params)]
 
 
 def _project_size(session: Session, key: str, repo: str | None) -> int:
