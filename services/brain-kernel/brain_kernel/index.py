@@ -615,7 +615,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
 
 def _read(vault: Vault, rel: str, summary: ReindexSummary) -> str | None:
     try:
-        return vault.read_text(rel)
+        return vault.read_listed(rel)  # a path the walk listed
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

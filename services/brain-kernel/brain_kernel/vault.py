@@ -100,6 +100,10 @@ class Vault:
     def read_text(self, rel: str | Path) -> str:
         return self.path(rel).read_text(encoding="utf-8", errors="replace")
 
+    def read_listed(self, rel: str) -> str:
+        """``read_text`` of a file a vault walk listed (``listed``: its folder resolved once, not every file)."""
+        return self.listed(rel).read_text(encoding="utf-8", errors="replace")
+
     def exists(self, rel: str | Path) -> bool:
         return self.path(rel).exists()
 
