@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from sqlalchemy import any_, literal, select, text
+import pytest
+from sqlalchemy import any_, create_engine, literal, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from brain_core.entries import EntryRecord, entry_id
+from brain_kernel.db import normalise_url
 from brain_kernel.index import delete_entries_at, touch_project, upsert_entries
 from brain_kernel.models import Entry, Project
 
@@ -97,3 +101,32 @@ def test_many_rows_are_merged_through_copy_with_the_small_upserts_rule(tx: Sessi
     assert [i for i in after if after[i] != versions[i]] == [changed[3].id]
     row = tx.execute(select(Entry.title, Entry.meta).where(Entry.id == changed[3].id)).one()
     assert (row.title, row.meta) == ("renamed", {"n": 3, "tags": ["b"]})
+
+
+def test_a_touch_that_changes_nothing_writes_nothing_and_takes_no_row_lock(db: Session, database_url: str) -> None:
+    """Markers to one project in one second must not queue on its row: only a touch that moves it locks it."""
+    at = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)
+    touch_project(db, "api", "org1/api", at=at, root="/src/api", aliases=["a"])
+    db.commit()
+    stamp = db.execute(text("SELECT xmin::text FROM projects WHERE id = 'org1/api'")).scalar_one()
+    db.commit()
+    engine = create_engine(normalise_url(database_url), poolclass=NullPool)
+    probe = "SELECT 1 FROM projects WHERE id = 'org1/api' FOR UPDATE NOWAIT"
+    try:
+        with engine.connect() as other:
+            for same in ({"at": at}, {"at": at - dt.timedelta(days=1)}, {}, {"root": "/src/api"}, {"aliases": ["a"]}):
+                touch_project(db, "api", "org1/api", **same)
+                other.execute(text(probe))  # not locked by the open transaction
+                other.rollback()
+            db.commit()
+            assert db.execute(text("SELECT xmin::text FROM projects WHERE id = 'org1/api'")).scalar_one() == stamp
+            for moved in ({"at": at + dt.timedelta(seconds=1)}, {"root": "/src/api2"}, {"aliases": ["b"]}):
+                touch_project(db, "api", "org1/api", **moved)
+                with pytest.raises(OperationalError):
+                    other.execute(text(probe))
+                other.rollback()
+                db.commit()
+    finally:
+        engine.dispose()
+    (row,) = projects_with_key(db, "api")
+    assert (row.last_active, row.root, row.aliases) == (at + dt.timedelta(seconds=1), "/src/api2", ["b"])

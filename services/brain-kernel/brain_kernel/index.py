@@ -252,8 +252,14 @@ def entry_rows(session: Session) -> list[dict[str, Any]]:
 
 # The project upsert as SQL text (it runs on every marker: the expression layer's building and caching of a
 # statement cost more than running it). No aliases given keeps the known ones.
+# A row the touch would leave as it is (its activity as late, its root and aliases the same) is neither
+# written nor locked: markers to one project in one second would otherwise queue on its row until each commits.
 _TOUCH_PROJECT = """INSERT INTO projects (id, key, repo, root, aliases, last_active)
-VALUES (%(id)s, %(key)s, %(repo)s, %(root)s, %(aliases)s::text[], %(last_active)s)
+SELECT %(id)s::text, %(key)s::text, %(repo)s::text, %(root)s::text, %(aliases)s::text[], %(last_active)s::timestamptz
+ WHERE NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = %(id)s::text
+                      AND (%(last_active)s::timestamptz IS NULL OR p.last_active >= %(last_active)s::timestamptz)
+                      AND (%(root)s::text IS NULL OR p.root = %(root)s::text)
+                      AND (cardinality(%(aliases)s::text[]) = 0 OR p.aliases = %(aliases)s::text[]))
 ON CONFLICT (id) DO UPDATE SET last_active = greatest(projects.last_active, excluded.last_active),
     root = coalesce(excluded.root, projects.root),
     aliases = CASE WHEN cardinality(excluded.aliases) = 0 THEN projects.aliases ELSE excluded.aliases END,
@@ -269,7 +275,10 @@ def touch_project(
     root: str | None = None,
     aliases: Iterable[str] = (),
 ) -> None:
-    """Record a project (id = repo slug, else key); ``at`` (an entry's time) moves its last activity forward."""
+    """Record a project (id = repo slug, else key); ``at`` (an entry's time) moves its last activity forward.
+
+    A touch that would change nothing writes nothing and takes no row lock.
+    """
     values = {
         "id": repo or key,
         "key": key,
