@@ -16,7 +16,6 @@ deletions, and falls back to the files when the vault is not.
 from __future__ import annotations
 
 import itertools
-import random
 from pathlib import Path
 from typing import Any
 
@@ -271,25 +270,6 @@ def test_the_route_scans_the_files_until_the_vault_is_indexed(client, settings: 
     assert [r["path"] for r in client.get("/vault/search", params={"q": "needle"}).json()["results"]] == ["notes/a.md"]
 
 
-def test_every_gram_of_a_run_is_found_by_the_codes_a_token_asks_for() -> None:
-    """Version 3 stores a bigram only where no all-ASCII trigram of its run holds it; a token of two ASCII
-    characters asks for any of its code and its one-character extensions' codes, so every substring of one,
-    two or three and more characters of any run is still found (random runs over ASCII and other letters)."""
-    assert search_docs.run_grams("cache") == {"cac", "ach", "che", "c", "a", "h", "e"}  # no bigram at all
-    assert {"ci", "iü"} <= search_docs.run_grams("ciü") and "be" not in search_docs.run_grams("über") and "üb" in search_docs.run_grams("über")
-    assert search_docs.run_grams("db") == {"db", "d", "b"}
-    rng = random.Random(3)
-    alphabet = "abcxyz-_:./é€ßü" + "\x01\x7f"
-    for _ in range(3000):
-        word = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9)))
-        stored = {search_docs._code(g) for g in search_docs.run_grams(word)}
-        for size in range(1, len(word) + 1):
-            for start in range(len(word) - size + 1):
-                token = word[start : start + size]
-                asked = set(search_docs.token_grams(token))
-                assert (asked & stored) if search_docs.any_gram(token) else (asked <= stored), (word, token)
-
-
 def test_short_tokens_use_the_codes_of_an_index_that_has_them_and_a_rebuild_brings_an_older_one_up(indexed: Vault, db: Session) -> None:
     """Version 2 codes serve tokens of one or two characters through the GIN index; a root indexed before them
     (version 1) answers the same by ``strpos``, and the next rebuild writes every document again with them."""
@@ -303,17 +283,10 @@ def test_short_tokens_use_the_codes_of_an_index_that_has_them_and_a_rebuild_brin
         seg_any, _ = search_docs._token_tests([q], params)
         return seg_any[0]
 
-    assert search_docs.short_codes(db) and "grams &&" in plan("ca") and "grams @>" in plan("é") and "grams @>" in plan("éa")
-    vault_files = {"notes/short-a.md": "über caché\nabxqcd ciü\n", "notes/short-b.txt": "zz  éb\nxq is here\n"}
-    for rel, body in vault_files.items():
-        indexed.path(rel).write_text(body)
-    search_docs.upsert_documents(db, list(vault_files.items()))
-    short = ["ca", "a", "é", "re", "q", "zz", "ci", "iü", "üb", "be", "xq", "hé", "éb", "b"]
+    assert search_docs.short_codes(db) and "grams @>" in plan("ca")
+    short = ["ca", "a", "é", "re", "q", "zz"]
     answers = {q: _scan(indexed, q, "", 20, 2) for q in short}
-    assert all(answers[q] for q in ("iü", "üb", "be", "xq", "hé", "éb"))
     assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)
-    db.execute(text("UPDATE vault_search_state SET codes = 2"))  # version 2 stored every bigram: the same queries serve it
-    assert search_docs.short_codes(db) and all(_index(db, q, "", 20, 2) == answers[q] for q in short)
     db.execute(text("UPDATE vault_search_state SET codes = 1"))
     assert not search_docs.short_codes(db) and "grams @>" not in plan("ca")
     assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)

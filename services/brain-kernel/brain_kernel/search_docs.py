@@ -137,10 +137,11 @@ _MAX_WORDS = 50_000
 
 
 class _WordCodes(dict[str, frozenset[str]]):
-    """A whitespace-free run -> the codes (decimal) of its grams (``run_grams``), computed on first use (words repeat)."""
+    """A whitespace-free run -> the codes (decimal) of its trigrams, bigrams and characters, computed on first use (words repeat)."""
 
     def __missing__(self, word: str) -> frozenset[str]:
-        codes = frozenset(map(_CODE_TEXTS.__getitem__, run_grams(word)))
+        grams = {*_TRIGRAM.findall(word), *(word[i : i + 2] for i in range(len(word) - 1)), *word}
+        codes = frozenset(map(_CODE_TEXTS.__getitem__, grams))
         if len(word) <= _WORD_CHARS:
             if len(self) >= _MAX_WORDS:
                 self.clear()
@@ -150,31 +151,10 @@ class _WordCodes(dict[str, frozenset[str]]):
 
 _WORD_CODES = _WordCodes()
 
-# The characters a whitespace-free run may hold beside an ASCII bigram, as ASCII codes: every one but the
-# whitespace ``str.isspace`` knows (NUL included: a code that is never stored costs a query nothing).
-_RUN_ASCII = tuple(chr(c) for c in range(128) if not chr(c).isspace())
-
-
-def run_grams(word: str) -> set[str]:
-    """The grams of a whitespace-free run that the index keeps (code version 3): its trigrams, its characters,
-    and each bigram that is in no all-ASCII trigram of the run (the run itself when it is two characters long;
-    any bigram beside a non-ASCII character).
-
-    A bigram is found through its own code, or through the codes of the ASCII trigrams that extend it by one
-    character (``token_grams``): an all-ASCII run longer than two characters stores no bigram at all.
-    """
-    grams = {*_TRIGRAM.findall(word), *word}
-    n = len(word)
-    if n == 2:
-        grams.add(word)
-    elif n > 2 and not word.isascii():
-        grams.update(word[i : i + 2] for i in range(n - 1) if not (i + 3 <= n and word[i : i + 3].isascii()) and not (i >= 1 and word[i - 1 : i + 2].isascii()))
-    return grams
-
 
 def grams_text(lowered: str) -> str:
-    """The codes of the grams (``run_grams``) of the whitespace-free runs of lower-cased text, distinct, as an
-    ``int4[]`` literal (the short ones serve tokens of one or two characters, index version 2 and later).
+    """The codes of the distinct grams (three, two and one characters) of the whitespace-free runs of lower-cased
+    text, as an ``int4[]`` literal (the short ones serve tokens of one or two characters, index version 2).
 
     ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the runs' trigrams are the text's.
     """
@@ -182,27 +162,18 @@ def grams_text(lowered: str) -> str:
 
 
 def token_grams(token: str) -> list[int]:
-    """Codes of the segments that may hold ``token`` (no whitespace): all of its trigrams (``any_gram`` false), or,
-    for a shorter token, any of its own code and (an ASCII bigram) the codes of the ASCII trigrams extending it."""
-    if len(token) >= 3:
-        return sorted({_code(token[i : i + 3]) for i in range(len(token) - 2)})
-    if not any_gram(token):
+    """The codes every segment holding ``token`` (no whitespace) has: its trigrams, or the token itself when shorter."""
+    if len(token) < 3:
         return [_code(token)]
-    return sorted({_code(token), *(_code(token + c) for c in _RUN_ASCII), *(_code(c + token) for c in _RUN_ASCII)})
+    return sorted({_code(token[i : i + 3]) for i in range(len(token) - 2)})
 
 
-def any_gram(token: str) -> bool:
-    """Whether a segment may hold ``token`` when it has any of ``token_grams`` (an ASCII bigram), rather than all."""
-    return len(token) == 2 and token.isascii()
-
-
-CODES = 3  # the search index's code version: 2 added every word's bigrams and characters (revision 0011), 3 keeps only bigrams no ASCII trigram holds
-SHORT_CODES = 2  # the version from which short tokens are found through the codes (``token_grams`` serves 2 and 3 alike)
+CODES = 2  # the search index's code version: 2 adds every word's bigrams and characters (revision 0011)
 
 
 def short_codes(session: Session) -> bool:
     """Whether every indexed vault root's segments carry the codes of short grams (then short tokens use the GIN index)."""
-    return bool(session.execute(text("SELECT coalesce(min(codes), 0) >= :v FROM vault_search_state"), {"v": SHORT_CODES}).scalar())
+    return bool(session.execute(text("SELECT coalesce(min(codes), 0) >= :v FROM vault_search_state"), {"v": CODES}).scalar())
 
 
 @dataclass(frozen=True)
@@ -564,9 +535,8 @@ def _token_tests(wanted: list[str], params: dict[str, Any]) -> tuple[list[str], 
         found = f"strpos(s.lowered, %(t{i})s) > 0"
         in_name = f"strpos(d.name_lower, %(t{i})s) > 0"
         coded = f"g{i}" in params
-        has = "&&" if any_gram(wanted[i]) else "@>"
-        seg_any.append(f"(s.grams {has} %(g{i})s::int4[] AND {found})" if coded else found)
-        name_any.append(f"(d.name_grams {has} %(g{i})s::int4[] AND {in_name})" if coded else in_name)
+        seg_any.append(f"(s.grams @> %(g{i})s::int4[] AND {found})" if coded else found)
+        name_any.append(f"(d.name_grams @> %(g{i})s::int4[] AND {in_name})" if coded else in_name)
     return seg_any, name_any
 
 
@@ -788,9 +758,9 @@ def _candidates(conn: Any, wanted: list[str], params: dict[str, Any], tests: lis
 
 
 def _bounds(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[tuple[float, bool]]:
-    """Each token's candidate segments as the statistics bound them (its rarest code's rows, or for an any-of token
-    its codes' rows summed; a code they do not list has fewer than the rarest they do), and whether they list
-    every code; infinite for a token without codes, or before any ANALYZE."""
+    """Each token's candidate segments as the statistics bound them (its rarest code's rows; a code they do not
+    list has fewer than the rarest they do), and whether they list every code; infinite for a token without
+    codes, or before any ANALYZE."""
     stats = _gram_frequencies(conn)
     out = []
     for i in range(len(wanted)):
@@ -799,8 +769,7 @@ def _bounds(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[tuple[
             continue
         freqs, smallest, rows = stats
         codes = params[f"g{i}"]
-        held = [freqs.get(g, smallest) for g in codes]
-        out.append(((min(sum(held), 1.0) if any_gram(wanted[i]) else min(held)) * rows, all(g in freqs for g in codes)))
+        out.append((min(freqs.get(g, smallest) for g in codes) * rows, all(g in freqs for g in codes)))
     return out
 
 
