@@ -113,6 +113,16 @@ def test_one_line_collapses_whitespace_like_the_regex_it_replaced() -> None:
     assert one_line(None) == ""
 
 
+def test_one_line_treats_every_character_as_the_control_table_does() -> None:
+    """The printable shortcut changes no answer: each character of the Basic Multilingual Plane between two
+    words gives what translating the control characters to spaces and collapsing whitespace gives."""
+    from brain_core.text import _CONTROLS
+
+    for point in range(0x10000):
+        text = f"a{chr(point)}b {chr(point)}"
+        assert one_line(text) == " ".join(text.translate(_CONTROLS).split()), hex(point)
+
+
 def test_clip_words_cuts_on_a_word_boundary() -> None:
     clipped = clip_words("alpha beta gamma delta epsilon", 17)
     assert clipped == "alpha beta gamma…"

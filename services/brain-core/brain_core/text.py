@@ -38,7 +38,10 @@ def storable(value: Any) -> Any:
 
 def one_line(text: str | None) -> str:
     """Text made safe for a single line: control characters and whitespace runs become one space."""
-    return " ".join(text.translate(_CONTROLS).split()) if text else ""
+    if not text:
+        return ""
+    # A printable text holds no control character (each is category Cc): nothing to translate.
+    return " ".join((text if text.isprintable() else text.translate(_CONTROLS)).split())
 
 
 def clip_words(text: str | None, limit: int = 80) -> str:
