@@ -251,9 +251,9 @@ def entry_rows(session: Session) -> list[dict[str, Any]]:
 
 
 # The project upsert as SQL text (it runs on every marker: the expression layer's building and caching of a
-# statement cost more than running it). No aliases given keeps the known ones.
-# A row the touch would leave as it is (its activity as late, its root and aliases the same) is neither
-# written nor locked: markers to one project in one second would otherwise queue on its row until each commits.
+# statement cost more than running it). No aliases given keeps the known ones. A row the touch would leave as
+# it is (its activity as late, its root and aliases the same) is neither written nor locked: markers to one
+# project in one second would otherwise queue on its row until each commits.
 _TOUCH_PROJECT = """INSERT INTO projects (id, key, repo, root, aliases, last_active)
 SELECT %(id)s::text, %(key)s::text, %(repo)s::text, %(root)s::text, %(aliases)s::text[], %(last_active)s::timestamptz
  WHERE NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = %(id)s::text
@@ -582,7 +582,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     done = 0
     # One batch is written on the writer's thread while the next is read and parsed here (which touches no
     # row: the session is the writer's until its batch is done); the database's work overlaps the parsing.
-    # A large vault's search segments (splitting, lowering, trigram codes) are made by a worker process
+    # A large vault's search segments (splitting, lowering, gram codes) are made by a worker process
     # beside this one: the interpreter's lock held here no longer bounds the pass.
     helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, files)) >= PREPARE_APART_BYTES else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reindex-write") as writer, helper or contextlib.nullcontext():

@@ -23,6 +23,11 @@ from brain_core.vault.layout import SCAFFOLD
 from brain_kernel.errors import ConfigError
 
 
+def _decoded(path: Path) -> str:
+    """A vault file's text as every read takes it: UTF-8, undecodable bytes replaced."""
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
 class VaultPathError(ValueError):
     """A relative path that would leave the vault."""
 
@@ -98,11 +103,11 @@ class Vault:
     # -- reads --------------------------------------------------------------
 
     def read_text(self, rel: str | Path) -> str:
-        return self.path(rel).read_text(encoding="utf-8", errors="replace")
+        return _decoded(self.path(rel))
 
     def read_listed(self, rel: str) -> str:
         """``read_text`` of a file a vault walk listed (``listed``: its folder resolved once, not every file)."""
-        return self.listed(rel).read_text(encoding="utf-8", errors="replace")
+        return _decoded(self.listed(rel))
 
     def exists(self, rel: str | Path) -> bool:
         return self.path(rel).exists()
