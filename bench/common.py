@@ -57,7 +57,8 @@ def fresh_database(label: str) -> Iterator[str]:
         admin_url = normalise_url(external)
     else:
         (REPO_ROOT / ".brain").mkdir(exist_ok=True)
-        embedded = EmbeddedPostgres(REPO_ROOT / ".brain" / f"{label}-pg-{uuid.uuid4().hex[:8]}", cleanup="delete")
+        # sized as `brain serve` sizes its own (BRAIN_EMBEDDED_SHARED_BUFFERS's default): the no-setup default measured
+        embedded = EmbeddedPostgres(REPO_ROOT / ".brain" / f"{label}-pg-{uuid.uuid4().hex[:8]}", cleanup="delete", shared_buffers="auto")
         admin_url = normalise_url(embedded.start())
     name = f"{label.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
     admin(admin_url, f'CREATE DATABASE "{name}"')

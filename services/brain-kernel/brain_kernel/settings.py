@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("BRAIN_HOST"))
     port: int = Field(8080, validation_alias=AliasChoices("BRAIN_PORT"))
     workers: int = Field(1, ge=1, le=64, validation_alias=AliasChoices("BRAIN_WORKERS"))
+    # The embedded Postgres's shared buffers (no DATABASE_URL): ``auto`` (a quarter of memory, 128 MB to 8 GB) or a size.
+    embedded_shared_buffers: str = Field("auto", pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB|TB))$", validation_alias=AliasChoices("BRAIN_EMBEDDED_SHARED_BUFFERS"))
 
     # Identity resolution (DESIGN section 3).
     user_home: Path = Field(default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME"))
