@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -60,5 +61,26 @@ def test_a_server_starts_with_the_buffers_asked_and_restarts_only_when_they_chan
             finally:
                 server.stop()
             assert sum("restarting once" in r.getMessage() for r in caplog.records) == restarts, (asked, caplog.text)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1", reason="this kernel maps any size (overcommit 1)")
+def test_buffers_the_machine_cannot_give_or_postgres_refuses_leave_the_server_as_it_was(caplog: pytest.LogCaptureFixture) -> None:
+    data = REPO_ROOT / ".brain" / f"buffers-test-{uuid.uuid4().hex[:8]}"
+    caplog.set_level(logging.INFO, logger="brain_kernel.embedded")
+    try:
+        # 1TB: more than this machine's memory and swap (the start fails); 16TB: above Postgres's maximum (refused).
+        for asked, said in (("1TB", "did not start with shared_buffers = 1TB"), ("16TB", "refused shared_buffers = 16TB")):
+            caplog.clear()
+            server = EmbeddedPostgres(data, shared_buffers=asked)
+            server.start()
+            try:
+                assert _buffers(server) == "128MB"
+            finally:
+                server.stop()
+            assert said in caplog.text
+            assert "shared_buffers" not in (data / "postgresql.auto.conf").read_text()  # the next start is not refused either
     finally:
         shutil.rmtree(data, ignore_errors=True)

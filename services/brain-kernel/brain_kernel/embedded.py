@@ -76,17 +76,27 @@ class EmbeddedPostgres:
             row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)", (wanted,)).fetchone()
             if row is not None and row[0]:
                 return
-            conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(wanted)))
+            try:
+                conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(wanted)))
+            except psycopg.Error as exc:  # a size Postgres refuses (above its maximum): the server keeps its own
+                log.warning("embedded Postgres refused shared_buffers = %s (%s); it keeps its size", wanted, str(exc).strip())
+                return
         with PostgresServer._lock:  # no other process attaches or stops it meanwhile
             if holders(self.data_dir) != [os.getpid()]:
                 log.info("embedded Postgres: shared_buffers = %s applies at its next start (other processes hold it)", wanted)
                 return
             log.info("embedded Postgres: restarting once for shared_buffers = %s", wanted)
+            self._server._stop()
             try:
-                self._server._stop()
+                self._server.ensure_postgres_running()
+                return
+            except Exception as exc:  # more than the machine gives: the size is dropped, the server starts as it was
+                log.warning("embedded Postgres did not start with shared_buffers = %s (%s); it keeps its previous size", wanted, exc)
+            drop_setting(self.data_dir, "shared_buffers")
+            try:
                 self._server.ensure_postgres_running()
             except Exception as exc:
-                raise ConfigError(f"embedded Postgres did not restart with shared_buffers = {wanted}: {exc}") from None
+                raise ConfigError(f"embedded Postgres failed to start again in {self.data_dir}: {exc}") from None
 
     def url(self, database: str = "postgres") -> str:
         return self._server.get_uri(database=database, driver="psycopg")
@@ -133,6 +143,13 @@ def memory_limit() -> int | None:
             total = int(text)
         break
     return total
+
+
+def drop_setting(data_dir: Path, name: str) -> None:
+    """Remove ``name`` from the stopped server's ``postgresql.auto.conf`` (what ``ALTER SYSTEM RESET`` does on a running one)."""
+    path = data_dir / "postgresql.auto.conf"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if line.split("=", 1)[0].strip() != name))
 
 
 def holders(data_dir: Path) -> list[int]:
