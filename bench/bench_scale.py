@@ -346,6 +346,8 @@ def misses(r: dict[str, Any]) -> list[str]:
         out += [f"{k} at x16" for k, v in reads.items() if k.startswith("search") and "short token" not in k and v["p95_ms"] > TARGETS["search_x16_p95_ms"]]
         if markers["project"]["p50_ms"] > TARGETS["marker_p50_x16_ms"]:
             out.append("POST /marker p50 at x16")
+    if min(markers["project"]["lessons_per_s"], markers["cwd-only"]["lessons_per_s"]) < TARGETS["marker_lessons_per_s"]:
+        out.append("POST /marker below 300 lessons/s (4 workers, 32 clients)")
     if markers["cwd-only"]["p50_ms"] > TARGETS["cwd_vs_project_ratio"] * markers["project"]["p50_ms"]:
         out.append("cwd-only marker more than 20% slower than one naming its project")
     if "extract" in r and r["extract"]["first_ratio"] > TARGETS["extract_db_ratio"]:
