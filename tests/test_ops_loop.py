@@ -146,8 +146,10 @@ def test_extract_and_cluster_run_once_a_day_in_the_extract_hour(settings: Settin
     start = NOW.replace(hour=3, minute=30, second=0)
     repo = make_repo(tmp_path / "home" / "dev" / "api", "git@github.com:acme/api.git")
     prompts = ["Add the upload endpoint", "Write its tests", "Fix the flaky one", "Document it"]
-    write_claude(s.resolved_claude_dir, "sess-long", str(repo), start - dt.timedelta(hours=1), prompts)
-    write_claude(s.resolved_claude_dir, "sess-short", str(repo), start - dt.timedelta(hours=1), ["hi"], tools=())
+    for session, said, kw in (("sess-long", prompts, {}), ("sess-short", ["hi"], {"tools": ()})):
+        path = write_claude(s.resolved_claude_dir, session, str(repo), start - dt.timedelta(hours=1), said, **kw)
+        written_at = (start - dt.timedelta(minutes=30)).timestamp()  # on the loop's clock, not the real one: the window reads mtimes
+        os.utime(path, (written_at, written_at))
     clock = SimClock(start)
     lines, _, report = loop(engine, s, clock, until=start + dt.timedelta(days=1, hours=1))
 
