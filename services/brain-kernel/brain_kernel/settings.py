@@ -11,6 +11,7 @@ working.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -58,7 +59,7 @@ class Settings(BaseSettings):
     port: int = Field(8080, validation_alias=AliasChoices("BRAIN_PORT"))
     workers: int = Field(1, ge=1, le=64, validation_alias=AliasChoices("BRAIN_WORKERS"))
     # The embedded Postgres's shared buffers (no DATABASE_URL): ``auto`` (a quarter of memory, 128 MB to 8 GB) or a size.
-    embedded_shared_buffers: str = Field("auto", pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB|TB))$", validation_alias=AliasChoices("BRAIN_EMBEDDED_SHARED_BUFFERS"))
+    embedded_shared_buffers: str = Field("auto", validation_alias=AliasChoices("BRAIN_EMBEDDED_SHARED_BUFFERS"))
 
     # Identity resolution (DESIGN section 3).
     user_home: Path = Field(default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME"))
@@ -163,6 +164,14 @@ class Settings(BaseSettings):
             parse_entries(value)
         except TokenConfigError as exc:  # the message names the problem, never the token
             raise ValueError(f"BRAIN_TOKENS: {exc}") from None
+        return value
+
+    @field_validator("embedded_shared_buffers")
+    @classmethod
+    def _buffers(cls, value: str) -> str:
+        # A bare number would be read by Postgres as 8 kB pages: the unit is required.
+        if value != "auto" and not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB|TB)", value):
+            raise ValueError(f"{value!r} is neither auto nor a size with its unit (512MB, 2GB)")
         return value
 
     @field_validator("database_url", "redis_url")
