@@ -46,6 +46,8 @@ NOTES = {
     "node_modules/pkg/readme.md": "retry cache in modules\n",
     "notes/.hidden.md": "retry cache hidden file\n",
     "notes/data.json": '{"retry": "cache"}\n',
+    # What COPY's text format would have to escape (the rows are written in its binary format).
+    "notes/escapes.md": "tab\there\\path\\retry\\N \\. end\nbyte\x7f retry\n\\\ttrailing\\\n",
 }
 # Long notes where a token fills at least 30 lines (the score's cap), in several mixes, so the shortcut
 # that looks for files capping the score first has files to find, and files to pass over.
@@ -92,6 +94,10 @@ QUERIES = [
     "-",
     "filler 199",
     "hit",
+    "\\path\\retry\\n",
+    "\\.",
+    "byte\x7f",
+    "\\",
 ]
 
 

@@ -50,11 +50,13 @@ from brain_core.text import storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
 from brain_core.vault.records import (
+    PARSED_KINDS,
     ActivityTally,
     ProjectActivity,
     attributable_by_session,
     attributed,
     entry_line_spans,
+    parsed_records,
     project_activity,
     records_for,
     skipped_entries,
@@ -355,7 +357,7 @@ def read_records(vault: Vault, rel: str, summary: ReindexSummary) -> list[EntryR
     except OSError as exc:
         summary.skipped.append(f"{rel}: {exc.strerror}")
         return []
-    return _records_of(rel, text, summary)
+    return _records_of(rel, text, summary)[0]
 
 
 def _dedupe(records: Iterable[EntryRecord]) -> list[EntryRecord]:
@@ -599,13 +601,15 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
                     progress(done, len(files))
                 if text_ is None:
                     continue
-                found = _records_of(rel, text_, summary)
+                found, meta = _records_of(rel, text_, summary)
                 records.extend(found)
                 texts.append((rel, text_))
                 spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
                 stat = stats.get(rel)
                 if stat is not None:
-                    entries.append(CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns)))
+                    entries.append(
+                        CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns, meta=meta))
+                    )
             prepared = helper.submit(search_docs.prepare_texts, [(rel, t, spans.get(rel)) for rel, t in texts]) if helper is not None else None
             if inflight is not None:
                 inflight.result()  # the batch before, written (its error raised here)
@@ -632,15 +636,21 @@ def _read(vault: Vault, rel: str, summary: ReindexSummary) -> str | None:
         return None
 
 
-def _records_of(rel: str, text_: str, summary: ReindexSummary) -> list[EntryRecord]:
-    """The file's rows; what it held but could not give (a bad file, a log entry's bad stamp) goes to ``summary.skipped``."""
+def _records_of(rel: str, text_: str, summary: ReindexSummary) -> tuple[list[EntryRecord], Mapping[str, Any] | None]:
+    """The file's rows, and its frontmatter when its kind's rows come from it (parsed once, for ``arc_facts_of``
+    too); what it held but could not give (a bad file, a log entry's bad stamp) goes to ``summary.skipped``."""
+    meta, kind = None, kind_of_path(rel)
     try:
-        records = records_for(rel, text_)
+        if kind in PARSED_KINDS and not (kind == "region" and is_tombstone(rel)):  # records_for's rule
+            doc = frontmatter.parse(text_)
+            meta, records = doc.meta, parsed_records(rel, doc)
+        else:
+            records = records_for(rel, text_)
     except Exception as exc:  # one bad file must not stop a rebuild of the whole vault
         summary.skipped.append(f"{rel}: {type(exc).__name__}: {exc}")
-        return []
+        return [], meta
     summary.skipped.extend(f"{rel}: {problem}" for problem in skipped_entries(rel, text_))
-    return records
+    return records, meta
 
 
 def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
