@@ -48,7 +48,6 @@ import datetime as dt
 import hashlib
 import posixpath
 import re
-import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -120,35 +119,29 @@ def _code(gram: str) -> int:
     return ((mixed & 0xFFFFFFFF) | 0x80000000) - 0x1_0000_0000
 
 
-def _grams(word: str) -> set[str]:
-    """A whitespace-free run's trigrams, bigrams and characters."""
-    return {*_TRIGRAM.findall(word), *(word[i : i + 2] for i in range(len(word) - 1)), *word}
+class _CodeTexts(dict[str, str]):
+    """Gram (one to three characters) -> its code in decimal, computed on first use (a lookup that hits stays in C: ``map`` over ``__getitem__``)."""
 
-
-class _CodeFields(dict[str, bytes]):
-    """Gram (one to three characters) -> its code as an ``int4`` array element of COPY's binary format (length 4,
-    the code big-endian), computed on first use (a lookup that hits stays in C: ``map`` over ``__getitem__``)."""
-
-    def __missing__(self, gram: str) -> bytes:
+    def __missing__(self, gram: str) -> str:
         if len(self) >= _MAX_CODES:
             self.clear()
-        field = self[gram] = _INT4.pack(4, _code(gram))
-        return field
+        text_ = self[gram] = str(_code(gram))
+        return text_
 
 
-_INT4 = struct.Struct(">ii")
-_CODE_FIELDS = _CodeFields()
+_CODE_TEXTS = _CodeTexts()
 
 
 _WORD_CHARS = 12  # words kept in the map at most this long: ids, stamps and hashes are each seen once
 _MAX_WORDS = 50_000
 
 
-class _WordCodes(dict[str, frozenset[bytes]]):
-    """A whitespace-free run -> the codes (``_CODE_FIELDS``) of its trigrams, bigrams and characters, computed on first use (words repeat)."""
+class _WordCodes(dict[str, frozenset[str]]):
+    """A whitespace-free run -> the codes (decimal) of its trigrams, bigrams and characters, computed on first use (words repeat)."""
 
-    def __missing__(self, word: str) -> frozenset[bytes]:
-        codes = frozenset(map(_CODE_FIELDS.__getitem__, _grams(word)))
+    def __missing__(self, word: str) -> frozenset[str]:
+        grams = {*_TRIGRAM.findall(word), *(word[i : i + 2] for i in range(len(word) - 1)), *word}
+        codes = frozenset(map(_CODE_TEXTS.__getitem__, grams))
         if len(word) <= _WORD_CHARS:
             if len(self) >= _MAX_WORDS:
                 self.clear()
@@ -157,24 +150,15 @@ class _WordCodes(dict[str, frozenset[bytes]]):
 
 
 _WORD_CODES = _WordCodes()
-_ARRAY_HEAD = struct.Struct(">iiiiii")  # field length; one dimension, no NULLs, int4's type oid, its length, from 1
-_INT4_OID = 23
 
 
-def grams_field(lowered: str) -> bytes:
+def grams_text(lowered: str) -> str:
     """The codes of the distinct grams (three, two and one characters) of the whitespace-free runs of lower-cased
-    text, as an ``int4[]`` field of COPY's binary format (the short ones serve tokens of one or two characters,
-    index version 2).
+    text, as an ``int4[]`` literal (the short ones serve tokens of one or two characters, index version 2).
 
     ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the runs' trigrams are the text's.
     """
-    codes = set().union(*map(_WORD_CODES.__getitem__, set(lowered.split())))
-    return _ARRAY_HEAD.pack(20 + 8 * len(codes), 1, 0, _INT4_OID, len(codes), 1) + b"".join(codes)
-
-
-def grams_literal(lowered: str) -> str:
-    """The codes ``grams_field`` holds, as an ``int4[]`` literal (a statement's parameter: a file name's codes)."""
-    return "{" + ",".join(str(code) for code in sorted({_code(gram) for word in set(lowered.split()) for gram in _grams(word)})) + "}"
+    return "{" + ",".join(set().union(*map(_WORD_CODES.__getitem__, set(lowered.split())))) + "}"
 
 
 def token_grams(token: str) -> list[int]:
@@ -258,48 +242,32 @@ ON CONFLICT (path) DO UPDATE SET name_lower = excluded.name_lower, name_grams = 
     mtime_ns = excluded.mtime_ns, lines = excluded.lines, digest = excluded.digest, updated_at = clock_timestamp()"""
 _RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
   FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path"""
-# COPY's binary format, rows made here: no parsing of the code arrays' decimal text by the server (a third of
-# its load), no escaping of the texts; psycopg's own ``write_row`` would pack every code in Python.
-_COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN (FORMAT BINARY)"
-COPY_HEAD = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # the signature, no flags, no header extension
-COPY_TAIL = b"\xff\xff"
-_ROW_HEAD = struct.Struct(">hi")  # a row's field count, then its first field's length
-_LINES = struct.Struct(">iiii")  # two int4 fields, each its length and value
-_LENGTH = struct.Struct(">i")
-_NO_VALUE = _LENGTH.pack(-1)  # a NULL field
+# Text format, the codes as an array literal: psycopg dumps an int list for a binary COPY in Python, a third of
+# a rebuild's time; a joined string is written (and escaped) by its C code.
+_COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN"
 
 
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+_NULL = "\\N"
 Prepared = tuple[str, int, bytes]  # a document's digest (of its stored text), line count and ``segment_rows``
 
 
-def _field(value: bytes) -> bytes:
-    return _LENGTH.pack(len(value)) + value
+def _copy_text(value: str) -> str:
+    """A value as a field of COPY's text format (the stored text holds no NUL)."""
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def segment_rows(path: str, pieces: Sequence[Segment]) -> bytes:
-    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` (binary, between ``COPY_HEAD`` and ``COPY_TAIL``), with their gram codes."""
-    head = path.encode("utf-8", "surrogatepass")
-    head = _ROW_HEAD.pack(7, len(head)) + head
-    out = []
-    for seg in pieces:
-        content = seg.content.encode("utf-8", "surrogatepass")
-        lowered = seg.lowered.encode("utf-8", "surrogatepass")
-        entry = _NO_VALUE if seg.entry_id is None else _field(seg.entry_id.encode("utf-8", "surrogatepass"))
-        out += (
-            head,
-            _LINES.pack(4, seg.first_line, 4, seg.last_line),
-            entry,
-            _LENGTH.pack(len(content)),
-            content,
-            _LENGTH.pack(len(lowered)),
-            lowered,
-            grams_field(seg.lowered),
-        )
-    return b"".join(out)
+    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` in COPY's text format, with their gram codes (``grams_text``)."""
+    head = _copy_text(path)
+    return "".join(
+        f"{head}\t{seg.first_line}\t{seg.last_line}\t{_NULL if seg.entry_id is None else _copy_text(seg.entry_id)}"
+        f"\t{_copy_text(seg.content)}\t{_copy_text(seg.lowered)}\t{grams_text(seg.lowered)}\n"
+        for seg in pieces
+    ).encode("utf-8", "surrogatepass")
 
 
 def prepare(path: str, raw: bytes, spans: Spans | None = None) -> Prepared:
@@ -400,7 +368,7 @@ def _write(
         name = posixpath.basename(path).lower()
         docs["paths"].append(path)
         docs["names"].append(name)
-        docs["name_grams"].append(grams_literal(name))
+        docs["name_grams"].append(grams_text(name))
         docs["sizes"].append(len(raw))
         docs["mtimes"].append(stamps[path][1] if path in stamps else None)
         docs["lines"].append(total)
@@ -412,10 +380,8 @@ def _write(
     if any(rows):
         cursor = conn.connection.driver_connection.cursor()  # the session's own connection and transaction
         with cursor.copy(_COPY_SEGMENTS) as copy:
-            copy.write(COPY_HEAD)
             for payload in rows:
                 copy.write(payload)
-            copy.write(COPY_TAIL)
     return len(paths)
 
 
