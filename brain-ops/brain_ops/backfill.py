@@ -76,7 +76,7 @@ from brain_core.markers import Attribution
 from brain_core.membership import KnownProject
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
-from brain_core.vault.records import PARSED_KINDS, parsed_records, records_for
+from brain_core.vault.records import parsed_document, parsed_records, records_for
 from brain_core.vault.regions import live_paths
 from brain_kernel import catalogue, index
 from brain_kernel.db import hold_keeper_lock
@@ -528,7 +528,7 @@ class _Follow:
                 info = self.vault.listed(rel).stat()
             except OSError:
                 continue
-            doc = frontmatter.parse(text_) if kind_of_path(rel) in PARSED_KINDS else None
+            doc = parsed_document(rel, text_)
             self.add(rel, text_, doc, catalogue.Stat(info.st_size, info.st_mtime_ns))
         self.wait()
         batch, self.batch = self.batch, []
@@ -623,7 +623,7 @@ def _rewrite_markers(
         vault.sync_folders([rel])
         if follow is not None:
             new = written[rel]
-            follow.add(rel, new, frontmatter.parse(new) if kind_of_path(rel) in PARSED_KINDS else None, catalogue.Stat(info.st_size, info.st_mtime_ns))
+            follow.add(rel, new, parsed_document(rel, new), catalogue.Stat(info.st_size, info.st_mtime_ns))
         if after_write is not None:
             after_write(rel)
 

@@ -114,10 +114,10 @@ def defer_indexes(session: Session, *tables: str) -> list[str] | None:
 
     Building an index once over loaded rows costs a fraction of maintaining
     it row by row, and a foreign key added back is checked by one join
-    instead of a lookup for every row loaded. The tables stay locked (ACCESS EXCLUSIVE, as ``DROP
-    INDEX`` takes) until the caller's transaction ends: nobody reads or
-    writes them half-indexed, and no row arrives between the check and the
-    load. When a table holds a row once locked, nothing is dropped, the
+    instead of a lookup for every row loaded. The tables stay locked
+    (ACCESS EXCLUSIVE, as ``DROP INDEX`` takes) until the caller's
+    transaction ends: nobody reads or writes them half-indexed or
+    unchecked, and no row arrives between the check and the load. When a table holds a row once locked, nothing is dropped, the
     locks are released (a savepoint) and None is returned.
     """
     if any(session.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar() for table in tables):

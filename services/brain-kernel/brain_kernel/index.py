@@ -50,12 +50,12 @@ from brain_core.text import storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
 from brain_core.vault.records import (
-    PARSED_KINDS,
     ActivityTally,
     ProjectActivity,
     attributable_by_session,
     attributed,
     entry_line_spans,
+    parsed_document,
     parsed_records,
     project_activity,
     records_for,
@@ -639,10 +639,10 @@ def _read(vault: Vault, rel: str, summary: ReindexSummary) -> str | None:
 def _records_of(rel: str, text_: str, summary: ReindexSummary) -> tuple[list[EntryRecord], Mapping[str, Any] | None]:
     """The file's rows, and its frontmatter when its kind's rows come from it (parsed once, for ``arc_facts_of``
     too); what it held but could not give (a bad file, a log entry's bad stamp) goes to ``summary.skipped``."""
-    meta, kind = None, kind_of_path(rel)
+    meta = None
     try:
-        if kind in PARSED_KINDS and not (kind == "region" and is_tombstone(rel)):  # records_for's rule
-            doc = frontmatter.parse(text_)
+        doc = parsed_document(rel, text_)
+        if doc is not None:
             meta, records = doc.meta, parsed_records(rel, doc)
         else:
             records = records_for(rel, text_)

@@ -465,13 +465,20 @@ def parsed_records(vault_path: str, doc: frontmatter.Document) -> list[EntryReco
     raise ValueError(f"{vault_path}: not a {'/'.join(PARSED_KINDS)} file")
 
 
+def parsed_document(vault_path: str, text: str) -> frontmatter.Document | None:
+    """The parse ``parsed_records`` takes, for a file whose rows come from its frontmatter (None for any other)."""
+    kind = kind_of_path(vault_path)
+    if kind not in PARSED_KINDS or (kind == "region" and is_tombstone(vault_path)):
+        return None
+    return frontmatter.parse(text)
+
+
 def records_for(vault_path: str, text: str) -> list[EntryRecord]:
     """Every index entry one vault file holds (none for tombstones and unrelated files)."""
     kind = kind_of_path(vault_path)
     if kind in PARSED_KINDS:
-        if kind == "region" and is_tombstone(vault_path):
-            return []
-        return parsed_records(vault_path, frontmatter.parse(text))
+        doc = parsed_document(vault_path, text)
+        return [] if doc is None else parsed_records(vault_path, doc)
     if kind == "lesson":
         return lesson_records(text, vault_path)
     if kind == "decision":
