@@ -46,7 +46,7 @@ NOTES = {
     "node_modules/pkg/readme.md": "retry cache in modules\n",
     "notes/.hidden.md": "retry cache hidden file\n",
     "notes/data.json": '{"retry": "cache"}\n',
-    # What COPY's text format would have to escape (the rows are written in its binary format).
+    # What COPY's text format escapes (the segments are written in it): tabs, backslashes, \N, \., DEL.
     "notes/escapes.md": "tab\there\\path\\retry\\N \\. end\nbyte\x7f retry\n\\\ttrailing\\\n",
 }
 # Long notes where a token fills at least 30 lines (the score's cap), in several mixes, so the shortcut

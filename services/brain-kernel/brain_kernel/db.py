@@ -117,8 +117,9 @@ def defer_indexes(session: Session, *tables: str) -> list[str] | None:
     instead of a lookup for every row loaded. The tables stay locked
     (ACCESS EXCLUSIVE, as ``DROP INDEX`` takes) until the caller's
     transaction ends: nobody reads or writes them half-indexed or
-    unchecked, and no row arrives between the check and the load. When a table holds a row once locked, nothing is dropped, the
-    locks are released (a savepoint) and None is returned.
+    unchecked, and no row arrives between the check and the load. When a
+    table holds a row once locked, nothing is dropped, the locks are
+    released (a savepoint) and None is returned.
     """
     if any(session.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar() for table in tables):
         return None  # not a first load: no lock taken
