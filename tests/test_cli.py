@@ -29,6 +29,8 @@ def test_every_command_has_help_text() -> None:
     assert {"serve", "migrate"} <= set(commands)
     for name, command in commands.items():
         assert command.help and command.help.strip(), f"brain {name} has no help text"
+        summary = command.help.strip().split("\n\n")[0]  # what `brain --help` lists beside the name
+        assert "\n" not in summary and len(summary) <= 100, f"brain {name}: the summary is not one short line: {summary!r}"
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0, result.output
         assert "Usage" in result.output

@@ -6,7 +6,10 @@ the app is assembled without an import loop (ADR 0011).
 
 from __future__ import annotations
 
+import inspect
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -20,15 +23,30 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for command in (server.serve, server.migrate, whereis.whereis, extract.extract, cluster.cluster, tick.tick, reindex.reindex, embed.embed):
-    app.command()(command)
-app.command("tick-drain")(drain.tick_drain)
-app.command("ops-loop")(loop.ops_loop)
-app.command("mcp")(mcp.mcp)
-app.command("apply")(apply.apply)
-app.command("init")(init.init)
-app.command("amygdala")(amygdala.amygdala)
-app.command("backfill")(backfill.backfill)
+
+def _help(command: Callable[..., Any]) -> str:
+    """A command's docstring with each paragraph on one line: the terminal wraps it at its own width."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(command.__doc__ or "").split("\n\n"))
+
+
+for name, command in (
+    ("serve", server.serve),
+    ("migrate", server.migrate),
+    ("whereis", whereis.whereis),
+    ("extract", extract.extract),
+    ("cluster", cluster.cluster),
+    ("tick", tick.tick),
+    ("reindex", reindex.reindex),
+    ("embed", embed.embed),
+    ("tick-drain", drain.tick_drain),
+    ("ops-loop", loop.ops_loop),
+    ("mcp", mcp.mcp),
+    ("apply", apply.apply),
+    ("init", init.init),
+    ("amygdala", amygdala.amygdala),
+    ("backfill", backfill.backfill),
+):
+    app.command(name, help=_help(command))(command)
 
 
 def main() -> None:

@@ -18,7 +18,9 @@ def apply(
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Apply a keeper AI answer (UPSTREAM.md 5.6): 1. edges, 2. MERGE/SPLIT, 3. ESCALATE/CLEAR,
+    """Apply a keeper AI answer (edges, merges, signals, intent, health, summaries) to the vault.
+
+    The six sections of UPSTREAM.md 5.6, in order: 1. edges, 2. MERGE/SPLIT, 3. ESCALATE/CLEAR,
     4. operator intent (a paragraph, or a JSON object project -> intent), 5. health, 6. summaries.
 
     Bullets, backticks and both -> and → are accepted. Edges need both arcs to exist

@@ -40,8 +40,10 @@ def backfill(
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Re-resolve the project of every arc (clusters/ and the region folders, merge tombstones
-    included) from its source sessions: the session index, the Claude and Codex transcripts
+    """Re-resolve the project of every arc from its source sessions, safely and auditably.
+
+    Every arc (clusters/ and the region folders, merge tombstones included) is
+    resolved from its source sessions: the session index, the Claude and Codex transcripts
     found by session id, git (a deleted folder through its nearest existing ancestor), the
     catalog, learned roots, layout patterns, and an upstream project: naming exactly one
     known project (legacy). Writes project, projects, repo, worktrees and project_source and

@@ -15,9 +15,10 @@ def tick_drain(
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Run the keeper ticks agents asked for with POST /tick: claim every pending
-    request, then run one tick (the same pass as brain tick) per combination of
-    flags requested, in this order: full, --no-ai, --dry-run, --dry-run --no-ai.
+    """Run the keeper ticks agents asked for with POST /tick.
+
+    Claims every pending request, then runs one tick (the same pass as brain
+    tick) per combination of flags requested, in this order: full, --no-ai, --dry-run, --dry-run --no-ai.
     Each request ends completed, with the tick's summary as its result, or
     failed, with the error, which GET /tick/{job_id} then answers; a failing
     tick does not stop the others. Safe to run from several schedulers at once:

@@ -15,7 +15,9 @@ def mcp(
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Run the MCP server: kb_search, kb_brief, brain_search_arcs, brain_get_arc,
+    """Run the MCP server (stdio, or streamable HTTP with --http).
+
+    Its tools: kb_search, kb_brief, brain_search_arcs, brain_get_arc,
     brain_ingest, brain_tick, brain_feed and brain_marker, answered in-process
     from the index and the vault.
 

@@ -15,8 +15,10 @@ def reindex(
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Rebuild the index from the vault: every arc, lesson, decision, signal, milestone,
-    intent and inject block, and the projects they name.
+    """Rebuild the index and the search index from the vault alone.
+
+    Every arc, lesson, decision, signal, milestone, intent and inject block,
+    the projects they name, and every searchable file's segments.
 
     The vault is the source of truth: the entries table is replaced in one
     transaction (readers see the old index until it commits); merged arc

@@ -19,7 +19,9 @@ def tick(
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
 ) -> None:
-    """Run one keeper pass, upstream's deterministic steps (UPSTREAM.md 5.4), project-aware:
+    """Run one keeper pass: drain, heat, promote, collect markers, write the feed, refresh the index.
+
+    Upstream's deterministic steps (UPSTREAM.md 5.4), project-aware:
     drain raw/inbox/ by tags; scan the region folders and clusters/<date>/ (.merged.md
     tombstones suppress their raw files); heat with upstream's formula (BRAIN_PROMOTE_HEAT,
     BRAIN_DECAY_START_DAYS, ...) for arcs only; promote to frontal-lobe/conscious/, demote
