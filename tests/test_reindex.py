@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
-from brain_kernel import index
+from brain_kernel import index, search_docs
 from brain_kernel.index import entry_rows, rebuild, refresh
 from brain_kernel.models import Entry, Project
 from brain_kernel.settings import Settings
@@ -227,7 +227,8 @@ def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, 
 def test_search_segments_made_by_a_worker_process_are_the_ones_made_in_process(
     client, settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A large vault's segments are prepared by a worker process (``PREPARE_APART_BYTES``): the rows are the same."""
+    """A large vault's segments are prepared by a worker process (``PREPARE_APART_BYTES``): the rows are the same,
+    and none is made in this process, not even for a searchable file that holds no entry (a note, a dashboard)."""
     from sqlalchemy import text
 
     vault = Vault(settings.vault)
@@ -240,9 +241,16 @@ def test_search_segments_made_by_a_worker_process_are_the_ones_made_in_process(
     db.commit()
     segments = text("select path, first_line, last_line, entry_id, content, lowered, grams from vault_segments order by path, first_line")
     made: list[list[tuple[object, ...]]] = []
+
+    def here(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"segments made in the main process: {args[0]}")
+
     for apart in (0, 1 << 60):
         monkeypatch.setattr(index, "PREPARE_APART_BYTES", apart)
-        rebuild(db, vault)
+        with monkeypatch.context() as only_apart:
+            if apart == 0:
+                only_apart.setattr(search_docs, "prepare", here)  # the spawned worker imports its own
+            rebuild(db, vault)
         made.append([(*r[:6], sorted(r[6])) for r in db.execute(segments)])  # the codes are a set (their order is a process's hashing)
         db.rollback()
     assert made[0] == made[1]

@@ -62,24 +62,28 @@ def digest(text: str) -> str:
 
 def walk(folder: str, rel: str = "", suffixes: tuple[str, ...] = (".md",), skip_dirs: Collection[str] = ()) -> Iterator[tuple[str, os.stat_result]]:
     """(vault path, stat) of the files under ``folder`` (vault path ``rel``) with one of ``suffixes``, from ``scandir``
-    (no path resolved per file): dot files and folders, symlinks and the folders named in ``skip_dirs`` are skipped."""
+    (no path resolved per file): dot files and folders, symlinks and the folders named in ``skip_dirs`` are skipped.
+
+    A folder's listing is read as it is walked, not held: a region folder of a year's arcs lists 100,000 files.
+    """
     try:
-        entries = list(os.scandir(folder))
+        entries = os.scandir(folder)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return
-    for item in entries:
-        name = item.name
-        if name.startswith(".") or item.is_symlink():
-            continue
-        child = f"{rel}/{name}" if rel else name
-        if item.is_dir(follow_symlinks=False):
-            if name not in skip_dirs:
-                yield from walk(item.path, child, suffixes, skip_dirs)
-        elif name.endswith(suffixes):
-            try:
-                yield child, item.stat(follow_symlinks=False)
-            except FileNotFoundError:
+    with entries:
+        for item in entries:
+            name = item.name
+            if name.startswith(".") or item.is_symlink():
                 continue
+            child = f"{rel}/{name}" if rel else name
+            if item.is_dir(follow_symlinks=False):
+                if name not in skip_dirs:
+                    yield from walk(item.path, child, suffixes, skip_dirs)
+            elif name.endswith(suffixes):
+                try:
+                    yield child, item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
 
 
 def stat_files(vault: Vault) -> dict[str, Stat]:

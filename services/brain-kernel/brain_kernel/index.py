@@ -560,9 +560,19 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     files = live_vault_files(vault)
     known = load(session)
     tally = ActivityTally()
-    size_of = lambda rel: stats[rel].size if rel in stats else 0  # noqa: E731
     documents = search_docs.DocumentsBuild(session)  # fed the texts read here: each file is read once
     fresh = deferred is not None
+
+    live = set(files)
+    # The searchable files that hold no entries (day dashboards, feed files, notes) are read in the same batches,
+    # for their search segments only: a large vault's are all made by the worker, and ``finish`` reads nothing again.
+    others = {rel: stamp for rel, stamp in search_docs.searchable_files(vault) if rel not in live}
+
+    def stamp_of(rel: str) -> search_docs.Stamp | None:
+        stat = stats.get(rel)
+        return (stat.size, stat.mtime_ns) if stat is not None else others.get(rel)
+
+    size_of = lambda rel: (stamp_of(rel) or (0, 0))[0]  # noqa: E731
 
     def write(
         batch: list[str],
@@ -578,18 +588,19 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         for kind, n in part.by_kind.items():
             summary.by_kind[kind] = summary.by_kind.get(kind, 0) + n
         save(session, entries)
-        documents.add(texts, {e.path: (e.size, e.mtime_ns) for e in entries}, spans, prepared.result() if prepared is not None else None)
+        stamps = {rel: stamp for rel, _ in texts if (stamp := stamp_of(rel)) is not None}
+        documents.add(texts, stamps, spans, prepared.result() if prepared is not None else None)
         summary.files += len(batch)
 
-    done = 0
+    done, total = 0, len(files) + len(others)
     # One batch is written on the writer's thread while the next is read and parsed here (which touches no
     # row: the session is the writer's until its batch is done); the database's work overlaps the parsing.
     # A large vault's search segments (splitting, lowering, gram codes) are made by a worker process
     # beside this one: the interpreter's lock held here no longer bounds the pass.
-    helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, files)) >= PREPARE_APART_BYTES else None
+    helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, [*files, *others])) >= PREPARE_APART_BYTES else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reindex-write") as writer, helper or contextlib.nullcontext():
         inflight: Future[None] | None = None
-        for batch in search_docs.batches(files, REBUILD_BATCH, size_of, REBUILD_BYTES):
+        for batch in search_docs.batches([*files, *others], REBUILD_BATCH, size_of, REBUILD_BYTES):
             records: list[EntryRecord] = []
             entries: list[CatalogueEntry] = []
             texts: list[tuple[str, str]] = []
@@ -598,12 +609,14 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
                 text_ = _read(vault, rel, summary)
                 done += 1
                 if progress is not None:
-                    progress(done, len(files))
+                    progress(done, total)
                 if text_ is None:
                     continue
+                texts.append((rel, text_))
+                if rel not in live:
+                    continue  # searched, holds no entry
                 found, meta = _records_of(rel, text_, summary)
                 records.extend(found)
-                texts.append((rel, text_))
                 spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
                 stat = stats.get(rel)
                 if stat is not None:
@@ -613,12 +626,12 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
             prepared = helper.submit(search_docs.prepare_texts, [(rel, t, spans.get(rel)) for rel, t in texts]) if helper is not None else None
             if inflight is not None:
                 inflight.result()  # the batch before, written (its error raised here)
-            inflight = writer.submit(write, batch, records, entries, texts, spans, prepared)
+            inflight = writer.submit(write, [rel for rel in batch if rel in live], records, entries, texts, spans, prepared)
         if inflight is not None:
             inflight.result()
     restore_indexes(session, deferred or [])
     summary.removed += drop_paths_not_in(session, files, before=started)
-    forget(session, [p for p in known if p not in set(files)])
+    forget(session, [p for p in known if p not in live])
     apply_mitigation(session)
     summary.projects = record_activity(session, tally.result())
     documents.finish(vault)  # GET /vault/search is served from it from now on

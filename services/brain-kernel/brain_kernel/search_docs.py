@@ -417,7 +417,8 @@ class RebuildSummary:
     removed: int
 
 
-def _walk(vault: Vault) -> Iterator[tuple[str, Stamp]]:
+def searchable_files(vault: Vault) -> Iterator[tuple[str, Stamp]]:
+    """(vault path, stamp) of every file the index holds: what the search's walk reads."""
     for rel, info in walk(str(vault.root), "", ("",), SKIP_DIRS):  # indexable() tests the suffix, case-insensitively
         if indexable(rel):
             yield rel, (info.st_size, info.st_mtime_ns)
@@ -472,7 +473,7 @@ class DocumentsBuild:
     def finish(self, vault: Vault) -> RebuildSummary:
         session = self.session
         seen: list[str] = []
-        for batch in batches(_walk(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
+        for batch in batches(searchable_files(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
             seen.extend(p for p, _ in batch)
             self.written += _write(session, list(_changed(session, vault, batch, every=self.recode)), dict(batch), rewrite=self.recode)
         restore_indexes(session, self.deferred or [])
