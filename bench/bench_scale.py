@@ -165,16 +165,14 @@ def reindex_ticked(settings: Settings, url: str, vault: Vault) -> dict[str, Any]
     ``clusters/<date>/``; after a tick they have graduated into their region
     folders (one folder of every arc at x16), the layout an operator reindexes.
     """
-    server = make_url(url)
-    admin_url = server.set(database="postgres").render_as_string(hide_password=False)
     name = f"ticked_{uuid.uuid4().hex[:8]}"
-    admin(admin_url, f'CREATE DATABASE "{name}"')
-    target = server.set(database=name).render_as_string(hide_password=False)
+    admin(url, f'CREATE DATABASE "{name}"')  # issued from the bench's own database: no other database assumed
+    target = make_url(url).set(database=name).render_as_string(hide_password=False)
     try:
         upgrade_to_head(target)
         return _job(run_brain(settings.with_overrides(database_url=target), "reindex", "--vault", str(vault.root), "--database-url", target))
     finally:
-        admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _job(result: dict[str, Any]) -> dict[str, Any]:

@@ -592,15 +592,16 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         documents.add(texts, stamps, spans, prepared.result() if prepared is not None else None)
         summary.files += len(batch)
 
-    done, total = 0, len(files) + len(others)
+    paths = [*files, *others]
+    done = 0
     # One batch is written on the writer's thread while the next is read and parsed here (which touches no
     # row: the session is the writer's until its batch is done); the database's work overlaps the parsing.
     # A large vault's search segments (splitting, lowering, gram codes) are made by a worker process
     # beside this one: the interpreter's lock held here no longer bounds the pass.
-    helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, [*files, *others])) >= PREPARE_APART_BYTES else None
+    helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, paths)) >= PREPARE_APART_BYTES else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reindex-write") as writer, helper or contextlib.nullcontext():
         inflight: Future[None] | None = None
-        for batch in search_docs.batches([*files, *others], REBUILD_BATCH, size_of, REBUILD_BYTES):
+        for batch in search_docs.batches(paths, REBUILD_BATCH, size_of, REBUILD_BYTES):
             records: list[EntryRecord] = []
             entries: list[CatalogueEntry] = []
             texts: list[tuple[str, str]] = []
@@ -609,7 +610,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
                 text_ = _read(vault, rel, summary)
                 done += 1
                 if progress is not None:
-                    progress(done, total)
+                    progress(done, len(paths))
                 if text_ is None:
                     continue
                 texts.append((rel, text_))
