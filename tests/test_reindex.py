@@ -133,6 +133,51 @@ def test_reindex_command_prints_a_json_summary_and_is_safe_to_rerun(settings: Se
     assert first.stderr.strip().splitlines()[-1] == f"reindex: {one['files']}/{one['files']}"  # progress on stderr
 
 
+_VERSIONS = {  # each table a rebuild writes, by its key: a rewritten row moves (its ctid changes)
+    "entries": "id",
+    "projects": "id",
+    "project_counts": "id::text",
+    "vault_catalogue": "path",
+    "vault_documents": "path",
+    "vault_segments": "path || ':' || first_line",
+}
+
+
+def _row_versions(db: Session) -> dict[str, dict[str, str]]:
+    from sqlalchemy import text
+
+    return {table: dict(db.execute(text(f"SELECT {key}, ctid::text FROM {table}")).all()) for table, key in _VERSIONS.items()}
+
+
+def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Settings, db: Session) -> None:
+    """A rerun of ``brain reindex`` writes nothing when nothing changed (no dead tuples), and only what a change moves."""
+    vault = Vault(settings.vault)
+    _post(client, "lesson", "a lesson about caching", repo="org1/api")
+    _post(client, "decision", "use postgres", title="Use Postgres", repo="org1/api")
+    arc = _arc(vault, "u1", "api", "org1/api", "Rebuild an unchanged vault twice")
+    _arc(vault, "u2", "web", "acme/web", "Keep the landing page fast")
+    vault.write_atomic("notes/plain.md", "a note that holds no entry\n")  # searched only
+    rebuild(db, vault)
+    db.commit()
+    before = _row_versions(db)
+    assert all(before.values()), before  # every table holds rows to watch
+
+    rebuild(db, vault)
+    db.commit()
+    assert _row_versions(db) == before
+
+    # Touched without a change: the stamp moves in the catalogue and the search index, nothing else.
+    os.utime(vault.path("notes/plain.md"), ns=(10**18, 10**18))
+    vault.write_atomic(arc, frontmatter.update(vault.read_text(arc), {"summary": "Rebuilt twice"}))
+    rebuild(db, vault)
+    db.commit()
+    after = _row_versions(db)
+    moved = {table: sorted(k for k, v in rows.items() if before[table].get(k) != v) for table, rows in after.items()}
+    assert moved["vault_documents"] == sorted([arc, "notes/plain.md"])
+    assert moved["vault_catalogue"] == [arc]  # notes are not catalogued: they hold no entry
+    assert [k.split(":")[0] for k in moved["vault_segments"]] == [arc]  # the touched note's text is the same
+    assert len(moved["entries"]) == 1 and moved["projects"] == []
+
 def test_reindex_of_a_missing_vault_is_one_clear_line(tmp_path: Path, settings: Settings) -> None:
     result = CliRunner().invoke(app, ["reindex", "--vault", str(tmp_path / "nope"), "--database-url", str(settings.database_url)])
     assert result.exit_code == 2

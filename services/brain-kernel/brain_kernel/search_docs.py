@@ -241,7 +241,7 @@ SELECT path, name, g::int4[], size, mtime_ns, lines, digest
 ON CONFLICT (path) DO UPDATE SET name_lower = excluded.name_lower, name_grams = excluded.name_grams, size = excluded.size,
     mtime_ns = excluded.mtime_ns, lines = excluded.lines, digest = excluded.digest, updated_at = clock_timestamp()"""
 _RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
-  FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path"""
+  FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path AND d.mtime_ns IS DISTINCT FROM s.mtime_ns"""
 # Text format, the codes as an array literal: psycopg dumps an int list for a binary COPY in Python, a third of
 # a rebuild's time; a joined string is written (and escaped) by its C code.
 _COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN"
@@ -288,6 +288,7 @@ Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk s
 _CLAIM = """INSERT INTO vault_documents (path, name_lower, size, lines, digest) SELECT p, '', -1, 0, '' FROM unnest(%(paths)s::text[]) AS p
 ON CONFLICT (path) DO NOTHING"""
 _HELD = "SELECT path, digest, size, lines FROM vault_documents WHERE path = ANY(%(paths)s::text[]) ORDER BY path FOR UPDATE"
+_INDEXED = "SELECT path, digest, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])"  # read, not locked
 
 
 def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment] | None:
@@ -323,7 +324,8 @@ def _write(
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
     A document whose text is what the index holds is not rewritten (only its
-    stamp, when the walk gives one); returns how many were written. With
+    stamp, when the walk gives one that moved), nor locked when its stamp is
+    the index's too; returns how many were written. With
     ``reread`` each file is read again once its row is locked: a text read
     before the lock can be older than what another writer indexed meanwhile
     (two markers appending to one day's log), and would replace the newer
@@ -339,15 +341,22 @@ def _write(
     conn = session.connection()
     order = sorted(latest)
     conn.exec_driver_sql(_CLAIM, {"paths": order})
+    digests = {p: _digest(raw) for p, raw in latest.items()}
+    if reread is None and not rewrite:
+        # A document the index holds as it is (text and stamp) is neither locked nor written: a rerun of a rebuild
+        # writes no row, and a marker's follow never waits on a rebuild for a file it did not change.
+        rows_now = conn.exec_driver_sql(_INDEXED, {"paths": order})
+        unchanged = {p for p, digest, mtime in rows_now if digest == digests[p] and (p not in stamps or stamps[p][1] == mtime)}
+        order = [p for p in order if p not in unchanged]
     held = {path: (digest, size, lines) for path, digest, size, lines in conn.exec_driver_sql(_HELD, {"paths": order})}
     if reread is not None:
         for path in order:
             with contextlib.suppress(OSError, UnicodeDecodeError):  # gone or unreadable now: the text the caller read stands
                 latest[path] = _stored(reread.read_text(path))
-    digests = {p: _digest(raw) for p, raw in latest.items()}
+        digests = {p: _digest(raw) for p, raw in latest.items()}
     paths = [p for p in order if rewrite or held[p][0] != digests[p]]
     same = [p for p in order if not rewrite and held[p][0] == digests[p] and p in stamps]
-    if same:  # the text a write hook indexed: keep its stamp, so the next walk need not read it
+    if same:  # the text a write hook indexed: keep its stamp (where it moved), so the next walk need not read it
         conn.exec_driver_sql(_RESTAMP, {"paths": same, "mtimes": [stamps[p][1] for p in same]})
     if not paths:
         return 0
