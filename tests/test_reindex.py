@@ -149,8 +149,12 @@ def _row_versions(db: Session) -> dict[str, dict[str, str]]:
     return {table: dict(db.execute(text(f"SELECT {key}, ctid::text FROM {table}")).all()) for table, key in _VERSIONS.items()}
 
 
-def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Settings, db: Session) -> None:
-    """A rerun of ``brain reindex`` writes nothing when nothing changed (no dead tuples), and only what a change moves."""
+@pytest.mark.parametrize("apart", [False, True], ids=["in-process", "worker"])
+def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Settings, db: Session, monkeypatch: pytest.MonkeyPatch, apart: bool) -> None:
+    """A rerun of ``brain reindex`` writes nothing when nothing changed (no dead tuples), and only what a change moves;
+    with the segments made by a worker too (which a rerun gives only the documents the index does not hold)."""
+    if apart:
+        monkeypatch.setattr(index, "PREPARE_APART_BYTES", 0)
     vault = Vault(settings.vault)
     _post(client, "lesson", "a lesson about caching", repo="org1/api")
     _post(client, "decision", "use postgres", title="Use Postgres", repo="org1/api")
@@ -177,6 +181,7 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     assert moved["vault_catalogue"] == [arc]  # notes are not catalogued: they hold no entry
     assert [k.split(":")[0] for k in moved["vault_segments"]] == [arc]  # the touched note's text is the same
     assert len(moved["entries"]) == 1 and moved["projects"] == []
+
 
 def test_reindex_of_a_missing_vault_is_one_clear_line(tmp_path: Path, settings: Settings) -> None:
     result = CliRunner().invoke(app, ["reindex", "--vault", str(tmp_path / "nope"), "--database-url", str(settings.database_url)])

@@ -301,3 +301,19 @@ def test_short_tokens_use_the_codes_of_an_index_that_has_them_and_a_rebuild_brin
     assert summary.documents == files and search_docs.short_codes(db)  # every document written again
     assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)
     assert search_docs.rebuild_documents(db, indexed).documents == 0
+
+
+def test_a_rerun_prepares_only_the_documents_the_index_does_not_hold(indexed: Vault, db: Session) -> None:
+    """``not_indexed``: what a rebuild's worker is given on a rerun (a changed text, a new file), not the unchanged rest."""
+    held = [p for p, _ in search_docs.searchable_files(indexed)]
+    assert len(held) >= 3
+    changed, same = held[0], held[1:]
+    docs = [(p, indexed.read_text(p), None) for p in held]
+    docs[0] = (changed, docs[0][1] + "\nan edit\n", None)
+    docs.append(("notes/new.md", "a new note\n", None))
+    assert [p for p, _, _ in search_docs.not_indexed(db.connection(), docs)] == [changed, "notes/new.md"]
+    assert search_docs.not_indexed(db.connection(), [d for d in docs if d[0] in same]) == []
+    db.execute(text("LOCK TABLE vault_documents IN ACCESS EXCLUSIVE MODE"))  # as a first load holds it
+    with search_docs.peek_connection(db) as peek:  # what the rebuild reads the hint on: it waits a moment, not forever
+        assert search_docs.not_indexed(peek, docs) == docs
+    db.rollback()

@@ -126,6 +126,11 @@ def load(session: Session) -> dict[str, Entry]:
     return {r[0]: Entry(*r) for r in rows}
 
 
+def catalogued(session: Session) -> set[str]:
+    """The path of every catalogue row (without the arcs' facts: a rebuild needs only which files it knew)."""
+    return set(session.scalars(select(VaultFile.path)))
+
+
 @functools.cache
 def _upsert() -> Any:
     stmt = insert(VaultFile.__table__)

@@ -64,7 +64,7 @@ from brain_core.vault.records import (
 from brain_core.vault.regions import live_paths
 from brain_kernel import search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
-from brain_kernel.catalogue import digest, forget, load, save, stat_files
+from brain_kernel.catalogue import catalogued, digest, forget, save, stat_files
 from brain_kernel.db import defer_indexes, restore_indexes
 from brain_kernel.feed_snapshots import collect
 from brain_kernel.models import Entry, Project, SessionRow
@@ -558,7 +558,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     deferred = defer_indexes(session, "entries")  # a first build into an empty index: its indexes built once, after the load
     stats = stat_files(vault)
     files = live_vault_files(vault)
-    known = load(session)
+    known = catalogued(session)  # the files the catalogue knew, for the rows of those gone
     tally = ActivityTally()
     documents = search_docs.DocumentsBuild(session)  # fed the texts read here: each file is read once
     fresh = deferred is not None
@@ -599,7 +599,16 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     # A large vault's search segments (splitting, lowering, gram codes) are made by a worker process
     # beside this one: the interpreter's lock held here no longer bounds the pass.
     helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, paths)) >= PREPARE_APART_BYTES else None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reindex-write") as writer, helper or contextlib.nullcontext():
+    # A rerun's worker makes only the segments of documents the index does not hold as read: a hint read on a
+    # connection of its own (this session is the writer's), which ``_write`` tests again under the row locks.
+    # Not into an empty index: its tables are locked by this transaction until it commits.
+    hint = helper is not None and documents.deferred is None and not documents.recode
+    peek = search_docs.peek_connection(session) if hint else None
+    with (
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="reindex-write") as writer,
+        helper or contextlib.nullcontext(),
+        peek or contextlib.nullcontext(),
+    ):
         inflight: Future[None] | None = None
         for batch in search_docs.batches(paths, REBUILD_BATCH, size_of, REBUILD_BYTES):
             records: list[EntryRecord] = []
@@ -624,7 +633,10 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
                     entries.append(
                         CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns, meta=meta))
                     )
-            prepared = helper.submit(search_docs.prepare_texts, [(rel, t, spans.get(rel)) for rel, t in texts]) if helper is not None else None
+            prepared = None
+            if helper is not None:
+                todo = [(rel, t, spans.get(rel)) for rel, t in texts]
+                prepared = helper.submit(search_docs.prepare_texts, todo if peek is None else search_docs.not_indexed(peek, todo))
             if inflight is not None:
                 inflight.result()  # the batch before, written (its error raised here)
             inflight = writer.submit(write, [rel for rel in batch if rel in live], records, entries, texts, spans, prepared)

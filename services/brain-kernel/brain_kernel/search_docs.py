@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.text import storable
@@ -244,6 +245,8 @@ _RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = c
   FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path AND d.mtime_ns IS DISTINCT FROM s.mtime_ns"""
 # Text format, the codes as an array literal: psycopg dumps an int list for a binary COPY in Python, a third of
 # a rebuild's time; a joined string is written (and escaped) by its C code.
+_INDEXED = "SELECT path, digest, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])"  # read, not locked
+_INDEXED_DIGESTS = "SELECT path, digest FROM vault_documents WHERE path = ANY(%(paths)s::text[])"
 _COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN"
 
 
@@ -276,6 +279,28 @@ def prepare(path: str, raw: bytes, spans: Spans | None = None) -> Prepared:
     return _digest(raw), (pieces[-1].last_line if pieces else 0), segment_rows(path, pieces)
 
 
+def peek_connection(session: Session) -> Any:
+    """A connection of its own beside ``session``'s transaction, for ``not_indexed``: autocommit, and never waiting
+    on a lock for more than a moment."""
+    conn = session.get_bind().engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+    conn.exec_driver_sql("SET lock_timeout = '1s'")
+    return conn
+
+
+def not_indexed(conn: Any, docs: Sequence[tuple[str, str, Spans | None]]) -> list[tuple[str, str, Spans | None]]:
+    """The (path, text as read, its spans) among ``docs`` whose text the index does not hold, as ``conn`` reads it.
+
+    A hint that spares a rerun's worker the segments of unchanged documents:
+    ``_write`` tests every document again under its row lock. A read that
+    cannot be made (a table locked) gives every document.
+    """
+    try:
+        held = dict(conn.exec_driver_sql(_INDEXED_DIGESTS, {"paths": [path for path, _, _ in docs]}).all())
+    except DBAPIError:
+        return list(docs)
+    return [doc for doc in docs if held.get(doc[0]) != _digest(_stored(doc[1]))]
+
+
 def prepare_texts(docs: Sequence[tuple[str, str, Spans | None]]) -> dict[str, Prepared]:
     """``prepare`` for (path, text as read, its spans) of the searchable files among ``docs``."""
     return {path: prepare(path, _stored(text_), spans) for path, text_, spans in docs if indexable(path)}
@@ -288,7 +313,6 @@ Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk s
 _CLAIM = """INSERT INTO vault_documents (path, name_lower, size, lines, digest) SELECT p, '', -1, 0, '' FROM unnest(%(paths)s::text[]) AS p
 ON CONFLICT (path) DO NOTHING"""
 _HELD = "SELECT path, digest, size, lines FROM vault_documents WHERE path = ANY(%(paths)s::text[]) ORDER BY path FOR UPDATE"
-_INDEXED = "SELECT path, digest, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])"  # read, not locked
 
 
 def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment] | None:
