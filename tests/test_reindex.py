@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
@@ -161,7 +161,8 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     arc = _arc(vault, "u1", "api", "org1/api", "Rebuild an unchanged vault twice")
     _arc(vault, "u2", "web", "acme/web", "Keep the landing page fast")
     vault.write_atomic("notes/plain.md", "a note that holds no entry\n")  # searched only
-    rebuild(db, vault)
+    rebuild(db, vault)  # the search index's first load: each document inserted once, none updated
+    assert db.execute(text("SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'vault_documents'")).one() == (5, 0)
     db.commit()
     before = _row_versions(db)
     assert all(before.values()), before  # every table holds rows to watch
@@ -181,6 +182,25 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     assert moved["vault_catalogue"] == [arc]  # notes are not catalogued: they hold no entry
     assert [k.split(":")[0] for k in moved["vault_segments"]] == [arc]  # the touched note's text is the same
     assert len(moved["entries"]) == 1 and moved["projects"] == []
+
+
+def test_a_rebuild_after_ticks_rewrites_no_catalogue_row(client, settings: Settings, db: Session) -> None:
+    """A tick that rewrites an arc records the file's new mtime in its facts, as a rebuild reads it: the rebuild that
+    follows finds the catalogue as it would write it."""
+    from tests.conftest import brain
+
+    vault = Vault(settings.vault)
+    _post(client, "lesson", "a lesson for the tick", repo="org1/api")
+    _arc(vault, "t1", "api", "org1/api", "Tick the arc into its region")
+    where = ("--vault", str(settings.vault), "--database-url", str(settings.database_url))
+    for command in (("reindex",), ("tick", "--no-ai"), ("tick", "--no-ai")):
+        assert (result := brain(settings, *command, *where)).exit_code == 0, result.stderr
+    rows = text("SELECT path, ctid::text, arc->>'mtime' FROM vault_catalogue ORDER BY path")
+    before = db.execute(rows).all()
+    assert any(path.startswith("frontal-lobe/") for path, _, _ in before)  # the tick moved (wrote) the arc
+    assert brain(settings, "reindex", *where).exit_code == 0
+    db.rollback()
+    assert db.execute(rows).all() == before
 
 
 def test_reindex_of_a_missing_vault_is_one_clear_line(tmp_path: Path, settings: Settings) -> None:

@@ -395,7 +395,9 @@ def index_changes(
         stat = catalogue.stat_one(vault, f.path) if not summary.dry_run else f.stat
         if stat is None:
             continue
-        rows.append(catalogue.Entry(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, f.facts))
+        # The facts' mtime is the file's now (a file this tick wrote has a newer one), as a rebuild reads it.
+        facts = None if f.facts is None else {**f.facts, "mtime": index.file_time(stat.mtime_ns).isoformat()}
+        rows.append(catalogue.Entry(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, facts))
     catalogue.save(session, rows)
     gone = set(known) - set(live)
     catalogue.forget(session, gone)

@@ -688,7 +688,12 @@ def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any]
         meta = frontmatter.parse(text_).meta
     if not (kind == "arc" or (meta.get("cluster_id") and meta.get("type") != "signal")) or is_tombstone(rel) or meta.get("merged_into"):
         return None
-    return arc_facts(meta, mtime=dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.timezone.utc))
+    return arc_facts(meta, mtime=file_time(mtime_ns))
+
+
+def file_time(mtime_ns: int) -> dt.datetime:
+    """A file's mtime (nanoseconds) as an aware time: what an arc's catalogue facts hold as ``mtime``."""
+    return dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.timezone.utc)
 
 
 def refresh(session: Session, vault: Vault, paths: Iterable[str | Path]) -> ReindexSummary:

@@ -344,6 +344,7 @@ def _write(
     spans: Mapping[str, Spans] | None = None,
     prepared: Mapping[str, Prepared] | None = None,
     rewrite: bool = False,
+    loading: bool = False,
 ) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
@@ -358,13 +359,16 @@ def _write(
     ``prepare`` made already (a worker process's); neither is used with
     ``reread``, and a prepared document whose digest is not the text's is
     prepared again. ``rewrite``: every document is written whole, even an
-    unchanged one (an index of older codes).
+    unchanged one (an index of older codes). ``loading``: the tables are a
+    first load's, locked by this transaction (``db.defer_indexes``), so no
+    other writer needs a row to wait on and a new document is inserted once.
     """
     latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
     conn = session.connection()
     order = sorted(latest)
-    conn.exec_driver_sql(_CLAIM, {"paths": order})
+    if not loading:
+        conn.exec_driver_sql(_CLAIM, {"paths": order})
     digests = {p: _digest(raw) for p, raw in latest.items()}
     if reread is None and not rewrite:
         # A document the index holds as it is (text and stamp) is neither locked nor written: a rerun of a rebuild
@@ -372,7 +376,8 @@ def _write(
         rows_now = conn.exec_driver_sql(_INDEXED, {"paths": order})
         unchanged = {p for p, digest, mtime in rows_now if digest == digests[p] and (p not in stamps or stamps[p][1] == mtime)}
         order = [p for p in order if p not in unchanged]
-    held = {path: (digest, size, lines) for path, digest, size, lines in conn.exec_driver_sql(_HELD, {"paths": order})}
+    held = dict.fromkeys(order, ("", -1, 0))  # a new document (a first load claims none)
+    held.update((path, (digest, size, lines)) for path, digest, size, lines in conn.exec_driver_sql(_HELD, {"paths": order}))
     if reread is not None:
         for path in order:
             with contextlib.suppress(OSError, UnicodeDecodeError):  # gone or unreadable now: the text the caller read stands
@@ -501,14 +506,24 @@ class DocumentsBuild:
     ) -> None:
         wanted = [(p, t) for p, t in docs if indexable(p)]
         for batch in batches(wanted, BATCH_FILES, lambda doc: len(doc[1]), BATCH_BYTES):
-            self.written += _write(self.session, batch, {p: stamps[p] for p, _ in batch if p in stamps}, spans=spans, prepared=prepared, rewrite=self.recode)
+            self.written += _write(
+                self.session,
+                batch,
+                {p: stamps[p] for p, _ in batch if p in stamps},
+                spans=spans,
+                prepared=prepared,
+                rewrite=self.recode,
+                loading=self.deferred is not None,
+            )
 
     def finish(self, vault: Vault) -> RebuildSummary:
         session = self.session
         seen: list[str] = []
         for batch in batches(searchable_files(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
             seen.extend(p for p, _ in batch)
-            self.written += _write(session, list(_changed(session, vault, batch, every=self.recode)), dict(batch), rewrite=self.recode)
+            self.written += _write(
+                session, list(_changed(session, vault, batch, every=self.recode)), dict(batch), rewrite=self.recode, loading=self.deferred is not None
+            )
         restore_indexes(session, self.deferred or [])
         removed = session.execute(
             text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
