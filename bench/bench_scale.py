@@ -24,8 +24,10 @@ then, each as production runs it:
    and worktrees made in the temporary home): lessons/s, p50, p95; then
    300 lessons from one client, the service time (with 32 clients in flight
    a request waits about 32 / throughput on average, whatever the code);
-7. ``brain reindex`` again, of the vault as the ticks left it (arcs graduated
-   into their region folders), into a second empty database (ADR 0027);
+7. ``brain reindex`` again on the same database, the index current (a rerun:
+   its wall time, peak RSS and the rows it wrote, which should be none); then
+   of the vault as the ticks left it (arcs graduated into their region
+   folders), into a second empty database (ADR 0027);
 8. for x1 and x4 only (as the issue's table), ``brain extract``'s
    ``run_extract`` on 5,000 Claude + 1,000 Codex transcripts per x1 (scaled
    by 4 for x4): without a database, with one (first run) and an unchanged
@@ -86,6 +88,7 @@ BEFORE: dict[str, dict[str, str]] = {
     "tick after 100 new markers (extra over the second run)": {},
     "reindex": {"x1": "95 s, 292 MB", "x4": "300 s, 917 MB"},
     "reindex of the vault its ticks left (arcs in their region folders)": {},
+    "reindex again, nothing changed (rows written)": {},
     "database size after the first tick": {"x4": "665 MB"},
     "feed computed afresh p50 / p95": {"x1": "13 / 20 ms", "x4": "26 / 42 ms", "x16": "56 / 101 ms"},
     "feed computed afresh, hot project p50 / p95": {"x1": "189 ms"},
@@ -145,6 +148,16 @@ def database_mb(url: str) -> float:
     try:
         with engine.connect() as conn:
             return round(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one() / 1e6, 1)
+    finally:
+        engine.dispose()
+
+
+def rows_written(url: str) -> int:
+    """Rows inserted, updated and deleted so far in the database's tables (the server's statistics, as flushed)."""
+    engine = create_engine(normalise_url(url))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables")).scalar_one())
     finally:
         engine.dispose()
 
@@ -299,6 +312,10 @@ def run_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
         finally:
             proc.terminate()
             proc.wait(30)
+        written = rows_written(url)
+        out["reindex_rerun"] = _job(run_brain(settings, "reindex", *where))  # the index current: a rerun
+        out["reindex_rerun"]["rows_written"] = rows_written(url) - written
+        say(f"reindex again, nothing changed {out['reindex_rerun']['wall_s']} s, {out['reindex_rerun']['peak_rss_mb']} MB")
         out["reindex_ticked"] = reindex_ticked(settings, url, vault)
         say(f"reindex of the ticked vault {out['reindex_ticked']['wall_s']} s, {out['reindex_ticked']['peak_rss_mb']} MB")
         if args.extract and size in ("x1", "x4"):
@@ -321,6 +338,9 @@ def after_cells(r: dict[str, Any]) -> dict[str, str]:
         "tick after 100 new markers (extra over the second run)": f"{r['tick_after_100_markers']['wall_s']} s (+{r['tick_100_markers_extra_s']} s)",
         "reindex": f"{r['reindex']['wall_s']} s, {r['reindex']['peak_rss_mb']:.0f} MB",
         "reindex of the vault its ticks left (arcs in their region folders)": f"{r['reindex_ticked']['wall_s']} s, {r['reindex_ticked']['peak_rss_mb']:.0f} MB",
+        "reindex again, nothing changed (rows written)": (
+            f"{r['reindex_rerun']['wall_s']} s, {r['reindex_rerun']['peak_rss_mb']:.0f} MB ({r['reindex_rerun']['rows_written']})"
+        ),
         "database size after the first tick": f"{r['database_mb_after_tick']:.0f} MB (after reindex {r['database_mb_after_reindex']:.0f} MB)",
         "feed computed afresh p50 / p95": f"{reads['feed']['p50_ms']} / {reads['feed']['p95_ms']} ms",
         "feed computed afresh, hot project p50 / p95": f"{reads['feed_hot']['p50_ms']} / {reads['feed_hot']['p95_ms']} ms",
