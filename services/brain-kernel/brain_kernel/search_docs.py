@@ -243,10 +243,9 @@ ON CONFLICT (path) DO UPDATE SET name_lower = excluded.name_lower, name_grams = 
     mtime_ns = excluded.mtime_ns, lines = excluded.lines, digest = excluded.digest, updated_at = clock_timestamp()"""
 _RESTAMP = """UPDATE vault_documents d SET mtime_ns = s.mtime_ns, updated_at = clock_timestamp()
   FROM unnest(%(paths)s::text[], %(mtimes)s::bigint[]) AS s(path, mtime_ns) WHERE d.path = s.path AND d.mtime_ns IS DISTINCT FROM s.mtime_ns"""
+_INDEXED = "SELECT path, digest, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])"  # read, not locked
 # Text format, the codes as an array literal: psycopg dumps an int list for a binary COPY in Python, a third of
 # a rebuild's time; a joined string is written (and escaped) by its C code.
-_INDEXED = "SELECT path, digest, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])"  # read, not locked
-_INDEXED_DIGESTS = "SELECT path, digest FROM vault_documents WHERE path = ANY(%(paths)s::text[])"
 _COPY_SEGMENTS = "COPY vault_segments (path, first_line, last_line, entry_id, content, lowered, grams) FROM STDIN"
 
 
@@ -295,7 +294,7 @@ def not_indexed(conn: Any, docs: Sequence[tuple[str, str, Spans | None]]) -> lis
     cannot be made (a table locked) gives every document.
     """
     try:
-        held = dict(conn.exec_driver_sql(_INDEXED_DIGESTS, {"paths": [path for path, _, _ in docs]}).all())
+        held = {path: digest for path, digest, _ in conn.exec_driver_sql(_INDEXED, {"paths": [path for path, _, _ in docs]})}
     except DBAPIError:
         return list(docs)
     return [doc for doc in docs if held.get(doc[0]) != _digest(_stored(doc[1]))]
