@@ -144,13 +144,18 @@ def write_markers(vault: Vault, size: str, rng: random.Random) -> dict[str, int]
     return counts
 
 
-def database_mb(url: str) -> float:
+def _rows(url: str, statement: str) -> list[Any]:
+    """The rows one statement reads from the database at ``url``."""
     engine = create_engine(normalise_url(url))
     try:
         with engine.connect() as conn:
-            return round(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one() / 1e6, 1)
+            return list(conn.execute(text(statement)).all())
     finally:
         engine.dispose()
+
+
+def database_mb(url: str) -> float:
+    return round(_rows(url, "SELECT pg_database_size(current_database())")[0][0] / 1e6, 1)
 
 
 # The tables whose rows a rebuild makes from the vault (the change log's compaction and the rebuild's own
@@ -160,12 +165,7 @@ DATA_TABLES = ("entries", "projects", "project_counts", "vault_catalogue", "vaul
 
 def rows_written(url: str) -> dict[str, int]:
     """Rows inserted, updated and deleted so far in each table of the database (the server's statistics, as flushed)."""
-    engine = create_engine(normalise_url(url))
-    try:
-        with engine.connect() as conn:
-            return dict(conn.execute(text("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables")).all())
-    finally:
-        engine.dispose()
+    return dict(_rows(url, "SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables"))
 
 
 def vacuum_analyze(url: str) -> None:

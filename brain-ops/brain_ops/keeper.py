@@ -61,7 +61,7 @@ from brain_core.feed.keeper_files import (
 )
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
-from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, plan_arc
+from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, facts_at, plan_arc
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import (
@@ -396,7 +396,7 @@ def index_changes(
         if stat is None:
             continue
         # The facts' mtime is the file's now (a file this tick wrote has a newer one), as a rebuild reads it.
-        facts = None if f.facts is None else {**f.facts, "mtime": index.file_time(stat.mtime_ns).isoformat()}
+        facts = None if f.facts is None else facts_at(f.facts, index.file_time(stat.mtime_ns))
         rows.append(catalogue.Entry(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, facts))
     catalogue.save(session, rows)
     gone = set(known) - set(live)

@@ -194,8 +194,12 @@ def arc_facts(meta: Mapping[str, Any], *, mtime: dt.datetime | None) -> dict[str
         facts["signals"] = {k: v for k, v in signals.items() if k not in ("top_tools", "agents")}
     raw = meta.get("source_sessions")
     facts["source_sessions"] = len([s for s in raw if s]) if isinstance(raw, (list, tuple)) else (raw if isinstance(raw, str) else 0)
-    facts["mtime"] = mtime.isoformat() if mtime else None
-    return facts
+    return facts_at(facts, mtime)
+
+
+def facts_at(facts: Mapping[str, Any], mtime: dt.datetime | None) -> dict[str, Any]:
+    """An arc's facts with its file's mtime, as they record it (a tick that rewrote the file gives the new one)."""
+    return {**facts, "mtime": mtime.isoformat() if mtime else None}
 
 
 def backfilled_created(facts: Mapping[str, Any], vault_path: str) -> str | None:
