@@ -6,13 +6,9 @@
 # -- build: install the project, pinned by constraints.txt, into a virtualenv of its own ----------------
 FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-# A C compiler for the one compiled piece, the search index's gram codes (ADR 0029); only this stage has it.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/brain
 WORKDIR /src
-COPY pyproject.toml setup.py constraints.txt README.md alembic.ini ./
+COPY pyproject.toml constraints.txt README.md alembic.ini ./
 COPY services services
 COPY brain-ops brain-ops
 COPY migrations migrations

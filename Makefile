@@ -14,7 +14,7 @@ test: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
-$(VENV)/.installed: pyproject.toml setup.py constraints.txt services/brain-kernel/brain_kernel/_grams.c
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'

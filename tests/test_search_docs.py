@@ -317,28 +317,3 @@ def test_a_rerun_prepares_only_the_documents_the_index_does_not_hold(indexed: Va
     with search_docs.peek_connection(db) as peek:  # what the rebuild reads the hint on: it waits a moment, not forever
         assert search_docs.not_indexed(peek, docs) == docs
     db.rollback()
-
-
-def test_the_native_gram_codes_are_the_pure_ones() -> None:
-    """``brain_kernel._grams`` (C, ADR 0029) gives exactly the codes of ``grams_text_py``, on texts of every awkward shape.
-
-    .ci/run sets BRAIN_REQUIRE_NATIVE: there the extension must have been built, so this cannot skip in CI.
-    """
-    import os
-    import random
-
-    if not search_docs.NATIVE_GRAMS:
-        assert not os.environ.get("BRAIN_REQUIRE_NATIVE"), "the optional C extension brain_kernel._grams was not built"
-        pytest.skip("brain_kernel._grams was not built (no C compiler): the pure codes are in use")
-    rng = random.Random(29)
-    spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
-    assert len(spaces) == 29 and max(map(ord, spaces)) == 12288  # every whitespace character below 0x3001 is drawn below
-    alphabet = [*"abcxyz09-_.:/\"{},\\", "\x00", "\x7f", "é", "ß", "İ", "σ", "🙂", "\ud800", "\U0010ffff", *spaces]
-    texts = [*NOTES.values(), "", " ", "a", "ab", "abc", "\x00\x00\x00", "x\u3000y\x1cz", "2026-10-04t10:31:26z c98da3f667e84566895d8d2afb1d2579"]
-    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 400))) for _ in range(3000)]
-    texts += [" ".join(f"w{rng.randrange(10**9)}" for _ in range(3000))]  # many codes: the native set grows
-    for lowered in texts:
-        native, pure = (search_docs.grams_text(lowered), search_docs.grams_text_py(lowered))
-        codes = native[1:-1].split(",") if native != "{}" else []
-        assert native[0] + native[-1] == "{}" and len(codes) == len(set(codes))  # each code once
-        assert set(codes) == set(pure[1:-1].split(",") if pure != "{}" else []), repr(lowered)

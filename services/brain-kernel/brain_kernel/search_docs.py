@@ -153,22 +153,13 @@ class _WordCodes(dict[str, frozenset[str]]):
 _WORD_CODES = _WordCodes()
 
 
-def grams_text_py(lowered: str) -> str:
+def grams_text(lowered: str) -> str:
     """The codes of the distinct grams (three, two and one characters) of the whitespace-free runs of lower-cased
     text, as an ``int4[]`` literal (the short ones serve tokens of one or two characters, index version 2).
 
     ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the runs' trigrams are the text's.
     """
     return "{" + ",".join(set().union(*map(_WORD_CODES.__getitem__, set(lowered.split())))) + "}"
-
-
-try:  # the same codes (in another order) from C, about ten times faster: the bulk of a rebuild's worker (ADR 0029)
-    from brain_kernel._grams import grams_text as _native_grams_text
-except ImportError:  # built without a C compiler: the install skips the optional extension
-    _native_grams_text = None
-
-NATIVE_GRAMS = _native_grams_text is not None
-grams_text: Callable[[str], str] = _native_grams_text or grams_text_py
 
 
 def token_grams(token: str) -> list[int]:
