@@ -303,6 +303,59 @@ def test_short_tokens_use_the_codes_of_an_index_that_has_them_and_a_rebuild_brin
     assert search_docs.rebuild_documents(db, indexed).documents == 0
 
 
+def test_a_first_build_of_a_large_vault_leaves_out_its_common_short_codes(indexed: Vault, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 3: a first build samples the vault and leaves out the ASCII short codes most segments hold. Their
+    tokens are tested by ``strpos`` (the statistics' estimate is the sample's share) and answer what the scans
+    answer, with and without a project; a rare short token still asks the GIN index, names keep every code, a
+    write leaves the codes out too, and a rerun keeps them."""
+    shared = next(p.name for p in (indexed.root / "left/reference").iterdir() if p.name.startswith("lessons-"))
+    short = ["ca", "a", "é", "re", "q", "zz", "e", "k", "md", "-", "ς", "retry e", "cache a zzzabsent"]
+    api = resolve_project(db, "org1/api")
+    cases = [(q, prefix, project) for q in short for prefix in ("", "notes", "left/reference/" + shared) for project in (None, (api.key, api.repo))]
+
+    def scan(q: str, prefix: str, project: tuple[str, str | None] | None) -> list[dict[str, Any]]:
+        if project is None:
+            return _scan(indexed, q, prefix, 20, 2)
+        return [h.as_dict() for h in search_project(indexed, db, *project, tokens(q), prefix=prefix, context_lines=2)[:20]]
+
+    answers = {case: scan(*case) for case in cases}
+    assert search_docs.sample_common(indexed, [(p, st[0]) for p, st in search_docs.searchable_files(indexed)]) == {}  # a small vault
+    monkeypatch.setattr(search_docs, "COMMON_MIN_BYTES", 0)
+    monkeypatch.setattr(search_docs, "SAMPLE_MIN", 1)
+    db.execute(text("DELETE FROM vault_documents"))  # and their segments: the next build is a first one
+    search_docs.rebuild_documents(db, indexed)
+    codes = search_docs.index_codes(db)
+    assert codes.version == search_docs.CODES == 3
+    assert search_docs._code("e") in codes.common and search_docs._code("q") not in codes.common and search_docs._code("zz") not in codes.common
+    assert all(0 <= code <= 0xFFFF and search_docs.COMMON_SHARE < share <= 1 for code, share in codes.common.items())
+    left = sorted(codes.common)
+    assert db.execute(text("SELECT count(*) FROM vault_segments WHERE grams && CAST(:c AS int4[])"), {"c": left}).scalar_one() == 0
+    assert db.execute(text("SELECT count(*) FROM vault_documents WHERE name_grams && CAST(:c AS int4[])"), {"c": left}).scalar_one() > 0
+    for case in cases:
+        assert [h.as_dict() for h in search_docs.search(db, case[0], case[1], 20, 2, project=case[2])] == answers[case], case
+    db.execute(text("ANALYZE vault_segments"))  # the common tokens' estimates: the sample's shares of the rows
+    monkeypatch.setitem(search_docs._stats, "key", None)
+    for many in (1, 40):
+        monkeypatch.setattr(search_docs, "MANY_CANDIDATES", many)
+        for q in ("e", "retry e", "a ca", "zz"):
+            assert _index(db, q, "", 3, 1) == _scan(indexed, q, "", 3, 1), (many, q)
+
+    def plan(q: str) -> tuple[str, str]:
+        sql: list[str] = []
+        real = search_docs._token_tests
+        monkeypatch.setattr(search_docs, "_token_tests", lambda wanted, params: (out := real(wanted, params), sql.append(out[0][0] + out[1][0]))[0])
+        search_docs.search(db, q)
+        monkeypatch.setattr(search_docs, "_token_tests", real)
+        return sql[0], sql[-1]
+
+    assert "s.grams @>" not in plan("e")[0] and "d.name_grams @>" in plan("e")[0] and "s.grams @>" in plan("q")[0]
+    search_docs.upsert_documents(db, [("notes/new.md", "every e here, and a new zq\n")])
+    grams = db.execute(text("SELECT grams FROM vault_segments WHERE path = 'notes/new.md'")).scalar_one()
+    assert search_docs._code("zq") in grams and not set(grams) & set(left)
+    assert search_docs.rebuild_documents(db, indexed).documents == 0
+    assert search_docs.index_codes(db).common == codes.common
+
+
 def test_a_rerun_prepares_only_the_documents_the_index_does_not_hold(indexed: Vault, db: Session) -> None:
     """``not_indexed``: what a rebuild's worker is given on a rerun (a changed text, a new file), not the unchanged rest."""
     held = [p for p, _ in search_docs.searchable_files(indexed)]

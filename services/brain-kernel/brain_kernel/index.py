@@ -560,7 +560,6 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     files = live_vault_files(vault)
     known = catalogued(session)  # the files the catalogue knew, for the rows of those gone
     tally = ActivityTally()
-    documents = search_docs.DocumentsBuild(session)  # fed the texts read here: each file is read once
     fresh = deferred is not None
 
     live = set(files)
@@ -573,6 +572,9 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         return (stat.size, stat.mtime_ns) if stat is not None else others.get(rel)
 
     size_of = lambda rel: (stamp_of(rel) or (0, 0))[0]  # noqa: E731
+    paths = [*files, *others]
+    # Fed the texts read here (each file is read once); a first build samples the listing for its common codes.
+    documents = search_docs.DocumentsBuild(session, vault, ((rel, size_of(rel)) for rel in paths if search_docs.indexable(rel)))
 
     def write(
         batch: list[str],
@@ -592,7 +594,6 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         documents.add(texts, stamps, spans, prepared.result() if prepared is not None else None)
         summary.files += len(batch)
 
-    paths = [*files, *others]
     done = 0
     # One batch is written on the writer's thread while the next is read and parsed here (which touches no
     # row: the session is the writer's until its batch is done); the database's work overlaps the parsing.
@@ -636,7 +637,8 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
             prepared = None
             if helper is not None:
                 todo = [(rel, t, spans.get(rel)) for rel, t in texts]
-                prepared = helper.submit(search_docs.prepare_texts, todo if peek is None else search_docs.not_indexed(peek, todo))
+                todo = todo if peek is None else search_docs.not_indexed(peek, todo)
+                prepared = helper.submit(search_docs.prepare_texts, todo, documents.left_out)
             if inflight is not None:
                 inflight.result()  # the batch before, written (its error raised here)
             inflight = writer.submit(write, [rel for rel in batch if rel in live], records, entries, texts, spans, prepared)

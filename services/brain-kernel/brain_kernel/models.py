@@ -338,6 +338,8 @@ class VaultSearchState(Base):
     vault_root: Mapped[str] = mapped_column(Text, primary_key=True)
     rebuilt_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
     codes: Mapped[int] = mapped_column(SmallInteger, nullable=False, server_default="1")  # the code version its segments carry (revision 0011)
+    # The common short codes its segments leave out: code -> share of a first build's sample holding it (revision 0013).
+    common: Mapped[dict[str, float]] = mapped_column(JSONB, nullable=False, server_default="{}")
 
 
 class ContentEmbedding(Base):

@@ -46,9 +46,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import json
 import posixpath
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,13 +155,20 @@ class _WordCodes(dict[str, frozenset[str]]):
 _WORD_CODES = _WordCodes()
 
 
-def grams_text(lowered: str) -> str:
-    """The codes of the distinct grams (three, two and one characters) of the whitespace-free runs of lower-cased
-    text, as an ``int4[]`` literal (the short ones serve tokens of one or two characters, index version 2).
+def _codes_of(lowered: str) -> set[str]:
+    """The codes (decimal) of the distinct grams (three, two and one characters) of the whitespace-free runs of
+    lower-cased text. ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the
+    runs' trigrams are the text's."""
+    return set().union(*map(_WORD_CODES.__getitem__, set(lowered.split())))
 
-    ``str.split`` cuts at exactly the characters ``\\S`` excludes (``str.isspace``), so the runs' trigrams are the text's.
-    """
-    return "{" + ",".join(set().union(*map(_WORD_CODES.__getitem__, set(lowered.split())))) + "}"
+
+def grams_text(lowered: str, common: frozenset[str] = frozenset()) -> str:
+    """The codes of lower-cased text's grams (``_codes_of``) but the ``common`` ones, as an ``int4[]`` literal (the
+    short ones serve tokens of one or two characters, index version 2; the common short ones are left out, 3)."""
+    codes = _codes_of(lowered)
+    if common:
+        codes -= common
+    return "{" + ",".join(codes) + "}"
 
 
 def token_grams(token: str) -> list[int]:
@@ -169,12 +178,87 @@ def token_grams(token: str) -> list[int]:
     return sorted({_code(token[i : i + 3]) for i in range(len(token) - 2)})
 
 
-CODES = 2  # the search index's code version: 2 adds every word's bigrams and characters (revision 0011)
+# The search index's code version: 2 adds every word's bigrams and characters (revision 0011); 3 leaves out the
+# ASCII ones that a first build's sample found in most segments (``common_codes``, revision 0013).
+CODES = 3
+SHORT_CODES = 2  # the first version whose segments carry short codes
+COMMON_SHARE = 0.1  # a short code held by more of the sampled segments is common: its bitmap would cost a scan's reads
+COMMON_MIN_BYTES = 64 << 20  # a vault of less searchable text keeps every code (its index is small)
+SAMPLE_FILES = 64  # files read for the sample, at evenly spaced points of the vault's text
+SAMPLE_SEGMENTS = 160  # segments taken from each, evenly spaced
+SAMPLE_MIN = 2_000  # segments a sample needs before any code is called common
+
+
+def common_codes(segments: Iterable[str]) -> dict[int, float]:
+    """The ASCII short codes (characters, bigrams) more than ``COMMON_SHARE`` of these lower-cased segments hold,
+    with the share that holds each. An ASCII code is exactly its gram, so its share is its token's."""
+    counts: Counter[str] = Counter()
+    n = 0
+    for lowered in segments:
+        n += 1
+        counts.update(_codes_of(lowered))
+    return {code: k / n for c, k in counts.items() if 0 <= (code := int(c)) <= 0xFFFF and k > COMMON_SHARE * n}
+
+
+def sample_common(vault: Vault, listing: Iterable[tuple[str, int]]) -> dict[int, float]:
+    """``common_codes`` of a sample of the segments of the searchable files ``listing`` gives (path, size), for a
+    first build to leave out; none for a vault of less than ``COMMON_MIN_BYTES`` of text or a sample too small.
+
+    The files are those at ``SAMPLE_FILES`` evenly spaced points of the
+    listing's text (so a file is read as likely as its text is large, as
+    segments are), each giving ``SAMPLE_SEGMENTS`` of its segments at most.
+    """
+    files = list(listing)
+    total = sum(size for _, size in files)
+    if total < COMMON_MIN_BYTES:
+        return {}
+    step = total / SAMPLE_FILES
+    picks: list[str] = []
+    point, upto = step / 2, 0
+    for path, size in files:
+        upto += size
+        if point < upto:
+            picks.append(path)
+            while point < upto:
+                point += step
+    segments: list[str] = []
+    for path in picks:
+        try:
+            body = vault.read_listed(path)
+        except (OSError, UnicodeDecodeError):
+            continue
+        lowered = [seg.lowered for seg in segments_of(path, _stored(body).decode("utf-8"))]
+        segments += lowered[:: max(1, len(lowered) // SAMPLE_SEGMENTS)][:SAMPLE_SEGMENTS]
+    return common_codes(segments) if len(segments) >= SAMPLE_MIN else {}
+
+
+@dataclass(frozen=True)
+class IndexCodes:
+    """What the indexed roots' segments carry: the lowest code version among them (0: none indexed) and the common
+    short codes they leave out (code -> share of the sampled segments that held it)."""
+
+    version: int
+    common: Mapping[int, float]
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        """The common codes in decimal, as ``grams_text`` leaves them out."""
+        return frozenset(map(str, self.common))
+
+
+def index_codes(session: Session) -> IndexCodes:
+    """The codes the index's segments carry, read in the caller's transaction (a writer leaves out these, a search
+    asks the GIN index only for the others)."""
+    rows = session.execute(text("SELECT codes, common FROM vault_search_state")).all()
+    common: dict[int, float] = {}
+    for _, held in rows:
+        common.update((int(code), share) for code, share in held.items())
+    return IndexCodes(min((codes for codes, _ in rows), default=0), common)
 
 
 def short_codes(session: Session) -> bool:
     """Whether every indexed vault root's segments carry the codes of short grams (then short tokens use the GIN index)."""
-    return bool(session.execute(text("SELECT coalesce(min(codes), 0) >= :v FROM vault_search_state"), {"v": CODES}).scalar())
+    return index_codes(session).version >= SHORT_CODES
 
 
 @dataclass(frozen=True)
@@ -262,20 +346,22 @@ def _copy_text(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def segment_rows(path: str, pieces: Sequence[Segment]) -> bytes:
-    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` in COPY's text format, with their gram codes (``grams_text``)."""
+def segment_rows(path: str, pieces: Sequence[Segment], common: frozenset[str] = frozenset()) -> bytes:
+    """Segments of ``path`` as rows of ``_COPY_SEGMENTS`` in COPY's text format, with their gram codes (``grams_text``
+    but the ``common`` ones)."""
     head = _copy_text(path)
     return "".join(
         f"{head}\t{seg.first_line}\t{seg.last_line}\t{_NULL if seg.entry_id is None else _copy_text(seg.entry_id)}"
-        f"\t{_copy_text(seg.content)}\t{_copy_text(seg.lowered)}\t{grams_text(seg.lowered)}\n"
+        f"\t{_copy_text(seg.content)}\t{_copy_text(seg.lowered)}\t{grams_text(seg.lowered, common)}\n"
         for seg in pieces
     ).encode("utf-8", "surrogatepass")
 
 
-def prepare(path: str, raw: bytes, spans: Spans | None = None) -> Prepared:
-    """What a document's rows are, from its stored text alone (no database: a worker process may run it)."""
+def prepare(path: str, raw: bytes, spans: Spans | None = None, common: frozenset[str] = frozenset()) -> Prepared:
+    """What a document's rows are, from its stored text alone (no database: a worker process may run it), its
+    segments' codes but the ``common`` ones."""
     pieces = segments_of(path, raw.decode("utf-8", "surrogatepass"), spans)
-    return _digest(raw), (pieces[-1].last_line if pieces else 0), segment_rows(path, pieces)
+    return _digest(raw), (pieces[-1].last_line if pieces else 0), segment_rows(path, pieces, common)
 
 
 def peek_connection(session: Session) -> Any:
@@ -300,9 +386,9 @@ def not_indexed(conn: Any, docs: Sequence[tuple[str, str, Spans | None]]) -> lis
     return [doc for doc in docs if held.get(doc[0]) != _digest(_stored(doc[1]))]
 
 
-def prepare_texts(docs: Sequence[tuple[str, str, Spans | None]]) -> dict[str, Prepared]:
+def prepare_texts(docs: Sequence[tuple[str, str, Spans | None]], common: frozenset[str] = frozenset()) -> dict[str, Prepared]:
     """``prepare`` for (path, text as read, its spans) of the searchable files among ``docs``."""
-    return {path: prepare(path, _stored(text_), spans) for path, text_, spans in docs if indexable(path)}
+    return {path: prepare(path, _stored(text_), spans, common) for path, text_, spans in docs if indexable(path)}
 
 
 Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk saw them
@@ -344,6 +430,7 @@ def _write(
     prepared: Mapping[str, Prepared] | None = None,
     rewrite: bool = False,
     loading: bool = False,
+    common: frozenset[str] | None = None,
 ) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
@@ -361,6 +448,7 @@ def _write(
     unchanged one (an index of older codes). ``loading``: the tables are a
     first load's, locked by this transaction (``db.defer_indexes``), so no
     other writer needs a row to wait on and a new document is inserted once.
+    ``common``: the codes the segments leave out (else the index's, ``index_codes``).
     """
     latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
@@ -388,6 +476,8 @@ def _write(
         conn.exec_driver_sql(_RESTAMP, {"paths": same, "mtimes": [stamps[p][1] for p in same]})
     if not paths:
         return 0
+    if common is None:
+        common = index_codes(session).left_out
     docs: dict[str, list[Any]] = {"paths": [], "names": [], "name_grams": [], "sizes": [], "mtimes": [], "lines": [], "digests": []}
     rows: list[bytes] = []
     replaced: list[str] = []
@@ -395,12 +485,12 @@ def _write(
         raw = latest[path]
         pieces = None if rewrite else _appended(path, raw, held[path])
         if pieces is not None:
-            total, payload = pieces[-1].last_line, segment_rows(path, pieces)
+            total, payload = pieces[-1].last_line, segment_rows(path, pieces, common)
         else:
             replaced.append(path)
             given = prepared.get(path) if prepared is not None and reread is None else None
             if given is None or given[0] != digests[path]:
-                given = prepare(path, raw, None if spans is None or reread is not None else spans.get(path))
+                given = prepare(path, raw, None if spans is None or reread is not None else spans.get(path), common)
             _, total, payload = given
         name = posixpath.basename(path).lower()
         docs["paths"].append(path)
@@ -486,14 +576,28 @@ class DocumentsBuild:
     walk does not read them again); ``finish`` walks the vault for every
     other searchable file, builds the indexes again after a first load,
     drops documents the vault no longer holds and records the vault root.
+
+    The common short codes the segments leave out are chosen from a sample
+    of ``listing`` (the searchable files' paths and sizes; else a walk) when
+    no segment can lack others: into an empty index (its tables locked), or
+    when every document is written again over codes that leave none out.
+    Otherwise the index's stand: a search may skip the GIN index only for
+    codes no writer stored.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, vault: Vault, listing: Iterable[tuple[str, int]] | None = None) -> None:
         self.session = session
         self.scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
         self.deferred = defer_indexes(session, "vault_documents", "vault_segments")
         # An index of older codes is written again whole (every document, whatever its digest or stamp).
         self.recode = bool(session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_search_state WHERE codes < :v)"), {"v": CODES}).scalar())
+        held = index_codes(session)
+        self.renew = self.deferred is not None or (self.recode and not held.common)
+        if self.renew:
+            self.codes = IndexCodes(CODES, sample_common(vault, listing if listing is not None else ((p, st[0]) for p, st in searchable_files(vault))))
+        else:
+            self.codes = IndexCodes(CODES, held.common)
+        self.left_out = self.codes.left_out
         self.written = 0
 
     def add(
@@ -513,6 +617,7 @@ class DocumentsBuild:
                 prepared=prepared,
                 rewrite=self.recode,
                 loading=self.deferred is not None,
+                common=self.left_out,
             )
 
     def finish(self, vault: Vault) -> RebuildSummary:
@@ -521,18 +626,26 @@ class DocumentsBuild:
         for batch in batches(searchable_files(vault), BATCH_FILES, lambda item: item[1][0], BATCH_BYTES):
             seen.extend(p for p, _ in batch)
             self.written += _write(
-                session, list(_changed(session, vault, batch, every=self.recode)), dict(batch), rewrite=self.recode, loading=self.deferred is not None
+                session,
+                list(_changed(session, vault, batch, every=self.recode)),
+                dict(batch),
+                rewrite=self.recode,
+                loading=self.deferred is not None,
+                common=self.left_out,
             )
         restore_indexes(session, self.deferred or [])
         removed = session.execute(
             text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
         ).rowcount
+        common = json.dumps({str(code): share for code, share in sorted(self.codes.common.items())})
+        if self.renew:  # every root's segments are written with these now
+            session.execute(text("UPDATE vault_search_state SET common = CAST(:common AS jsonb)"), {"common": common})
         session.execute(
             text(
-                "INSERT INTO vault_search_state (vault_root, codes) VALUES (:root, :v) "
-                "ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp(), codes = excluded.codes"
+                "INSERT INTO vault_search_state (vault_root, codes, common) VALUES (:root, :v, CAST(:common AS jsonb)) "
+                "ON CONFLICT (vault_root) DO UPDATE SET rebuilt_at = clock_timestamp(), codes = excluded.codes, common = excluded.common"
             ),
-            {"root": str(vault.root), "v": CODES},
+            {"root": str(vault.root), "v": CODES, "common": common},
         )
         return RebuildSummary(len(seen), self.written, removed)
 
@@ -549,7 +662,7 @@ def rebuild_documents(session: Session, vault: Vault) -> RebuildSummary:
     empty index the secondary indexes are built after the load (that first
     build holds the tables' lock until it commits).
     """
-    return DocumentsBuild(session).finish(vault)
+    return DocumentsBuild(session, vault).finish(vault)
 
 
 def indexed(session: Session, vault: Vault) -> bool:
@@ -577,14 +690,14 @@ class _Lines(Sequence[str]):
 
 def _token_tests(wanted: list[str], params: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Per token, the SQL that selects a segment holding it (``s``) and a document naming it (``d``): through the
-    codes' GIN index when the token has codes (``g<i>``), else by ``strpos`` alone."""
+    codes' GIN index when the token has codes there (``g<i>`` for segments, ``n<i>`` for names: a name keeps
+    its common codes), else by ``strpos`` alone."""
     seg_any, name_any = [], []
     for i in range(len(wanted)):
         found = f"strpos(s.lowered, %(t{i})s) > 0"
         in_name = f"strpos(d.name_lower, %(t{i})s) > 0"
-        coded = f"g{i}" in params
-        seg_any.append(f"(s.grams @> %(g{i})s::int4[] AND {found})" if coded else found)
-        name_any.append(f"(d.name_grams @> %(g{i})s::int4[] AND {in_name})" if coded else in_name)
+        seg_any.append(f"(s.grams @> %(g{i})s::int4[] AND {found})" if f"g{i}" in params else found)
+        name_any.append(f"(d.name_grams @> %(n{i})s::int4[] AND {in_name})" if f"n{i}" in params else in_name)
     return seg_any, name_any
 
 
@@ -808,10 +921,15 @@ def _candidates(conn: Any, wanted: list[str], params: dict[str, Any], tests: lis
 def _bounds(conn: Any, wanted: list[str], params: dict[str, Any]) -> list[tuple[float, bool]]:
     """Each token's candidate segments as the statistics bound them (its rarest code's rows; a code they do not
     list has fewer than the rarest they do), and whether they list every code; infinite for a token without
-    codes, or before any ANALYZE."""
+    codes, or before any ANALYZE. A common short code left out of the segments (``common``: token -> share)
+    gives its share of the rows its sample found, which is its token's."""
     stats = _gram_frequencies(conn)
+    common = params.get("common", {})
     out = []
     for i in range(len(wanted)):
+        if stats is not None and i in common:
+            out.append((common[i] * stats[2], True))
+            continue
         if stats is None or f"g{i}" not in params:
             out.append((float("inf"), False))
             continue
@@ -850,12 +968,17 @@ def search(
     wanted = tokens(q)
     if not wanted:
         return []
-    params: dict[str, Any] = {"limit": limit}
-    short = any(len(token) < 3 for token in wanted) and short_codes(session)
+    params: dict[str, Any] = {"limit": limit, "common": {}}  # common: read by ``_bounds``, not by the statements
+    codes = index_codes(session) if any(len(token) < 3 for token in wanted) else None
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token
-        if len(token) >= 3 or short:
-            params[f"g{i}"] = token_grams(token)
+        if len(token) >= 3 or (codes is not None and codes.version >= SHORT_CODES):
+            params[f"n{i}"] = token_grams(token)
+            share = None if len(token) >= 3 or codes is None else codes.common.get(params[f"n{i}"][0])
+            if share is None:
+                params[f"g{i}"] = params[f"n{i}"]
+            else:
+                params["common"][i] = share  # left out of the segments: tested by strpos
     member_sql = ""
     if project is not None:
         key, repo = project
