@@ -13,7 +13,11 @@ lower-cased words in a GIN-indexed ``int4[]`` (revision 0008). pg_trgm is not
 in the embedded server; a token never holds whitespace, so only trigrams of
 whitespace-free runs are kept. An ASCII trigram's code is its three bytes,
 any other's a hash of its code points (a collision only adds a candidate,
-which the exact test then drops).
+which the exact test then drops). Since version 2 the words' bigrams and
+characters are coded too, for tokens of one or two characters; version 3
+leaves out the ASCII ones a first build's sample found in more than a tenth
+of the segments (``sample_common``, ADR 0029), whose tokens are tested by
+``strpos`` as their bitmap would cost a scan's reads anyway.
 
 ``search`` keeps upstream's semantics (``brain_core.textsearch``) exactly:
 a token of three characters or more selects segments by its trigrams
