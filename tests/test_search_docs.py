@@ -356,6 +356,26 @@ def test_a_first_build_of_a_large_vault_leaves_out_its_common_short_codes(indexe
     assert search_docs.index_codes(db).common == codes.common
 
 
+def test_a_rebuild_over_version_2_codes_writes_every_document_without_the_common_ones(indexed: Vault, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index of version 2 (revision 0013's upgrade: ``common`` empty) is written again whole by the next rebuild,
+    which chooses the common codes then; an index whose set is chosen keeps it over an older root's rewrite."""
+    short = ["e", "a", "q", "ca", "retry e"]
+    answers = {q: _scan(indexed, q, "", 20, 2) for q in short}
+    db.execute(text("UPDATE vault_search_state SET codes = 2"))
+    monkeypatch.setattr(search_docs, "COMMON_MIN_BYTES", 0)
+    monkeypatch.setattr(search_docs, "SAMPLE_MIN", 1)
+    files = db.execute(text("SELECT count(*) FROM vault_documents")).scalar_one()
+    assert search_docs.rebuild_documents(db, indexed).documents == files
+    codes = search_docs.index_codes(db)
+    assert codes.version == 3 and search_docs._code("e") in codes.common
+    assert db.execute(text("SELECT count(*) FROM vault_segments WHERE grams && CAST(:c AS int4[])"), {"c": sorted(codes.common)}).scalar_one() == 0
+    assert all(_index(db, q, "", 20, 2) == answers[q] for q in short)
+    db.execute(text("UPDATE vault_search_state SET codes = 2"))  # older codes again, but a set is held: it stands
+    monkeypatch.setattr(search_docs, "COMMON_SHARE", 0.9)
+    assert search_docs.rebuild_documents(db, indexed).documents == files
+    assert search_docs.index_codes(db).common == codes.common
+
+
 def test_a_rerun_prepares_only_the_documents_the_index_does_not_hold(indexed: Vault, db: Session) -> None:
     """``not_indexed``: what a rebuild's worker is given on a rerun (a changed text, a new file), not the unchanged rest."""
     held = [p for p, _ in search_docs.searchable_files(indexed)]
