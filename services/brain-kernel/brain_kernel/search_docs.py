@@ -231,7 +231,7 @@ def sample_common(vault: Vault, listing: Iterable[tuple[str, int]]) -> dict[int,
             body = vault.read_listed(path)
         except (OSError, UnicodeDecodeError):
             continue
-        lowered = [seg.lowered for seg in segments_of(path, _stored(body).decode("utf-8"))]
+        lowered = [seg.lowered for seg in segments_of(path, storable(body))]
         segments += lowered[:: max(1, len(lowered) // SAMPLE_SEGMENTS)][:SAMPLE_SEGMENTS]
     return common_codes(segments) if len(segments) >= SAMPLE_MIN else {}
 
@@ -593,14 +593,14 @@ class DocumentsBuild:
         self.session = session
         self.scan_point: dt.datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
         self.deferred = defer_indexes(session, "vault_documents", "vault_segments")
-        # An index of older codes is written again whole (every document, whatever its digest or stamp).
-        self.recode = bool(session.execute(text("SELECT EXISTS (SELECT 1 FROM vault_search_state WHERE codes < :v)"), {"v": CODES}).scalar())
         held = index_codes(session)
+        # An index of older codes is written again whole (every document, whatever its digest or stamp).
+        self.recode = 0 < held.version < CODES
         self.renew = self.deferred is not None or (self.recode and not held.common)
-        if self.renew:
-            self.codes = IndexCodes(CODES, sample_common(vault, listing if listing is not None else ((p, st[0]) for p, st in searchable_files(vault))))
-        else:
-            self.codes = IndexCodes(CODES, held.common)
+        common = held.common
+        if self.renew:  # no segment can lack other codes: choose them from the vault
+            common = sample_common(vault, listing if listing is not None else ((p, stamp[0]) for p, stamp in searchable_files(vault)))
+        self.codes = IndexCodes(CODES, common)
         self.left_out = self.codes.left_out
         self.written = 0
 
@@ -977,10 +977,10 @@ def search(
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token
         if len(token) >= 3 or (codes is not None and codes.version >= SHORT_CODES):
-            params[f"n{i}"] = token_grams(token)
-            share = None if len(token) >= 3 or codes is None else codes.common.get(params[f"n{i}"][0])
+            params[f"n{i}"] = grams = token_grams(token)
+            share = codes.common.get(grams[0]) if len(token) < 3 and codes is not None else None
             if share is None:
-                params[f"g{i}"] = params[f"n{i}"]
+                params[f"g{i}"] = grams
             else:
                 params["common"][i] = share  # left out of the segments: tested by strpos
     member_sql = ""
