@@ -356,6 +356,24 @@ def test_a_first_build_of_a_large_vault_leaves_out_its_common_short_codes(indexe
     assert search_docs.index_codes(db).common == codes.common
 
 
+def test_the_sample_reads_the_first_lines_of_a_large_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sample_common`` splits only a large file's first ``SAMPLE_BYTES`` (cut at a line's end) into segments: a code
+    held only past them is not sampled, one held only within them is."""
+    vault = Vault(tmp_path / "vault")
+    vault.scaffold()
+    head = "".join(f"line {n} holds qj here\n" for n in range(400))
+    tail = "".join(f"line {n} holds wk here\n" for n in range(400))
+    vault.write_atomic("notes/big.md", head + tail)
+    monkeypatch.setattr(search_docs, "COMMON_MIN_BYTES", 0)
+    monkeypatch.setattr(search_docs, "SAMPLE_MIN", 1)
+    monkeypatch.setattr(search_docs, "SAMPLE_BYTES", len(head) + 5)  # the cut falls inside the tail's first line
+    common = search_docs.sample_common(vault, [("notes/big.md", len(head + tail))])
+    assert search_docs._code("qj") in common and search_docs._code("wk") not in common
+    monkeypatch.setattr(search_docs, "SAMPLE_BYTES", 1 << 20)
+    common = search_docs.sample_common(vault, [("notes/big.md", len(head + tail))])
+    assert search_docs._code("qj") in common and search_docs._code("wk") in common
+
+
 def test_a_rebuild_over_version_2_codes_writes_every_document_without_the_common_ones(indexed: Vault, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index of version 2 (revision 0013's upgrade: ``common`` empty) is written again whole by the next rebuild,
     which chooses the common codes then; an index whose set is chosen keeps it over an older root's rewrite."""

@@ -89,7 +89,7 @@ def walk(folder: str, rel: str = "", suffixes: tuple[str, ...] = (".md",), skip_
 def stat_files(vault: Vault) -> dict[str, Stat]:
     """Every file that can hold entries, with its size and mtime (nothing is read).
 
-    The same files ``brain_kernel.index.vault_files`` lists (dot files and
+    The files ``brain_kernel.index.live_vault_files`` chooses from (dot files and
     symlinks skipped), from one ``scandir`` walk.
     """
     out: dict[str, Stat] = {}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -48,7 +48,7 @@ from brain_core.heat import arc_facts
 from brain_core.membership import carriers
 from brain_core.text import storable
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import INDEXED_PREFIXES, is_tombstone, kind_of_path
+from brain_core.vault.layout import is_tombstone, kind_of_path
 from brain_core.vault.records import (
     ActivityTally,
     ProjectActivity,
@@ -64,7 +64,7 @@ from brain_core.vault.records import (
 from brain_core.vault.regions import live_paths
 from brain_kernel import search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
-from brain_kernel.catalogue import catalogued, digest, forget, save, stat_files
+from brain_kernel.catalogue import Stat, catalogued, digest, forget, save, stat_files
 from brain_kernel.db import defer_indexes, restore_indexes
 from brain_kernel.feed_snapshots import collect
 from brain_kernel.models import Entry, Project, SessionRow
@@ -323,28 +323,18 @@ class ReindexSummary:
         }
 
 
-def vault_files(vault: Vault) -> Iterator[str]:
-    """Vault-relative paths of every file that can hold entries, in sorted order."""
-    for prefix in INDEXED_PREFIXES:
-        if not vault.exists(prefix):
-            continue
-        for path in vault.iter_files(prefix, suffixes=(".md",)):
-            rel = vault.rel(path)
-            if kind_of_path(rel) is not None:
-                yield rel
-
-
 ARC_CAPABLE_KINDS = ("arc", "region", "signal")
 
 
-def live_vault_files(vault: Vault, extra: Iterable[str] = ()) -> list[str]:
-    """``vault_files`` as the keeper scans them: tombstoned raw files and second copies of an arc left out.
+def live_vault_files(vault: Vault, extra: Iterable[str] = (), *, stats: Mapping[str, Stat] | None = None) -> list[str]:
+    """The files that can hold entries (``catalogue.stat_files``, or ``stats`` it gave) as the keeper scans
+    them: tombstoned raw files and second copies of an arc left out.
 
-    ``regions.live_paths`` decides; the keeper and a full rebuild both read
-    this list, so they index the same documents. ``extra`` adds paths a dry
-    run only pretends exist (inbox notes it would have moved).
+    ``regions.live_paths`` decides (in its own order); the keeper and a full
+    rebuild both read this list, so they index the same documents. ``extra``
+    adds paths a dry run only pretends exist (inbox notes it would have moved).
     """
-    paths = [*vault_files(vault), *extra]
+    paths = [*(stat_files(vault) if stats is None else stats), *extra]
     return list(live_paths(paths, [p for p in paths if kind_of_path(p) in ARC_CAPABLE_KINDS]).live)
 
 
@@ -557,7 +547,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     started = scan_point(session)
     deferred = defer_indexes(session, "entries")  # a first build into an empty index: its indexes built once, after the load
     stats = stat_files(vault)
-    files = live_vault_files(vault)
+    files = live_vault_files(vault, stats=stats)  # one walk of the vault lists and stats its files
     known = catalogued(session)  # the files the catalogue knew, for the rows of those gone
     tally = ActivityTally()
     fresh = deferred is not None

@@ -278,6 +278,7 @@ class ProjectCount(Base):
     """
 
     __tablename__ = "project_counts"
+    __table_args__ = (Index("ix_project_counts_member_key", "member_key", postgresql_include=["n"]),)  # a project search's size (revision 0014)
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     member_key: Mapped[str] = mapped_column(Text, nullable=False)

@@ -190,6 +190,7 @@ COMMON_SHARE = 0.1  # a short code held by more of the sampled segments is commo
 COMMON_MIN_BYTES = 64 << 20  # a vault of less searchable text keeps every code (its index is small)
 SAMPLE_FILES = 64  # files read for the sample, at evenly spaced points of the vault's text
 SAMPLE_SEGMENTS = 160  # segments taken from each, evenly spaced
+SAMPLE_BYTES = 128 << 10  # of each file's text, at most: its first lines, cut at a line's end (a day log's entries all look alike)
 SAMPLE_MIN = 2_000  # segments a sample needs before any code is called common
 
 
@@ -210,7 +211,9 @@ def sample_common(vault: Vault, listing: Iterable[tuple[str, int]]) -> dict[int,
 
     The files are those at ``SAMPLE_FILES`` evenly spaced points of the
     listing's text (so a file is read as likely as its text is large, as
-    segments are), each giving ``SAMPLE_SEGMENTS`` of its segments at most.
+    segments are), each giving ``SAMPLE_SEGMENTS`` of the segments of its
+    first ``SAMPLE_BYTES`` at most: the whole of a large day log is split into
+    entries only by the rebuild's own pass, not before it starts.
     """
     files = list(listing)
     total = sum(size for _, size in files)
@@ -231,6 +234,8 @@ def sample_common(vault: Vault, listing: Iterable[tuple[str, int]]) -> dict[int,
             body = vault.read_listed(path)
         except (OSError, UnicodeDecodeError):
             continue
+        if len(body) > SAMPLE_BYTES:
+            body = body[: body.rfind("\n", 0, SAMPLE_BYTES) + 1] or body[:SAMPLE_BYTES]
         lowered = [seg.lowered for seg in segments_of(path, storable(body))]
         segments += lowered[:: max(1, len(lowered) // SAMPLE_SEGMENTS)][:SAMPLE_SEGMENTS]
     return common_codes(segments) if len(segments) >= SAMPLE_MIN else {}
