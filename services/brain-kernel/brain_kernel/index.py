@@ -64,7 +64,7 @@ from brain_core.vault.records import (
 from brain_core.vault.regions import live_paths
 from brain_kernel import search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
-from brain_kernel.catalogue import Stat, catalogued, digest, forget, save, stat_files
+from brain_kernel.catalogue import catalogued, digest, forget, save, stat_files
 from brain_kernel.db import defer_indexes, restore_indexes
 from brain_kernel.feed_snapshots import collect
 from brain_kernel.models import Entry, Project, SessionRow
@@ -326,15 +326,11 @@ class ReindexSummary:
 ARC_CAPABLE_KINDS = ("arc", "region", "signal")
 
 
-def live_vault_files(vault: Vault, extra: Iterable[str] = (), *, stats: Mapping[str, Stat] | None = None) -> list[str]:
-    """The files that can hold entries (``catalogue.stat_files``, or ``stats`` it gave) as the keeper scans
-    them: tombstoned raw files and second copies of an arc left out.
-
-    ``regions.live_paths`` decides (in its own order); the keeper and a full
-    rebuild both read this list, so they index the same documents. ``extra``
-    adds paths a dry run only pretends exist (inbox notes it would have moved).
-    """
-    paths = [*(stat_files(vault) if stats is None else stats), *extra]
+def live_vault_files(listed: Iterable[str]) -> list[str]:
+    """The files that can hold entries (``catalogue.stat_files``'s paths) as the keeper scans them: tombstoned
+    raw files and second copies of an arc left out (``regions.live_paths`` decides, in its own order), so a
+    full rebuild indexes the documents a tick reads."""
+    paths = list(listed)
     return list(live_paths(paths, [p for p in paths if kind_of_path(p) in ARC_CAPABLE_KINDS]).live)
 
 
@@ -547,7 +543,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     started = scan_point(session)
     deferred = defer_indexes(session, "entries")  # a first build into an empty index: its indexes built once, after the load
     stats = stat_files(vault)
-    files = live_vault_files(vault, stats=stats)  # one walk of the vault lists and stats its files
+    files = live_vault_files(stats)  # one walk of the vault lists and stats its files
     known = catalogued(session)  # the files the catalogue knew, for the rows of those gone
     tally = ActivityTally()
     fresh = deferred is not None
