@@ -13,7 +13,7 @@ from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
 from brain_core.feed.sections import HOT_ARCS_HEADER, hot_arcs_table
 from brain_core.heat import arc_activity
 from brain_core.membership import belongs
-from brain_core.text import clip_words, one_line
+from brain_core.text import clip_words, one_line, storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import kind_of_path
 from brain_core.vault.records import arc_record, inject_record, intent_record, project_activity
@@ -371,3 +371,14 @@ def test_global_feed_reads_feed_files_as_upstream_does() -> None:
     ordered = sorted([*feed["hot_arcs"], *feed["inject_blocks"], *feed["entries"]], key=lambda e: -e["priority"])
     expected = hashlib.sha256("|".join(f"{e['id']}:{e['priority']}:{e['content'][:32]}" for e in ordered).encode()).hexdigest()[:16]
     assert feed["hash"] == expected
+
+
+def test_storable_replaces_nuls_and_lone_surrogates_wherever_they_are() -> None:
+    """A NUL or a lone surrogate becomes U+FFFD in ASCII and other text, keys and nested values; every other string is
+    the same object (its fast tests: ``in``, ``isascii``, a strict encode)."""
+    for clean in ("plain", "", "é😀 – ok", "\ud7ff\ue000"):
+        assert storable(clean) is clean
+    assert storable("a\x00b") == "a\ufffdb"
+    assert storable("é\ud800x\udfff") == "é\ufffdx\ufffd" and storable("\ud83d") == "\ufffd"
+    assert storable("\x00é") == "\ufffdé"
+    assert storable({"k\x00": ["x", ("é\udfff", 3)], "n": None}) == {"k\ufffd": ["x", ("é\ufffd", 3)], "n": None}
