@@ -30,6 +30,7 @@ import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from sqlalchemy import delete, func, literal, or_, select, text
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -269,7 +270,7 @@ def search(
         scored = select(*columns, distance.label("d")).where(*where).cte("scored").prefix_with("MATERIALIZED")
         above = select(scored).where(literal(1.0) - scored.c.d >= min_score)
         if one_per_key:  # each key's nearest chunk, then the nearest keys
-            best = above.distinct(scored.c.producer, scored.c.key).order_by(scored.c.producer, scored.c.key, scored.c.d).subquery("best")
+            best = above.ext(distinct_on(scored.c.producer, scored.c.key)).order_by(scored.c.producer, scored.c.key, scored.c.d).subquery("best")
             stmt = select(best).order_by(best.c.d).limit(limit)
         else:
             stmt = above.order_by(scored.c.d).limit(limit)
