@@ -13,7 +13,7 @@ from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
 from brain_core.feed.sections import HOT_ARCS_HEADER, hot_arcs_table
 from brain_core.heat import arc_activity
 from brain_core.membership import belongs
-from brain_core.text import clip_words, one_line, storable
+from brain_core.text import clip_words, has_lone_surrogate_char, one_line, storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import kind_of_path
 from brain_core.vault.records import arc_record, inject_record, intent_record, project_activity
@@ -382,3 +382,5 @@ def test_storable_replaces_nuls_and_lone_surrogates_wherever_they_are() -> None:
     assert storable("é\ud800x\udfff") == "é\ufffdx\ufffd" and storable("\ud83d") == "\ufffd"
     assert storable("\x00é") == "\ufffdé"
     assert storable({"k\x00": ["x", ("é\udfff", 3)], "n": None}) == {"k\ufffd": ["x", ("é\ufffd", 3)], "n": None}
+    for text in ("plain", "", "é😀", "\ud7ff\ue000", "\ud800", "a\udfff", "é\udbff😀", "\x00"):
+        assert has_lone_surrogate_char(text) == any("\ud800" <= c <= "\udfff" for c in text), repr(text)

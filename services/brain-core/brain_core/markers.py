@@ -19,7 +19,7 @@ from typing import Any
 from brain_core.identity import ProjectIdentity, from_attrs, normalise_worktree
 from brain_core.keys import InvalidKey
 from brain_core.redact import scrub
-from brain_core.text import clip_words
+from brain_core.text import clip_words, has_lone_surrogate_char
 
 MARKER_TYPES = ("lesson", "milestone", "signal", "decision")
 # Signal severities kept as sent (lowercased); any other value, or none, is upstream's default.
@@ -36,13 +36,12 @@ _KEY_SAFE = re.compile(r"^[\x21-\x7e]{1,128}$")
 MAX_ATTRS = 64
 MAX_ATTR_KEY_CHARS = 128
 MAX_ATTRS_JSON_CHARS = 16_384
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def has_lone_surrogate(value: Any) -> bool:
     """Whether a JSON value holds a lone surrogate anywhere (it cannot be written as UTF-8: defect 8)."""
     if isinstance(value, str):
-        return _SURROGATE.search(value) is not None
+        return has_lone_surrogate_char(value)
     if isinstance(value, Mapping):
         return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
