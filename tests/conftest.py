@@ -12,6 +12,7 @@ a database of the module's own.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import os
 import shutil
@@ -156,8 +157,14 @@ def database_url(request: pytest.FixtureRequest, shared_database: tuple[str, Eng
     The run shares one database and empties it after each test (a few
     milliseconds; a clone per test cost 0.3 s): whatever rows and connections
     the test left are gone before the next one starts. A test that changes
-    the schema (``@pytest.mark.own_database``) gets a clone of its own.
+    the schema (``@pytest.mark.own_database``) gets a clone of its own, and
+    one that asks for ``planted`` a clone of the run's planted image.
     """
+    if "planted" in request.fixturenames:  # the run's planted image, cloned: a database of its own
+        image: PlantedImage = request.getfixturevalue("_planted_image")
+        with cloned_database(pg_admin_url, image.database_url) as url:
+            yield url
+        return
     if request.node.get_closest_marker("own_database"):
         with cloned_database(pg_admin_url, template_url) as url:
             yield url
@@ -381,12 +388,58 @@ def served(_multi_worker_server: tuple[str, Settings]) -> Iterator[Served]:
         Vault(settings.vault).scaffold()
 
 
-@pytest.fixture
-def planted(client: object, settings: Settings) -> object:
-    """Six projects' memory, fleet signals, inject blocks and a tombstone, planted and ticked (tests/planting.py)."""
+@dataclass(frozen=True)
+class PlantedImage:
+    """The run's planted memory, made once: a template database, the vault beside it, and what was planted."""
+
+    database_url: str
+    vault: Path
+    planted: object
+
+    def restore(self, settings: Settings) -> object:
+        """This memory in ``settings``'s vault (its database is cloned by ``database_url``): a fresh copy of the record.
+
+        ``copytree`` keeps every file's mtime, so the vault catalogue finds the
+        files exactly as the planting tick recorded them.
+        """
+        if settings.vault.exists():
+            shutil.rmtree(settings.vault)
+        shutil.copytree(self.vault, settings.vault, symlinks=True)
+        return copy.deepcopy(self.planted)
+
+
+@pytest.fixture(scope="session")
+def _planted_image(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, template_url: str) -> Iterator[PlantedImage]:
+    """Plant and tick once per run (about 1.5 s) through the real app and CLI; tests clone the result (about 0.3 s)."""
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+    from brain_kernel.vault import Vault
     from tests.planting import plant_and_tick
 
-    return plant_and_tick(client, settings)
+    name = f"planted_{os.getpid()}"
+    _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}" TEMPLATE "{make_url(template_url).database}"')
+    url = _db_url(pg_admin_url, name)
+    settings = make_settings(tmp_path_factory.mktemp("planted"), url)
+    Vault(settings.vault).scaffold()
+    with TestClient(create_app(settings, clock=ManualClock())) as client:
+        planted = plant_and_tick(client, settings)
+    # A template takes no connections: close whatever the CLI's engines still pool.
+    _admin_exec(pg_admin_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+    try:
+        yield PlantedImage(url, settings.vault, planted)
+    finally:
+        _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def planted(client: object, settings: Settings, _planted_image: PlantedImage) -> object:
+    """Six projects' memory, fleet signals, inject blocks and a tombstone, planted and ticked (tests/planting.py).
+
+    Planted once per run (``_planted_image``): the test's database is a clone
+    of it (``database_url``) and its vault a copy, so a test may write freely.
+    """
+    return _planted_image.restore(settings)
 
 
 @pytest.fixture(scope="session")

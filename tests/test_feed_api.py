@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
-from tests.conftest import make_settings
-from tests.planting import PLANTED_AT, PROJECTS, Planted, plant_and_tick, run_cli, stable
+from tests.conftest import PlantedImage, cloned_database, make_settings
+from tests.planting import PLANTED_AT, PROJECTS, Planted, run_cli, stable
 
 NOW = PLANTED_AT
 
@@ -36,16 +36,16 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[World]:
+def world(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, _planted_image: PlantedImage) -> Iterator[World]:
     from fastapi.testclient import TestClient
 
     from brain_api.app import create_app
-    from brain_kernel.vault import Vault
 
-    settings = make_settings(tmp_path_factory.mktemp("world"), module_database_url)
-    Vault(settings.vault).scaffold()
-    with TestClient(create_app(settings)) as client:
-        yield World(client, settings, plant_and_tick(client, settings))
+    with cloned_database(pg_admin_url, _planted_image.database_url) as url:
+        settings = make_settings(tmp_path_factory.mktemp("world"), url)
+        planted = _planted_image.restore(settings)
+        with TestClient(create_app(settings)) as client:
+            yield World(client, settings, planted)
 
 
 def _feed(client, project: str, **params: object) -> dict:
