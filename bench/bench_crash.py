@@ -39,6 +39,7 @@ from sqlalchemy import create_engine, text
 from bench.common import free_port, fresh_database
 from brain_core.vault import layout
 from brain_core.vault.records import lesson_records
+from brain_kernel import http_client
 from brain_kernel.db import normalise_url
 from brain_kernel.settings import Settings, child_environment
 
@@ -54,15 +55,16 @@ class Server:
             self.proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         self.base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:  # polling a starting process
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"brain serve exited during start-up: {self.stderr_tail()}")
-            try:
-                if httpx.get(f"{self.base}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
+        with http_client.client(timeout=1) as http:
+            while time.monotonic() < deadline:  # polling a starting process
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"brain serve exited during start-up: {self.stderr_tail()}")
+                try:
+                    if http.get(f"{self.base}/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"brain serve did not become healthy in 90 s: {self.stderr_tail()}")
 
@@ -81,7 +83,7 @@ class Server:
 def _client(threads: int) -> httpx.Client:
     """One client shared by the pool's threads, a connection per thread: building a client per request
     (``httpx.post``) costs more CPU than the server's write and would leave nothing in flight at the kill."""
-    return httpx.Client(limits=httpx.Limits(max_connections=threads, max_keepalive_connections=threads))
+    return http_client.client(limits=httpx.Limits(max_connections=threads, max_keepalive_connections=threads))
 
 
 def lesson_contents(vault: Path) -> Counter[str]:

@@ -22,6 +22,7 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from brain_kernel import http_client
 from brain_kernel.db import normalise_url
 from brain_kernel.embedded import EmbeddedPostgres
 from brain_kernel.settings import Settings, child_environment, environ_snapshot
@@ -93,15 +94,16 @@ def start_server(settings: Settings, workers: int = 1, log: Path | None = None) 
     proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=out, stderr=out)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("brain serve exited during start-up")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+    with http_client.client(timeout=1) as http:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit("brain serve exited during start-up")
+            try:
+                if http.get(f"{base}/health").status_code == 200:
+                    return proc, base
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
     proc.terminate()
     raise SystemExit("brain serve did not become healthy in 90 s")
 

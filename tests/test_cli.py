@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from brain_cli.cli import app
-from tests.conftest import REPO_ROOT, free_port
+from tests.conftest import HTTP, REPO_ROOT, free_port
 
 runner = CliRunner()
 
@@ -94,11 +94,11 @@ def test_serve_on_the_embedded_default_is_healthy_and_stops_cleanly(tmp_path: Pa
         healthy = False
         while time.monotonic() < deadline and not healthy:
             try:
-                healthy = httpx.get(f"{base}/health", timeout=1).status_code == 200
+                healthy = HTTP.get(f"{base}/health", timeout=1).status_code == 200
             except httpx.HTTPError:
                 time.sleep(0.2)
         assert healthy, "GET /health did not answer within 30 s"
-        deep = httpx.get(f"{base}/health/deep", timeout=5).json()
+        deep = HTTP.get(f"{base}/health/deep", timeout=5).json()
         assert deep["status"] == "ok", deep
         for folder in ("clusters", "left/reference", "left/decisions", "left/projects", "amygdala", "daily", "brain-feed", "raw/inbox"):
             assert (tmp_path / "vault" / folder).is_dir(), folder

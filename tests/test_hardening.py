@@ -13,7 +13,6 @@ import socket
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 from sqlalchemy import select
@@ -25,7 +24,7 @@ from brain_core.vault.records import arc_record
 from brain_kernel.models import Entry
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
-from tests.conftest import _start_server, brain, make_settings
+from tests.conftest import HTTP, _start_server, brain, make_settings
 from tests.gitrepo import make_repo
 from tests.transcript_factory import claude_folder_name, claude_lines
 
@@ -271,7 +270,7 @@ def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_
     again, base = _start_server(settings, workers=1)
     try:
         assert _postmaster_pid(settings) == postmaster  # reused, not a second server on the same data
-        assert httpx.get(f"{base}/feed", timeout=10).status_code == 200
+        assert HTTP.get(f"{base}/feed", timeout=10).status_code == 200
     finally:
         again.terminate()
         again.wait(30)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.vault.records import decision_record, lesson_records
 from brain_kernel.models import Entry
-from tests.conftest import Served
+from tests.conftest import HTTP, Served
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def fire(base: str, bodies: list[dict], headers: list[dict] | None = None, threa
     headers = headers or [{} for _ in bodies]
 
     def one(i: int) -> httpx.Response:
-        return httpx.post(f"{base}/marker", json=bodies[i], headers=headers[i], timeout=60)
+        return HTTP.post(f"{base}/marker", json=bodies[i], headers=headers[i], timeout=60)
 
     with ThreadPoolExecutor(threads) as pool:
         return list(pool.map(one, range(len(bodies))))
@@ -86,5 +86,5 @@ def test_20_replays_of_one_key_across_workers_write_once(served: Served) -> None
     path = originals[0]["vault_path"]
     assert len(lesson_records((settings.vault / path).read_text(), path)) == 1
     assert count(db, "lesson") == 1
-    other = httpx.post(f"{base}/marker", json={**body, "content": "another body"}, headers={"X-Idempotency-Key": key}, timeout=30)
+    other = HTTP.post(f"{base}/marker", json={**body, "content": "another body"}, headers={"X-Idempotency-Key": key}, timeout=30)
     assert other.status_code == 201 and other.json()["body_mismatch"] is True  # replayed, never refused

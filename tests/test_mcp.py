@@ -29,7 +29,7 @@ from brain_kernel import tick_queue
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
 from brain_mcp import tools
-from tests.conftest import REPO_ROOT, brain, free_port, settings_env
+from tests.conftest import HTTP, REPO_ROOT, brain, free_port, settings_env
 from tests.openai_stub import OpenAIStub
 from tests.planting import arc_session, write_arc
 
@@ -161,7 +161,7 @@ def _wait_for_ping(proc: subprocess.Popen[bytes], url: str, errors: Path) -> Non
         if proc.poll() is not None:
             raise AssertionError(f"brain mcp --http exited: {errors.read_text()}")
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if HTTP.get(url, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -184,11 +184,11 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_for_ping(proc, f"{base}/ping", errors)
-        assert httpx.get(f"{base}/ping").text == "pong"
+        assert HTTP.get(f"{base}/ping").text == "pong"
         hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        bare = httpx.post(f"{base}/mcp", json=hello)
+        bare = HTTP.post(f"{base}/mcp", json=hello)
         assert bare.status_code == 401 and bare.json() == {"detail": "missing bearer token"}
-        wrong = httpx.post(f"{base}/mcp", json=hello, headers={"Authorization": "Bearer nope"})
+        wrong = HTTP.post(f"{base}/mcp", json=hello, headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and wrong.json() == {"detail": "invalid token"}
 
         answers: dict[str, Any] = {}

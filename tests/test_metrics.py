@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
@@ -24,7 +23,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.tick_health import CONTENT_TYPE, metrics_text, record_tick
 from brain_kernel.vault import Vault
 from brain_ops.drain import run_tick_and_warm
-from tests.conftest import _start_server, brain
+from tests.conftest import HTTP, _start_server, brain
 from tests.planting import arc_session, write_arc
 
 UTC = dt.timezone.utc
@@ -224,10 +223,10 @@ def test_metrics_over_http_need_the_token_unless_public(tmp_path: Path, settings
     db.commit()
     secured = settings.with_overrides(tokens=[TOKEN])
     with _serving(secured) as base:
-        bare = httpx.get(f"{base}/metrics")
+        bare = HTTP.get(f"{base}/metrics")
         assert bare.status_code == 401 and bare.json() == {"detail": "missing bearer token"}
-        assert httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
-        answer = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert HTTP.get(f"{base}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+        answer = HTTP.get(f"{base}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
         assert answer.status_code == 200, answer.text
         assert answer.headers["content-type"] == CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
         families = parse(answer.text)
@@ -236,9 +235,9 @@ def test_metrics_over_http_need_the_token_unless_public(tmp_path: Path, settings
         assert by_label(families, "brain_tick_last_stat", "key") == {"promotions": 2}
 
     with _serving(secured.with_overrides(metrics_public=True)) as base:
-        public = httpx.get(f"{base}/metrics")
+        public = HTTP.get(f"{base}/metrics")
         assert public.status_code == 200 and parse(public.text)["brain_tick_runs_total"].samples
-        assert httpx.get(f"{base}/projects").status_code == 401  # only the metrics are public
+        assert HTTP.get(f"{base}/projects").status_code == 401  # only the metrics are public
 
 
 def test_metrics_answer_503_when_the_database_is_gone(tmp_path: Path) -> None:

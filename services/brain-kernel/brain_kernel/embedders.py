@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from brain_kernel import http_client
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 
@@ -186,7 +187,7 @@ class OpenAIEmbedder:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         out: list[list[float]] = []
-        with httpx.Client(timeout=self.timeout_s, transport=self.transport) as client:
+        with http_client.client(timeout=self.timeout_s, transport=self.transport) as client:
             for start in range(0, len(texts), self.batch_size):
                 chunk = list(texts[start : start + self.batch_size])
                 out.extend(self._request(client, chunk, headers))

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from brain_kernel import http_client
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 
@@ -51,7 +52,7 @@ def chat_completion(
         headers["Authorization"] = f"Bearer {settings.llm_api_key}"
     body = {"model": model, "messages": list(messages), **options}
     try:
-        with httpx.Client(timeout=timeout_s, transport=transport) as client:
+        with http_client.client(timeout=timeout_s, transport=transport) as client:
             response = client.post(completions_url(settings.llm_base_url), json=body, headers=headers)
     except httpx.HTTPError as exc:
         raise LLMError(f"LLM endpoint unreachable: {type(exc).__name__}", detail=str(exc)) from None
