@@ -25,10 +25,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
@@ -121,10 +122,15 @@ def cloned_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
         _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# The harness's own pooled connections to the shared database, spared by the reset: a new backend
+# costs Postgres about 9 ms of CPU (its catalog caches start cold), and every test used to open two.
+HARNESS = "brain-tests-harness"
+
 # Emptied after every test that used the shared database: rows only, the schema stays. Entries
 # and projects go first, since their triggers log into feed_changes and project_counts.
 _RESET = (
-    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+    f" WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '{HARNESS}'",
     "DELETE FROM entries",
     "DELETE FROM projects",
     "DELETE FROM project_pins",
@@ -146,9 +152,22 @@ _RESET = (
 
 @pytest.fixture(scope="session")
 def shared_database(pg_admin_url: str, template_url: str) -> Iterator[tuple[str, Engine]]:
-    """The run's one database for tests that commit: its URL and an engine that empties it."""
+    """The run's one database for tests that commit: its URL and the harness's pooled engine on it.
+
+    The engine serves the reset, ``tx`` and ``db``; a connection going back to
+    its pool forgets any ``SET`` the test made (``RESET ALL``) and flushes its
+    table statistics, as a new connection would start.
+    """
     with cloned_database(pg_admin_url, template_url) as url:
-        engine = create_engine(normalise_url(url), isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        engine = create_engine(normalise_url(url), connect_args={"application_name": HARNESS})
+
+        @event.listens_for(engine, "checkin")
+        def _forget_settings(dbapi_connection: Any, _record: Any) -> None:
+            if dbapi_connection is not None:  # None: the connection was invalidated
+                # Also the counts it has not flushed yet, or the next test's pg_stat_xact_* would include them.
+                dbapi_connection.execute("RESET ALL; SELECT pg_stat_force_next_flush()")
+                dbapi_connection.commit()
+
         try:
             yield url, engine
         finally:
@@ -177,6 +196,7 @@ def database_url(request: pytest.FixtureRequest, shared_database: tuple[str, Eng
     url, engine = shared_database
     yield url
     with engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
         for statement in _RESET:
             conn.execute(text(statement))
 
@@ -195,8 +215,7 @@ def tx(shared_database: tuple[str, Engine]) -> Iterator[Session]:
     ``commit()`` inside the test releases a savepoint, so repository code that
     commits runs unchanged; no other connection sees its rows.
     """
-    engine = create_engine(normalise_url(shared_database[0]), poolclass=NullPool)
-    conn = engine.connect()
+    conn = shared_database[1].connect()
     outer = conn.begin()
     session = Session(bind=conn, join_transaction_mode="create_savepoint")
     try:
@@ -205,7 +224,6 @@ def tx(shared_database: tuple[str, Engine]) -> Iterator[Session]:
         session.close()
         outer.rollback()
         conn.close()
-        engine.dispose()
 
 
 def make_settings(tmp_path: Path, database_url: str | None, **overrides: object) -> Settings:
@@ -233,15 +251,17 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[Session]:
-    """A SQLAlchemy session on the test database (the test decides when to commit)."""
-    engine = create_engine(normalise_url(database_url))
+def db(database_url: str, shared_database: tuple[str, Engine]) -> Iterator[Session]:
+    """A SQLAlchemy session on the test database (the test decides when to commit); rolled back at the end."""
+    shared = database_url == shared_database[0]
+    engine = shared_database[1] if shared else create_engine(normalise_url(database_url))
     session = Session(engine)
     try:
         yield session
     finally:
         session.close()
-        engine.dispose()
+        if not shared:
+            engine.dispose()
 
 
 class ManualClock:
