@@ -442,19 +442,14 @@ def _planted_image(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, 
     from brain_kernel.vault import Vault
     from tests.planting import plant_and_tick
 
-    name = f"planted_{os.getpid()}"
-    _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}" TEMPLATE "{make_url(template_url).database}"')
-    url = _db_url(pg_admin_url, name)
-    settings = make_settings(tmp_path_factory.mktemp("planted"), url)
-    Vault(settings.vault).scaffold()
-    with TestClient(create_app(settings, clock=ManualClock())) as client:
-        planted = plant_and_tick(client, settings)
-    # A template takes no connections: close whatever the CLI's engines still pool.
-    _admin_exec(pg_admin_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-    try:
+    with cloned_database(pg_admin_url, template_url) as url:
+        settings = make_settings(tmp_path_factory.mktemp("planted"), url)
+        Vault(settings.vault).scaffold()
+        with TestClient(create_app(settings, clock=ManualClock())) as client:
+            planted = plant_and_tick(client, settings)
+        # A template takes no connections: close whatever the CLI's engines still pool.
+        _admin_exec(pg_admin_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{make_url(url).database}'")
         yield PlantedImage(url, settings.vault, planted)
-    finally:
-        _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
