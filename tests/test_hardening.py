@@ -251,6 +251,32 @@ def _until(condition, seconds: float = 30) -> bool:
     return True
 
 
+def _live_children(parent: psutil.Process) -> list[psutil.Process]:
+    return [c for c in parent.children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_serve_forks_its_workers_and_a_worker_killed_outright_is_replaced_by_a_fork(settings: Settings) -> None:
+    """ADR 0031: ``--workers N`` forks its workers from a parent that imported the app once (a spawned worker ran
+    ``multiprocessing.spawn`` in a new interpreter and imported it again); a worker killed outright is replaced by
+    another fork, the port keeps answering, and SIGTERM stops the parent and every worker cleanly."""
+    proc, base = _start_server(settings, workers=2)
+    parent = psutil.Process(proc.pid)
+    try:
+        assert _until(lambda: len(_live_children(parent)) == 2)
+        first = _live_children(parent)
+        assert all(w.cmdline() == parent.cmdline() for w in first), [w.cmdline() for w in first]
+        first[0].kill()
+        assert _until(lambda: len(_live_children(parent)) == 2 and first[0].pid not in {c.pid for c in _live_children(parent)})
+        replacement = next(c for c in _live_children(parent) if c.pid != first[1].pid)
+        assert replacement.cmdline() == parent.cmdline()
+        assert _until(lambda: all(HTTP.get(f"{base}/health", timeout=5).status_code == 200 for _ in range(4)))
+        workers = _live_children(parent)
+    finally:
+        proc.terminate()
+    assert proc.wait(30) == 0
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+
+
 def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_the_database(tmp_path: Path) -> None:
     """Defect 6: workers kept serving and the port taken; later clean stops left the embedded Postgres running."""
     settings = make_settings(tmp_path, None)  # no database URL: the embedded Postgres under BRAIN_HOME

@@ -38,6 +38,11 @@ def _routers() -> list[APIRouter]:
     return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router, embeddings.router, metrics.router]
 
 
+def preload() -> None:
+    """Import every module an app uses: ``brain serve --workers N`` forks its workers after this (ADR 0031)."""
+    _routers()
+
+
 def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     """The API for ``settings``: engine, vault, clock and routes, no global state."""
 

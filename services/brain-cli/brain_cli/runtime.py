@@ -15,9 +15,10 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from brain_kernel.vault import Vault
 from brain_migrations.runner import upgrade_to_head
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
 log = logging.getLogger(__name__)
@@ -80,18 +82,59 @@ def serve(settings: Settings) -> None:
     with open_database(settings, migrate=True) as ready:
         if ready.workers > 1:
             export_to_environ(ready)
-            uvicorn.run(
-                "brain_cli.runtime:worker_app",
-                factory=True,
-                host=ready.host,
-                port=ready.port,
-                workers=ready.workers,
-                log_level="info",
+            _run_workers(
+                uvicorn.Config("brain_cli.runtime:worker_app", factory=True, host=ready.host, port=ready.port, workers=ready.workers, log_level="info")
             )
         else:
             from brain_api.app import create_app
 
             uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+
+
+def _run_workers(config: uvicorn.Config) -> None:
+    """uvicorn's supervisor for ``--workers N`` (ADR 0031): on Linux its workers are forked, not spawned.
+
+    The parent imports the app's modules once and every worker, restarts
+    included, is forked from it: a spawned worker started a new interpreter
+    and imported them again (about 1.2 s of CPU each). Each worker still
+    builds its own app, engine and pools after the fork, and the parent holds
+    no connection, thread or open session when it forks (``open_database``
+    has disposed of its engines). Elsewhere uvicorn spawns them, as before.
+    """
+    from uvicorn.supervisors import Multiprocess, multiprocess
+
+    if sys.platform.startswith("linux"):
+        from brain_api.app import preload
+
+        preload()
+        multiprocess.get_subprocess = _forked_worker  # the one place uvicorn makes a worker (uvicorn is pinned)
+    sock = config.bind_socket()
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    except KeyboardInterrupt:  # as uvicorn.run: a second Ctrl-C while stopping
+        pass
+    finally:
+        sock.close()
+
+
+def _forked_worker(config: uvicorn.Config, target: Callable[..., None], sockets: list[socket.socket]) -> multiprocessing.process.BaseProcess:
+    """uvicorn's ``get_subprocess``, forked: the worker starts with the parent's imported modules."""
+    return multiprocessing.get_context("fork").Process(target=_forked_started, kwargs={"config": config, "target": target, "sockets": sockets})
+
+
+def _forked_started(config: uvicorn.Config, target: Callable[..., None], sockets: list[socket.socket]) -> None:
+    """A forked worker's first step: the signal dispositions a new interpreter has, then uvicorn's own start.
+
+    The supervisor's handlers, inherited by the fork, only queue a signal in
+    the supervisor's list: a SIGTERM (from ``die_with_parent`` too) arriving
+    before the worker's server installs its own would be lost.
+    """
+    from uvicorn._subprocess import subprocess_started
+    from uvicorn.supervisors.multiprocess import SIGNALS
+
+    for sig in SIGNALS:
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    subprocess_started(config, target, sockets, stdin_fileno=None)  # the fork kept stdin as it was
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
