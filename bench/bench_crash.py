@@ -23,11 +23,9 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -36,12 +34,12 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-from bench.common import free_port, fresh_database
+from bench.common import fresh_database, log_tail, start_server
 from brain_core.vault import layout
 from brain_core.vault.records import lesson_records
 from brain_kernel import http_client
 from brain_kernel.db import normalise_url
-from brain_kernel.settings import Settings, child_environment
+from brain_kernel.settings import Settings
 
 
 class Server:
@@ -49,24 +47,7 @@ class Server:
 
     def __init__(self, settings: Settings, workers: int, log: Path) -> None:
         self.log = log
-        port = free_port()
-        cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
-        with log.open("ab") as err:
-            self.proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        self.base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        with http_client.client(timeout=1) as http:
-            while time.monotonic() < deadline:  # polling a starting process
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"brain serve exited during start-up: {self.stderr_tail()}")
-                try:
-                    if http.get(f"{self.base}/health").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"brain serve did not become healthy in 90 s: {self.stderr_tail()}")
+        self.proc, self.base = start_server(settings, workers, log, new_session=True)
 
     def kill(self) -> None:
         """SIGKILL the whole process group and reap the leader."""
@@ -77,7 +58,7 @@ class Server:
 
     def stderr_tail(self) -> str:
         """The end of the server's log, for a failure message."""
-        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+        return log_tail(self.log)
 
 
 def _client(threads: int) -> httpx.Client:

@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_feed import SENTENCES, WORDS
 from bench.common import REPO_ROOT, fresh_database, run_brain
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.heat import HeatRules, age_days, arc_activity, heat_of, status_of
@@ -60,14 +61,6 @@ from brain_migrations.runner import upgrade_to_head
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 UPSTREAM_TICK = NOW - dt.timedelta(hours=6)  # when the "upstream" keeper last scored the vault
 RULES = HeatRules()  # the settings' defaults (BRAIN_PROMOTE_HEAT=5 ...)
-SENTENCES = (
-    "When the {a} fails under load, check the {b} first: the error usually starts there.",
-    "Run the {a} tests before touching the {b}, they catch most regressions in minutes.",
-    "The {a} keeps a connection open per worker, so size the {b} pool to match.",
-    "Never edit the generated {a} files by hand; change the {b} template and regenerate.",
-    "Retries on the {a} must be idempotent, otherwise the {b} sees duplicate writes.",
-    "A slow {a} is almost always a missing index on the {b} table, not the code.",
-)
 SIGNALS = (
     "The {a} job is flaky on main: {b} times out about one run in five.",
     "{a} latency above budget after the {b} change.",
@@ -79,28 +72,6 @@ COMMON_SIGNALS = (  # the same alert noted in many arcs: deduplicated by (source
     "CI is red on main since the lockfile bump.",
     "The staging database is read-only until the failover finishes.",
     "Rate limit on the package registry: installs fail intermittently.",
-)
-WORDS = (
-    "parser",
-    "router",
-    "cache",
-    "index",
-    "schema",
-    "worker",
-    "queue",
-    "auth",
-    "login",
-    "billing",
-    "report",
-    "export",
-    "import",
-    "sync",
-    "retry",
-    "deploy",
-    "chart",
-    "metric",
-    "alert",
-    "trace",
 )
 SEVERITIES = (("info", 25), ("warning", 35), ("alert", 10), ("high", 10), ("critical", 12), ("nuclear", 3), ("resolved", 5))
 SOURCES = ("ci", "tests", "deploy", "monitor", "agent", "review")

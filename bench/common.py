@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -86,26 +88,46 @@ def bench_home(label: str) -> Iterator[tuple[Path, str, Settings, Vault]]:
         yield tmp, url, settings, vault
 
 
-def start_server(settings: Settings, workers: int = 1, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """``brain serve`` in a subprocess (its output to ``log`` when given); returns it and its base URL once healthy."""
+def start_server(
+    settings: Settings, workers: int = 1, log: Path | None = None, *, new_session: bool = False, timeout: float = 90.0
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``brain serve`` in a subprocess, once ``/health`` answers: (process, base URL).
+
+    Its output is appended to ``log`` when given (an undrained pipe could
+    stall a server that logs), and the end of that log is in the error when
+    it exits or stays unhealthy; ``new_session`` starts it in a process group
+    of its own (``bench_crash`` kills the group). The benches and the tests
+    share this one helper.
+    """
     port = free_port()
     cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
-    out = log.open("ab") if log is not None else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=out, stderr=out)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:  # the child keeps its own copy
+        proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=out, stderr=out, start_new_session=new_session)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + timeout
     with http_client.client(timeout=1) as http:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # polling a starting process, not waiting on the code under test
             if proc.poll() is not None:
-                raise SystemExit("brain serve exited during start-up")
+                raise RuntimeError(f"brain serve exited during start-up (exit {proc.returncode}): {log_tail(log)}")
             try:
                 if http.get(f"{base}/health").status_code == 200:
                     return proc, base
             except httpx.HTTPError:
                 pass
-            time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit("brain serve did not become healthy in 90 s")
+            time.sleep(0.05)
+    if new_session:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()
+    proc.wait(15)
+    raise RuntimeError(f"brain serve did not become healthy in {timeout:g} s: {log_tail(log)}")
+
+
+def log_tail(log: Path | None, chars: int = 2000) -> str:
+    """The end of a server's log, for a failure message."""
+    return log.read_text(errors="replace")[-chars:] if log is not None and log.exists() else "(no log kept)"
 
 
 def pct(values: list[float], p: float) -> float:

@@ -16,9 +16,7 @@ import copy
 import datetime as dt
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,6 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
+from bench.common import free_port, start_server
 from brain_kernel import http_client
 from brain_kernel.db import normalise_url
 from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
@@ -333,30 +332,9 @@ def brain(settings: Settings, *args: str, cwd: Path | None = None, input: str | 
     return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_server(settings: Settings, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    """``brain serve`` in a subprocess, once ``/health`` answers: (process, base URL)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, env=settings_env(settings), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # polling a starting process, not waiting on the code under test
-        if proc.poll() is not None:
-            raise RuntimeError(f"brain serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        try:
-            if HTTP.get(f"{base}/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("brain serve did not become healthy in 60 s")
+    """``brain serve`` in a subprocess, once ``/health`` answers: (process, base URL); its output in ``serve.log`` under its home."""
+    return start_server(settings, workers, settings.home / "serve.log", timeout=60)
 
 
 @dataclass
