@@ -41,7 +41,7 @@ import httpx
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from bench.common import REPO_ROOT, fresh_database, pct, start_server
+from bench.common import REPO_ROOT, fresh_database, pct, start_server, stop
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.logs import log_file_header, render_log_entry
@@ -223,8 +223,7 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> dict:
                 filter_times.append(time.perf_counter() - t)
                 lessons_found.append(len(mine))
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop(proc)
     p50, p95 = pct(timed["stored"], 50), pct(timed["stored"], 95)
     l50, l95 = pct(timed["live"], 50), pct(timed["live"], 95)
     r50 = pct(recon_times, 50)

@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-from bench.common import fresh_database, pct, start_server
+from bench.common import fresh_database, pct, start_server, stop
 from brain_core.vault.records import lesson_records
 from brain_kernel.db import normalise_url
 from brain_kernel.settings import Settings
@@ -174,8 +174,7 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> list[dict]:
             wall, latencies, responses = asyncio.run(post_all(base, bodies, args.concurrency))
             batches.append((mode, run_id, bodies, wall, latencies, responses))
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop(proc)
     results = []
     for mode, run_id, bodies, wall, latencies, responses in batches:
         results.append(

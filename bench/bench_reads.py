@@ -52,7 +52,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from bench.bench_feed import SENTENCES, WORDS, projects
-from bench.common import REPO_ROOT, bench_home, pct, start_server
+from bench.common import REPO_ROOT, bench_home, pct, start_server, stop
 from brain_core.entries import entry_id
 from brain_core.markers import Attribution, parse_request
 from brain_core.times import iso
@@ -262,8 +262,7 @@ def run_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
         try:
             figures = measure(base, args, rng, url)
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop(proc)
     return {"size": size, **built, **figures}
 
 

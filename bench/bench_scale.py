@@ -60,7 +60,7 @@ from sqlalchemy.engine import make_url
 
 from bench import bench_extract, bench_markers, bench_reads
 from bench.bench_feed import projects
-from bench.common import REPO_ROOT, admin, bench_home, pct, run_brain, start_server, upgrade_to_head
+from bench.common import REPO_ROOT, admin, bench_home, pct, run_brain, start_server, stop, upgrade_to_head
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.layout import decision_path, milestone_path, signal_path
 from brain_core.vault.logs import log_file_header, render_decision, render_log_entry, render_signal
@@ -316,8 +316,7 @@ def run_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
             say("the server's last lines:\n" + "\n".join(server_log.read_text(errors="replace").splitlines()[-30:]))
             raise
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop(proc)
         written = rows_written(url)
         out["reindex_rerun"] = _job(run_brain(settings, "reindex", *where))  # the index current: a rerun
         after = rows_written(url)

@@ -28,7 +28,7 @@ import numpy as np
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from bench.common import fresh_database, pct, start_server
+from bench.common import fresh_database, pct, start_server, stop
 from brain_core.entries import EntryRecord
 from brain_kernel.db import normalise_url
 from brain_kernel.embedders import OfflineEmbedder
@@ -185,8 +185,7 @@ def main() -> int:
                 plain_latencies.append(time.perf_counter() - t)
                 plain_recalls.append(len({r["key"] for r in answer["results"]} & truth) / 10)
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop(proc)
         engine.dispose()
     figures = {
         "chunks": summary.chunks,

@@ -42,7 +42,7 @@ import httpx
 
 from bench import bench_reads
 from bench.bench_feed import projects
-from bench.common import bench_home, pct, start_server
+from bench.common import bench_home, pct, start_server, stop
 from brain_core.vault.records import lesson_records
 
 
@@ -133,8 +133,7 @@ def main() -> None:
         try:
             result = asyncio.run(_sessions(base, args, rng, fleet))
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop(proc)
     print(json.dumps({"dataset": built, **result}))
     every, recon = result["every_feed_read"], result["reconstruction"]
     print(

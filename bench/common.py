@@ -125,6 +125,16 @@ def start_server(
     raise RuntimeError(f"brain serve did not become healthy in {timeout:g} s: {log_tail(log)}")
 
 
+def stop(proc: subprocess.Popen[bytes], seconds: float = 30) -> int:
+    """SIGTERM, then SIGKILL if it has not ended within ``seconds``: its exit code."""
+    proc.terminate()
+    try:
+        return proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(5)
+
+
 def log_tail(log: Path | None, chars: int = 2000) -> str:
     """The end of a server's log, for a failure message."""
     return log.read_text(errors="replace")[-chars:] if log is not None and log.exists() else "(no log kept)"

@@ -32,7 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from bench.common import free_port, start_server
+from bench.common import free_port, start_server, stop
 from brain_kernel import http_client
 from brain_kernel.db import normalise_url
 from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
@@ -359,11 +359,7 @@ def _multi_worker_server(tmp_path_factory: pytest.TempPathFactory, pg_admin_url:
         try:
             yield base, settings
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc, 15)
 
 
 @pytest.fixture
@@ -473,11 +469,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         client.close()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 10)
 
 
 @pytest.fixture

@@ -251,8 +251,16 @@ def _until(condition, seconds: float = 30) -> bool:
     return True
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Whether the process runs and is not a zombie (one reaped between two questions has ended)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _live_children(parent: psutil.Process) -> list[psutil.Process]:
-    return [c for c in parent.children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    return [child for child in parent.children() if _alive(child)]
 
 
 def test_serve_forks_its_workers_and_a_worker_killed_outright_is_replaced_by_a_fork(settings: Settings) -> None:
@@ -266,15 +274,20 @@ def test_serve_forks_its_workers_and_a_worker_killed_outright_is_replaced_by_a_f
         first = _live_children(parent)
         assert all(w.cmdline() == parent.cmdline() for w in first), [w.cmdline() for w in first]
         first[0].kill()
-        assert _until(lambda: len(_live_children(parent)) == 2 and first[0].pid not in {c.pid for c in _live_children(parent)})
-        replacement = next(c for c in _live_children(parent) if c.pid != first[1].pid)
+
+        def new_workers() -> list[psutil.Process]:  # one listing per check: a killed worker is not a zombie at once
+            return [c for c in _live_children(parent) if c.pid not in (first[0].pid, first[1].pid)]
+
+        assert _until(lambda: len(new_workers()) == 1)
+        replacement = new_workers()[0]
+        assert not _alive(first[0]) and _alive(first[1])
         assert replacement.cmdline() == parent.cmdline()
         assert _until(lambda: all(HTTP.get(f"{base}/health", timeout=5).status_code == 200 for _ in range(4)))
         workers = _live_children(parent)
     finally:
         proc.terminate()
     assert proc.wait(30) == 0
-    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    assert not any(_alive(w) for w in workers)
 
 
 def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_the_database(tmp_path: Path) -> None:
@@ -287,7 +300,7 @@ def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_
     assert len(workers) >= 2 and postmaster is not None and psutil.pid_exists(postmaster)
     proc.kill()
     proc.wait(10)
-    gone = _until(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers))
+    gone = _until(lambda: not any(_alive(w) for w in workers))
     for w in workers if not gone else ():  # leave nothing behind when the test fails
         w.kill()
     assert gone, "workers outlived their parent"

@@ -25,6 +25,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.orm import Session
 
+from bench.common import stop
 from brain_kernel import tick_queue
 from brain_kernel.settings import Settings
 from brain_kernel.vault import Vault
@@ -212,12 +213,7 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
 
         anyio.run(session)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc, 10)
 
     assert answers["tools"] == TOOLS
     arcs = answers["arcs"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from bench.common import stop
 from brain_kernel import tick_queue
 from brain_kernel.db import make_engine
 from brain_kernel.models import Entry, Project, TickRun
@@ -140,11 +140,7 @@ def _serving(settings: Settings) -> Iterator[str]:
     try:
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 15)
 
 
 # -- record_tick and metrics_text -------------------------------------------------------
