@@ -126,6 +126,25 @@ def test_adr_numbering_continues_an_old_vault(client, settings: Settings) -> Non
     assert r.json()["vault_path"] == "left/decisions/ADR-0043-after-that-one.md"
 
 
+def test_adr_numbers_count_every_adr_file_and_step_over_a_claim_never_written(client, settings: Settings) -> None:
+    """The number is one past the highest ``ADR-NNNN-`` name in the folder (its names only, subfolders too, any case;
+    not dot files or other suffixes); the claims are not listed: one left by a write that failed is stepped over."""
+    decisions = settings.vault / "left/decisions"
+    (decisions / "archive").mkdir(parents=True)
+    (decisions / "adr-0007-lower-case.md").write_text("x\n")
+    (decisions / "archive/ADR-0009-moved.md").write_text("x\n")
+    (decisions / ".ADR-0050-hidden.md").write_text("x\n")
+    (decisions / "ADR-0060-draft.txt").write_text("x\n")
+    (decisions / ".claims").mkdir(exist_ok=True)
+    (decisions / ".claims/0010").touch()  # claimed, its file never written
+    (decisions / ".claims/0003").touch()  # below the highest file: never reached
+    r = post(client, "decision", "Next.", title="Next")
+    assert r.status_code == 201 and r.json()["vault_path"] == "left/decisions/ADR-0011-next.md"
+    assert (decisions / ".claims/0011").exists()
+    r = post(client, "decision", "Then.", title="Then")
+    assert r.json()["vault_path"] == "left/decisions/ADR-0012-then.md"
+
+
 def test_milestone_goes_to_the_project_blocks_file(client, settings: Settings, db: Session) -> None:
     r = post(client, "milestone", "Shipped project-scoped feed.", project="agentihooks")
     assert r.status_code == 201, r.text

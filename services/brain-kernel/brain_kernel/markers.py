@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -326,6 +327,17 @@ def find_written(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_i
 
 
 def next_adr_number(vault: Vault) -> int:
-    """One past the highest ADR number already in the vault, so numbering continues an old vault."""
-    numbers = [layout.adr_number(p.name) for p in vault.iter_files(layout.DECISIONS_DIR)]
-    return max([0, *(n for n in numbers if n is not None)]) + 1
+    """One past the highest ADR number already in the vault (upstream's rule), so numbering continues an old vault.
+
+    It reads names only: no path object, no ``lstat`` and no sort per file
+    (``bench_decisions``: 5,000 ADRs had cost each decision 84 ms through
+    ``Vault.iter_files``). A symlinked ``ADR-NNNN-`` file counts too: no new
+    ADR should share its number.
+    """
+    highest = 0
+    for _dirpath, dirnames, filenames in os.walk(vault.path(layout.DECISIONS_DIR)):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]  # .claims and the like
+        for name in filenames:
+            if name.endswith(".md") and not name.startswith(".") and (number := layout.adr_number(name)) is not None and number > highest:
+                highest = number
+    return highest + 1

@@ -337,16 +337,18 @@ class Vault:
             os.close(fd)
 
     def claim_number(self, folder: str, *, start: int = 1, width: int = 4) -> int:
-        """Claim the next free number in ``folder`` across processes and replicas.
+        """Claim the first free number from ``start`` up in ``folder``, across processes and replicas.
 
         A number is claimed by creating ``<folder>/.claims/<NNNN>`` with O_EXCL, which
-        succeeds for exactly one writer even on a shared volume; the scan only picks
-        where to start looking.
+        succeeds for exactly one writer even on a shared volume. The claims are
+        not listed: the caller's ``start`` is one past the highest number its
+        folder already shows (``next_adr_number``), so the probe steps over only
+        the numbers claimed and not yet written (in flight, or left by a write
+        that failed). Listing 5,000 claims had cost each decision 10 ms.
         """
         claims = self.path(folder) / ".claims"
         claims.mkdir(parents=True, exist_ok=True)
-        taken = [int(p.name) for p in claims.iterdir() if p.name.isdigit()]
-        number = max([start - 1, *taken]) + 1
+        number = start
         while True:
             try:
                 fd = os.open(claims / f"{number:0{width}d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
