@@ -8,11 +8,12 @@ database.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from brain_kernel.auth import EVERYONE, Principal, authenticate
 from brain_kernel.clock import Clock
@@ -35,11 +36,27 @@ async def get_clock(request: Request) -> Clock:
 
 def get_db(request: Request) -> Iterator[Session]:
     """One session per request; committed when the handler returns, rolled back on error."""
+    with unit_of_work(_write_factory(request)) as session:
+        yield session
+
+
+def _write_factory(request: Request) -> sessionmaker[Session]:
     factory = request.app.state.session_factory
     if factory is None:
         raise HTTPException(status_code=503, detail="database is not configured")
-    with unit_of_work(factory) as session:
-        yield session
+    return factory
+
+
+async def get_unit_of_work(request: Request) -> Callable[[], AbstractContextManager[Session]]:
+    """For a hot sync handler: its unit of work opened and committed on the handler's own thread.
+
+    ``SessionDep`` is a sync dependency, so FastAPI enters and leaves it on the
+    thread pool: two thread hops beside the handler's own. A handler that
+    opens ``with uow() as db:`` itself makes one hop in all; it commits before
+    it answers, as ``SessionDep`` does.
+    """
+    factory = _write_factory(request)
+    return lambda: unit_of_work(factory)
 
 
 async def get_read_db(request: Request) -> AsyncIterator[Session]:
@@ -92,5 +109,6 @@ ClockDep = Annotated[Clock, Depends(get_clock)]
 # sent, so a client that got its answer can read its write (and a failed commit is not a 2xx).
 SessionDep = Annotated[Session, Depends(get_db, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_db, scope="function")]
+UnitOfWorkDep = Annotated[Callable[[], AbstractContextManager[Session]], Depends(get_unit_of_work)]
 AuthDep = Depends(require_auth)
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -8,9 +8,9 @@ the ``X-Idempotency-Key`` header, else the body hash. A reused key answers
 the original response with ``idempotent_replay: true`` (and
 ``body_mismatch: true`` when the body differs), 201 either way, so a
 client's outbox is never wedged. The answer adds ``project``. The work is
-``brain_kernel.markers.post_marker`` inside the request's transaction; the
-search index follows the file after the commit, off the request
-(``brain_kernel.search_follow``).
+``brain_kernel.markers.post_marker`` inside the request's transaction,
+opened and committed on the handler's own thread; the search index follows
+the file after the commit, off the request (``brain_kernel.search_follow``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
-from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SessionDep, SettingsDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SettingsDep, UnitOfWorkDep, VaultDep
 from brain_core.markers import MarkerInvalid
 from brain_kernel import markers as service
 
@@ -60,7 +60,7 @@ class MarkerOut(BaseModel):
 def post_marker(
     request: Request,
     body: MarkerIn,
-    db: SessionDep,
+    uow: UnitOfWorkDep,
     settings: SettingsDep,
     vault: VaultDep,
     clock: ClockDep,
@@ -69,18 +69,19 @@ def post_marker(
 ) -> JSONResponse:
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
     try:
-        outcome = service.submit(
-            db,
-            vault,
-            settings,
-            body.type,
-            body.content,
-            body.attrs,
-            header_key=x_idempotency_key,
-            now=clock(),
-            locator=request.app.state.transcripts,
-            principal=principal,
-        )
+        with uow() as db:  # opened and committed on this thread (deps.get_unit_of_work): one thread hop a request
+            outcome = service.submit(
+                db,
+                vault,
+                settings,
+                body.type,
+                body.content,
+                body.attrs,
+                header_key=x_idempotency_key,
+                now=clock(),
+                locator=request.app.state.transcripts,
+                principal=principal,
+            )
     except MarkerInvalid as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
