@@ -199,7 +199,9 @@ def upsert_entries(session: Session, records: Iterable[EntryRecord], *, fresh: b
     never makes a marker's refresh of the same file wait for it. Many rows
     go through COPY and one merge statement (``_upsert_staged``), a few
     through a pre-read and a batch of upserts; both leave the same rows.
-    ``fresh``: into a table a first build fills (``write_file_records``).
+    ``fresh``: rows the table cannot hold yet, so none is read first: a first
+    build's (``write_file_records``), a marker's newly reserved write (its id
+    is new). The conflict rule still leaves an unchanged row as it is.
     """
     rows = [_row(r) for r in records]
     if len(rows) >= STAGED_ROWS:
@@ -208,7 +210,7 @@ def upsert_entries(session: Session, records: Iterable[EntryRecord], *, fresh: b
         return len(rows)
     for start in range(0, len(rows), 1000):
         batch = rows[start : start + 1000]
-        same = _unchanged(session, batch)
+        same = set() if fresh else _unchanged(session, batch)
         changed = [r for r in batch if r["id"] not in same]
         if changed:
             params = [{**r, "metadata": Jsonb(r["metadata"])} for r in changed]

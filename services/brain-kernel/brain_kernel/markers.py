@@ -198,7 +198,7 @@ def post_marker(
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at)
-    upsert_entries(db, written.records)
+    upsert_entries(db, written.records, fresh=fresh)  # a new reservation's entry is new: no pre-read
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
     body = {
