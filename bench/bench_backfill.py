@@ -32,14 +32,13 @@ import json
 import random
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from bench.common import REPO_ROOT, fresh_database, run_brain
+from bench.common import run_brain, scratch
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.identity import ProjectIdentity
 from brain_core.vault import frontmatter
@@ -151,9 +150,8 @@ def main() -> None:
     parser.add_argument("--repos", type=int, default=40)
     parser.add_argument("--seed", type=int, default=16)
     args = parser.parse_args()
-    (REPO_ROOT / ".brain").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bench-backfill-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database("bench-backfill") as url:
-        result = run(args, url, Path(tmp_name))
+    with scratch("bench-backfill") as (tmp, url):
+        result = run(args, url, tmp)
     print(json.dumps(result))
     first, second = result["first"], result["second"]
     ok = second["summary"]["files_written"] == 0 and second["paths_changed"] == 0

@@ -32,7 +32,6 @@ import datetime as dt
 import json
 import random
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -41,7 +40,7 @@ import httpx
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from bench.common import REPO_ROOT, fresh_database, pct, start_server, stop
+from bench.common import pct, scratch, start_server, stop
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.logs import log_file_header, render_log_entry
@@ -265,10 +264,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="passes over the sampled projects")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    (REPO_ROOT / ".brain").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bench-feed-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database("bench-feed") as url:
-        tmp = Path(tmp_name)
-        (tmp / "home").mkdir()
+    with scratch("bench-feed") as (tmp, url):
         result = run(args, url, tmp)
     print(json.dumps(result))
     ok = result["feed_p50_ms"] <= 15 and result["speedup_p50"] >= 20

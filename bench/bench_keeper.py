@@ -43,13 +43,12 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.bench_feed import SENTENCES, WORDS
-from bench.common import REPO_ROOT, fresh_database, run_brain
+from bench.common import run_brain, scratch
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.heat import HeatRules, age_days, arc_activity, heat_of, status_of
 from brain_core.vault import frontmatter
@@ -391,10 +390,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=60, help="seconds from the first run's start to the second run's")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
-    (REPO_ROOT / ".brain").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bench-keeper-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database("bench-keeper") as url:
-        tmp = Path(tmp_name)
-        (tmp / "home").mkdir()
+    with scratch("bench-keeper") as (tmp, url):
         result = run(args, url, tmp)
     print(json.dumps(result))
     first, second = result["first"], result["second"]

@@ -75,12 +75,19 @@ def fresh_database(label: str) -> Iterator[str]:
 
 
 @contextmanager
-def bench_home(label: str) -> Iterator[tuple[Path, str, Settings, Vault]]:
-    """A temporary folder under .brain/ (with an empty user home), a fresh migrated database, settings on both, a scaffolded vault."""
+def scratch(label: str) -> Iterator[tuple[Path, str]]:
+    """A temporary folder under .brain/ (with an empty user home, ``home/``) and a fresh empty database: (folder, URL)."""
     (REPO_ROOT / ".brain").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{label}-", dir=REPO_ROOT / ".brain") as tmp_name, fresh_database(label) as url:
         tmp = Path(tmp_name)
         (tmp / "home").mkdir()
+        yield tmp, url
+
+
+@contextmanager
+def bench_home(label: str) -> Iterator[tuple[Path, str, Settings, Vault]]:
+    """``scratch`` with the database migrated, settings on both and a scaffolded vault."""
+    with scratch(label) as (tmp, url):
         upgrade_to_head(url)
         settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=url)
         vault = Vault(settings.vault)
