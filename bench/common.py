@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 
 from brain_kernel import http_client
 from brain_kernel.db import normalise_url
-from brain_kernel.embedded import EmbeddedPostgres
+from brain_kernel.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.settings import Settings, child_environment, environ_snapshot
 from brain_kernel.vault import Vault
 from brain_migrations.runner import upgrade_to_head
@@ -56,22 +56,25 @@ def fresh_database(label: str) -> Iterator[str]:
     """A new empty database: on BRAIN_TEST_DATABASE_URL's server, else on an embedded Postgres under .brain/."""
     external = environ_snapshot().get("BRAIN_TEST_DATABASE_URL")
     embedded: EmbeddedPostgres | None = None
-    if external:
-        admin_url = normalise_url(external)
-    else:
-        (REPO_ROOT / ".brain").mkdir(exist_ok=True)
-        # sized as `brain serve` sizes its own (BRAIN_EMBEDDED_SHARED_BUFFERS's default): the no-setup default measured
-        embedded = EmbeddedPostgres(REPO_ROOT / ".brain" / f"{label}-pg-{uuid.uuid4().hex[:8]}", cleanup="delete", shared_buffers="auto")
-        admin_url = normalise_url(embedded.start())
-    name = f"{label.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
-    admin(admin_url, f'CREATE DATABASE "{name}"')
+    admin_url, name = None, f"{label.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
+    if not external and threading.current_thread() is threading.main_thread():
+        raise_on_sigterm()  # a bench stopped by SIGTERM stops its server and deletes its data on the way out
     try:
+        if external:
+            admin_url = normalise_url(external)
+        else:
+            (REPO_ROOT / ".brain").mkdir(exist_ok=True)
+            # sized as `brain serve` sizes its own (BRAIN_EMBEDDED_SHARED_BUFFERS's default): the no-setup default measured
+            embedded = EmbeddedPostgres(REPO_ROOT / ".brain" / f"{label}-pg-{uuid.uuid4().hex[:8]}", cleanup="delete", shared_buffers="auto")
+            admin_url = normalise_url(embedded.start())
+        admin(admin_url, f'CREATE DATABASE "{name}"')
         yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     finally:
-        admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if embedded is not None:
+        if embedded is not None:  # the whole server goes, its databases with it (a start cut short too)
             embedded.stop()
             shutil.rmtree(embedded.data_dir, ignore_errors=True)
+        elif admin_url is not None:
+            admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
