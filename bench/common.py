@@ -53,12 +53,18 @@ def admin(url: str, statement: str) -> None:
 
 @contextmanager
 def fresh_database(label: str) -> Iterator[str]:
-    """A new empty database: on BRAIN_TEST_DATABASE_URL's server, else on an embedded Postgres under .brain/."""
+    """A new empty database: on BRAIN_TEST_DATABASE_URL's server, else on an embedded Postgres under .brain/.
+
+    While it is held, SIGTERM (in the main thread) unwinds like Ctrl-C, so a
+    stopped bench still drops its database or stops and deletes its server.
+    """
     external = environ_snapshot().get("BRAIN_TEST_DATABASE_URL")
     embedded: EmbeddedPostgres | None = None
     admin_url, name = None, f"{label.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
-    if not external and threading.current_thread() is threading.main_thread():
-        raise_on_sigterm()  # a bench stopped by SIGTERM stops its server and deletes its data on the way out
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    if main:
+        raise_on_sigterm()
     try:
         if external:
             admin_url = normalise_url(external)
@@ -75,6 +81,8 @@ def fresh_database(label: str) -> Iterator[str]:
             shutil.rmtree(embedded.data_dir, ignore_errors=True)
         elif admin_url is not None:
             admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager
