@@ -1,20 +1,27 @@
-"""The embedded Postgres's shared buffers (ADR 0025): sized once, kept across starts, and a bad size refused."""
+"""The embedded Postgres: its shared buffers (ADR 0025) sized once, kept across starts, a bad size refused; and its holders."""
 
 from __future__ import annotations
 
 import logging
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 from pydantic import ValidationError
 
-from brain_kernel.embedded import EmbeddedPostgres, auto_shared_buffers, memory_limit
+from bench.common import stop
+from brain_kernel.embedded import EmbeddedPostgres, auto_shared_buffers, holders, memory_limit
 from brain_kernel.settings import Settings
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, _start_server, make_settings, settings_env
 
 GIB = 1 << 30
 
@@ -38,6 +45,16 @@ def test_the_settings_take_auto_or_a_size_with_its_unit() -> None:
     for bad in ("512", "lots", "0MB", "1 GB"):
         with pytest.raises(ValidationError):
             Settings.explicit(embedded_shared_buffers=bad)
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass (another process's progress, no fixed wait)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _buffers(server: EmbeddedPostgres) -> str:
@@ -84,3 +101,35 @@ def test_buffers_the_machine_cannot_give_or_postgres_refuses_leave_the_server_as
             assert "shared_buffers" not in (data / "postgresql.auto.conf").read_text()  # the next start is not refused either
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_serve_stops_the_database_it_shared_with_an_mcp_killed_outright(tmp_path: Path) -> None:
+    """A holder killed with SIGKILL never lets go of the server: the last live holder's clean stop still stops it."""
+    settings = make_settings(tmp_path, None)  # no database URL: one embedded Postgres under BRAIN_HOME for both
+    data = settings.home / "pgdata"
+    serve, _base = _start_server(settings, workers=1)
+    mcp: subprocess.Popen[bytes] | None = None
+    postmaster: int | None = None
+    try:
+        postmaster = int((data / "postmaster.pid").read_text().split()[0])
+        with (tmp_path / "mcp.err").open("wb") as errlog:
+            mcp = subprocess.Popen(
+                [sys.executable, "-m", "brain_cli", "mcp"], env=settings_env(settings), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errlog
+            )
+        assert _until(lambda: mcp.pid in holders(data) or mcp.poll() is not None), "brain mcp never joined the server"
+        assert mcp.poll() is None, (tmp_path / "mcp.err").read_text()
+        assert sorted(holders(data)) == sorted([serve.pid, mcp.pid])
+        mcp.kill()
+        mcp.wait(10)
+    finally:
+        if mcp is not None and mcp.poll() is None:
+            mcp.kill()
+            mcp.wait(10)
+        assert stop(serve) == 0, (settings.home / "serve.log").read_text()[-2000:]
+    stopped = _until(lambda: not psutil.pid_exists(postmaster))
+    if not stopped:  # leave nothing running when the test fails
+        os.kill(postmaster, signal.SIGINT)
+        _until(lambda: not psutil.pid_exists(postmaster))
+    assert stopped, "serve's clean stop left the embedded Postgres running for a dead holder"
+    assert not (data / "postmaster.pid").exists()

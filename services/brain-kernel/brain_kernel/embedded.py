@@ -8,10 +8,12 @@ project's own folder confines that.
 
 pgserver counts the processes holding a server in ``<data>/.handle_pids.json``
 and stops it when the last one lets go. A holder killed outright (``kill -9``
-of ``brain serve``) never lets go: the server keeps running, which the next
-start reuses, but its stale pid made every later clean stop skip the stop
-(issue 18, defect 6). ``start`` forgets the pids of processes that are gone
-before it attaches, so the last live holder stops the server again.
+of ``brain serve``, or of a ``brain mcp`` sharing its server) never lets go:
+its stale pid would make every later clean stop skip the stop (ADR 0021).
+``start`` forgets the pids of processes that are gone before it attaches (the
+server a dead holder left running is reused), and ``stop`` forgets them again
+before letting go, so the last live holder stops the server even when another
+holder died after it attached.
 
 pgserver starts Postgres with its stock 128 MB of shared buffers, which a
 year of fleet history (a 6 GB database) outgrows: every read then copies its
@@ -102,9 +104,14 @@ class EmbeddedPostgres:
         return self._server.get_uri(database=database, driver="psycopg")
 
     def stop(self) -> None:
+        """Let go of the server: it stops (or is deleted) when no live process holds it any more."""
         if self._server is None:
             return
         server, self._server = self._server, None
+        try:
+            forget_dead_holders(self.data_dir)  # a holder killed since ``start`` must not keep the server running
+        except Exception as exc:
+            log.warning("embedded Postgres: could not read its holders before stopping: %s", exc)
         try:
             server.cleanup()  # stops (and deletes in "delete" mode); pgserver's atexit hook then has nothing left to do
         except Exception as exc:  # stopping must never mask the real exit reason
