@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -143,6 +144,28 @@ def test_adr_numbers_count_every_adr_file_and_step_over_a_claim_never_written(cl
     assert (decisions / ".claims/0011").exists()
     r = post(client, "decision", "Then.", title="Then")
     assert r.json()["vault_path"] == "left/decisions/ADR-0012-then.md"
+
+
+def test_a_decision_removes_the_temp_files_killed_writers_left_and_keeps_a_fresh_one(client, settings: Settings) -> None:
+    """A writer killed between its temp file and its link left ``.ADR-*.tmp`` for good: the next claim removes those
+    older than the bound (ADR 0037) and keeps a younger one (a live writer's), other hidden files and the claims."""
+    decisions = settings.vault / "left/decisions"
+    (decisions / ".claims").mkdir(parents=True, exist_ok=True)
+    for number in ("0001", "0002"):
+        (decisions / ".claims" / number).touch()  # both writers claimed their number
+    killed = decisions / ".ADR-0001-killed-writer.md.k1ll3d_x.tmp"
+    live = decisions / ".ADR-0002-live-writer.md.l1ve_w8r.tmp"
+    other = decisions / ".notes.tmp"  # hidden, but no name a vault write makes
+    for path in (killed, live, other):
+        path.write_text("---\ntitle: half\n---\n")
+    long_ago = time.time() - 3600
+    for path in (killed, other):
+        os.utime(path, (long_ago, long_ago))
+    r = post(client, "decision", "After the crash.", title="After")
+    assert r.status_code == 201 and r.json()["vault_path"] == "left/decisions/ADR-0003-after.md", r.text
+    assert not killed.exists()
+    assert live.exists() and other.exists()
+    assert sorted(p.name for p in (decisions / ".claims").iterdir()) == ["0001", "0002", "0003"]
 
 
 def test_milestone_goes_to_the_project_blocks_file(client, settings: Settings, db: Session) -> None:

@@ -15,12 +15,24 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
+import stat
 import tempfile
+import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from brain_core.vault.layout import SCAFFOLD
 from brain_kernel.errors import ConfigError
+
+# A writer killed between making its temp file and renaming or linking it leaves a hidden
+# ``.<name>.<random>.tmp`` behind. Claiming a number removes such files from that folder once
+# their mtime is STALE_TEMP_SECONDS old: a live write holds its temp file for milliseconds, and a
+# writer stalled past the bound loses only its own write (its rename finds no file), never a
+# finished one. Age, not a pid, because replicas may share the volume (ADR 0037). The
+# ``.claims/`` files are kept: they record the numbers taken.
+STALE_TEMP_SECONDS = 600
+_TEMP_NAME = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")  # ``_temp_copy``'s names: mkstemp's prefix, 8 random characters, suffix
 
 
 def _decoded(path: Path) -> str:
@@ -348,6 +360,7 @@ class Vault:
         """
         claims = self.path(folder) / ".claims"
         claims.mkdir(parents=True, exist_ok=True)
+        self.remove_stale_temps(folder)  # what a writer killed before its rename left in this folder
         number = start
         while True:
             try:
@@ -358,3 +371,24 @@ class Vault:
                 if exc.errno != errno.EEXIST:
                     raise
                 number += 1
+
+    def remove_stale_temps(self, folder: str, *, older_than: float = STALE_TEMP_SECONDS) -> list[str]:
+        """Remove the temp files of ``folder`` (not its subfolders) unmodified for ``older_than`` seconds; their names."""
+        cutoff = time.time() - older_than
+        removed: list[str] = []
+        try:
+            listing = os.scandir(self.path(folder))
+        except FileNotFoundError:
+            return removed
+        with listing:
+            for entry in listing:
+                if not (entry.name.endswith(".tmp") and _TEMP_NAME.fullmatch(entry.name)):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        removed.append(entry.name)
+                except FileNotFoundError:  # renamed by its writer or removed by another sweep meanwhile
+                    continue
+        return removed
