@@ -11,7 +11,7 @@ from brain_core.markers import Attribution, MarkerInvalid, body_hash, parse_requ
 from brain_core.text import slugify
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import adr_number, decision_path, lesson_path, milestone_path, signal_path
-from brain_core.vault.logs import render_decision, render_log_entry, render_signal
+from brain_core.vault.logs import MarkerKey, render_decision, render_log_entry, render_signal
 from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
 
 AT = dt.datetime(2026, 11, 28, 14, 3, 22, tzinfo=dt.timezone.utc)
@@ -216,3 +216,18 @@ def test_old_time_only_headers_keep_their_time_of_day() -> None:
     old = "# Lessons 2026-11-27\n\n## 9:05 — from claude-code\n\nEarly lesson.\n\n## 14:03 — from claude-code\n\nLater lesson.\n"
     times = [r.occurred_at for r in lesson_records(old, "left/reference/lessons-2026-11-27.md")]
     assert times == [dt.datetime(2026, 11, 27, 9, 5, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 27, 14, 3, tzinfo=dt.timezone.utc)]
+
+
+@pytest.mark.parametrize("stored, namespace, shown", [("k-1", None, "k-1"), ("t0123456789ab:k-1", "t0123456789ab", "k-1"), ("0042", None, "0042")])
+def test_a_markers_idempotency_key_is_kept_in_its_text_and_read_back(stored: str, namespace: str | None, shown: str) -> None:
+    key = MarkerKey(stored, body_hash("lesson", "Body text.", {}), namespace)
+    lesson = render_log_entry("lesson", req(), API, marker_id="m1", at=AT, key=key)
+    [milestone] = milestone_records(render_log_entry("milestone", req("milestone"), API, marker_id="m2", at=AT, key=key), milestone_path("api", AT))
+    signal = signal_record(render_signal(req("signal"), API, marker_id="m3", at=AT, key=key), signal_path("t", "warning", AT))
+    decision = decision_record(render_decision(req("decision"), API, number=3, marker_id="m4", at=AT, key=key), decision_path(3, "t"))
+    for record in (*lesson_records(lesson, lesson_path(AT)), milestone, signal, decision):
+        assert MarkerKey.read(record.meta) == key and MarkerKey.read(record.meta).shown == shown  # type: ignore[union-attr]
+    assert f'"idempotency_key": "{stored}"' in lesson
+    old = render_log_entry("lesson", req(), API, marker_id="m1", at=AT)  # an entry written before keys were kept
+    [record] = lesson_records(old, lesson_path(AT))
+    assert MarkerKey.read(record.meta) is None and "idempotency_key" not in record.meta and record.meta["marker_id"] == "m1"

@@ -14,11 +14,16 @@ A write goes through three statements (ADR 0012), as SQL text (they run on every
 
 Replays never refuse (``conflict`` is gone): the same key with another body
 replays the original response and says so. Nothing lives in process memory.
+
+``restore`` puts back, as ``done``, the keys a rebuild finds in the vault's
+marker text (ADR 0035), never over a row the table holds.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +31,11 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from brain_core.vault.records import KeptKey
 from brain_kernel.models import IdempotencyKey
 
 PENDING, DONE = "pending", "done"
+MARKER_SCOPE = "marker"  # the scope of every key a marker write reserves
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,14 @@ _RENEW = """UPDATE idempotency_keys SET scope = %(scope)s, state = %(state)s, bo
 _LOCK = "SELECT state, body_hash, created_at, status_code, response FROM idempotency_keys WHERE key = %(key)s FOR UPDATE"
 _FINISH = """UPDATE idempotency_keys SET state = %(state)s, status_code = %(status_code)s, response = %(response)s,
     expires_at = now() + make_interval(secs => %(ttl)s) WHERE key = %(key)s"""
+
+
+# Keys a rebuild read from the vault, as their writes left them (one statement for a batch of files). A row the
+# table holds stays as it is: it is the live record of that key (a pending write's, or a newer write's).
+_RESTORE = """INSERT INTO idempotency_keys (key, scope, state, body_hash, status_code, response, created_at, expires_at)
+SELECT u.key, %(scope)s, %(state)s, u.body_hash, 201, u.response::jsonb, u.at, u.at + make_interval(secs => %(ttl)s)
+  FROM unnest(%(keys)s::text[], %(hashes)s::text[], %(responses)s::text[], %(times)s::timestamptz[]) AS u(key, body_hash, response, at)
+ON CONFLICT (key) DO NOTHING"""
 
 
 def _row(found: Any) -> KeyRow | None:
@@ -98,6 +113,28 @@ def finish(session: Session, key: str, *, status_code: int, response: dict[str, 
     """Mark the key done with its response (committed with the caller's transaction); its lifetime starts now."""
     params = {"key": key, "state": DONE, "status_code": status_code, "response": Jsonb(response), "ttl": float(ttl_seconds)}
     session.connection().exec_driver_sql(_FINISH, params)
+
+
+def restore(session: Session, kept: Iterable[KeptKey], *, ttl_seconds: int) -> int:
+    """Remember the keys the vault keeps as ``done`` with their responses, from their write's moment for the TTL;
+    returns how many rows were added (a key the table holds is left as it is)."""
+    latest: dict[str, KeptKey] = {}
+    for k in kept:  # one key written twice (taken over once expired): its later write is the one remembered
+        if k.key not in latest or latest[k.key].at < k.at:
+            latest[k.key] = k
+    if not latest:
+        return 0
+    rows = list(latest.values())
+    params = {
+        "scope": MARKER_SCOPE,
+        "state": DONE,
+        "ttl": float(ttl_seconds),
+        "keys": [k.key for k in rows],
+        "hashes": [k.body_hash for k in rows],
+        "responses": [json.dumps(k.response) for k in rows],
+        "times": [k.at for k in rows],
+    }
+    return session.connection().exec_driver_sql(_RESTORE, params).rowcount or 0
 
 
 def purge_expired(session: Session, *, limit: int = 100) -> int:

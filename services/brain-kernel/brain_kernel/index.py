@@ -51,10 +51,12 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
 from brain_core.vault.records import (
     ActivityTally,
+    KeptKey,
     ProjectActivity,
     attributable_by_session,
     attributed,
     entry_line_spans,
+    kept_keys,
     parsed_document,
     parsed_records,
     project_activity,
@@ -62,7 +64,7 @@ from brain_core.vault.records import (
     skipped_entries,
 )
 from brain_core.vault.regions import live_paths
-from brain_kernel import search_docs
+from brain_kernel import idempotency_repo, search_docs
 from brain_kernel.catalogue import Entry as CatalogueEntry
 from brain_kernel.catalogue import catalogued, digest, forget, save, stat_files
 from brain_kernel.db import defer_indexes, restore_indexes
@@ -307,6 +309,7 @@ class ReindexSummary:
     projects: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    keys_restored: int = 0  # idempotency keys the vault's markers kept that the table lacked (ADR 0035)
 
     def count(self, records: Iterable[EntryRecord]) -> None:
         """Add ``records`` to the counts by kind."""
@@ -322,6 +325,7 @@ class ReindexSummary:
             "projects": self.projects,
             "by_kind": dict(sorted(self.by_kind.items())),
             "skipped": self.skipped,
+            "keys_restored": self.keys_restored,
         }
 
 
@@ -529,7 +533,7 @@ REBUILD_BYTES = 4 << 20  # and text per batch (a day's log of a busy year is 1.6
 PREPARE_APART_BYTES = 64 << 20  # a vault of this much text has its search segments made by a worker process
 
 
-def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None) -> ReindexSummary:
+def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None, key_ttl_seconds: int | None = None) -> ReindexSummary:
     """Make the index what the vault holds now, keeping writes acknowledged meanwhile (no commit).
 
     Files are read, parsed and written in batches (memory bounded by a batch,
@@ -540,6 +544,12 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
     secondary indexes are built once after the load (``db.defer_indexes``),
     and the tables stay locked until the caller commits. Each batch is
     written on a writer thread while the next one is read and parsed.
+
+    ``key_ttl_seconds``: the idempotency keys the markers' text keeps, of
+    writes younger than that, are remembered again (``idempotency_repo.restore``,
+    one statement a batch; a key the table holds is left as it is), so a
+    client replaying its markers after the database was lost writes nothing
+    (ADR 0035).
     """
     summary = ReindexSummary()
     started = scan_point(session)
@@ -560,6 +570,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         return (stat.size, stat.mtime_ns) if stat is not None else others.get(rel)
 
     size_of = lambda rel: (stamp_of(rel) or (0, 0))[0]  # noqa: E731
+    keys_since = started - dt.timedelta(seconds=key_ttl_seconds) if key_ttl_seconds else None
     paths = [*files, *others]
     # Fed the texts read here (each file is read once); a first build samples the listing for its common codes.
     documents = search_docs.DocumentsBuild(session, vault, ((rel, size_of(rel)) for rel in paths if search_docs.indexable(rel)))
@@ -571,8 +582,11 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
         texts: list[tuple[str, str]],
         spans: dict[str, search_docs.Spans],
         prepared: Future[dict[str, search_docs.Prepared]] | None,
+        kept: list[KeptKey],
     ) -> None:
         part = write_file_records(session, batch, records, before=started, tally=tally, fresh=fresh)
+        if kept and key_ttl_seconds:
+            summary.keys_restored += idempotency_repo.restore(session, kept, ttl_seconds=key_ttl_seconds)
         summary.entries += part.entries
         summary.removed += part.removed
         for kind, n in part.by_kind.items():
@@ -604,6 +618,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
             entries: list[CatalogueEntry] = []
             texts: list[tuple[str, str]] = []
             spans: dict[str, search_docs.Spans] = {}  # each log split once: its records' entries give the search segments
+            kept: list[KeptKey] = []
             for rel in batch:
                 text_ = _read(vault, rel, summary)
                 done += 1
@@ -617,6 +632,8 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
                 found, meta = _records_of(rel, text_, summary)
                 records.extend(found)
                 spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
+                if keys_since is not None:
+                    kept.extend(kept_keys(rel, text_, found, since=keys_since))
                 stat = stats.get(rel)
                 if stat is not None:
                     entries.append(
@@ -629,7 +646,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None)
                 prepared = helper.submit(search_docs.prepare_texts, todo, documents.left_out)
             if inflight is not None:
                 inflight.result()  # the batch before, written (its error raised here)
-            inflight = writer.submit(write, [rel for rel in batch if rel in live], records, entries, texts, spans, prepared)
+            inflight = writer.submit(write, [rel for rel in batch if rel in live], records, entries, texts, spans, prepared, kept)
         if inflight is not None:
             inflight.result()
     restore_indexes(session, deferred or [])

@@ -49,7 +49,7 @@ from brain_kernel.vault import Vault
 
 log = logging.getLogger("brain.markers")
 
-IDEMPOTENCY_SCOPE = "marker"
+IDEMPOTENCY_SCOPE = idempotency_repo.MARKER_SCOPE
 _MAX_NAME_ATTEMPTS = 1000
 PURGE_ONE_IN = 64  # about one write in 64 also deletes a batch of expired keys
 
@@ -197,7 +197,7 @@ def post_marker(
     who = who or attribute(db, settings, req, locator=locator)
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
     if written is None:
-        written = write_marker(vault, req, who, marker_id=marker_id, at=at)
+        written = write_marker(vault, req, who, marker_id=marker_id, at=at, key=_marker_key(idempotency_key, shown_key, req))
     upsert_entries(db, written.records, fresh=fresh)  # a new reservation's entry is new: no pre-read
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
@@ -213,6 +213,12 @@ def post_marker(
     }
     idempotency_repo.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
     return MarkerOutcome(201, body)
+
+
+def _marker_key(stored: str, shown: str | None, req: MarkerRequest) -> logs.MarkerKey:
+    """The key the vault text keeps, so a rebuild remembers this write (ADR 0035); a namespaced key keeps its namespace."""
+    namespace = stored[: -len(shown) - 1] if shown and stored != shown and stored.endswith(f":{shown}") else None
+    return logs.MarkerKey(stored, req.body_hash, namespace)
 
 
 def written_path(outcome: MarkerOutcome) -> str | None:
@@ -262,16 +268,16 @@ def _log_path(vault: Vault, req: MarkerRequest, who: Attribution, at: dt.datetim
     return layout.lesson_path(at) if req.type == "lesson" else milestone_path(vault, req, who, at)
 
 
-def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> _Written:
-    """Write the marker's vault text and return the index rows parsed back from it."""
+def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime, key: logs.MarkerKey | None = None) -> _Written:
+    """Write the marker's vault text (keeping ``key``) and return the index rows parsed back from it."""
     if req.type in ("lesson", "milestone"):
         path = _log_path(vault, req, who, at)
-        text = logs.render_log_entry(req.type, req, who, marker_id=marker_id, at=at)
+        text = logs.render_log_entry(req.type, req, who, marker_id=marker_id, at=at, key=key)
         size = vault.append(path, text, header=logs.log_file_header(req.type, path))
         parse = records.lesson_records if req.type == "lesson" else records.milestone_records
         return _Written("appended", path, size, parse(text, path))
     if req.type == "signal":
-        text = logs.render_signal(req, who, marker_id=marker_id, at=at)
+        text = logs.render_signal(req, who, marker_id=marker_id, at=at, key=key)
         severity = req.severity or DEFAULT_SEVERITY
         for attempt in range(1, _MAX_NAME_ATTEMPTS + 1):
             path = layout.signal_path(req.title, severity, at, attempt)
@@ -285,7 +291,7 @@ def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_i
         for _ in range(_MAX_NAME_ATTEMPTS):
             number = vault.claim_number(layout.DECISIONS_DIR, start=next_adr_number(vault))
             path = layout.decision_path(number, req.title)
-            text = logs.render_decision(req, who, number=number, marker_id=marker_id, at=at)
+            text = logs.render_decision(req, who, number=number, marker_id=marker_id, at=at, key=key)
             try:
                 size = vault.create_exclusive(path, text)
             except FileExistsError:

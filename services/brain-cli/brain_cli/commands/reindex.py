@@ -18,7 +18,9 @@ def reindex(
     """Rebuild the index and the search index from the vault alone.
 
     Every arc, lesson, decision, signal, milestone, intent and inject block,
-    the projects they name, and every searchable file's segments.
+    the projects they name, and every searchable file's segments; the
+    idempotency keys of markers younger than BRAIN_IDEMPOTENCY_TTL_SECONDS
+    are remembered again, so replaying them writes nothing.
 
     The vault is the source of truth: the entries table is replaced in one
     transaction (readers see the old index until it commits); merged arc
@@ -31,5 +33,5 @@ def reindex(
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
     with job_session(settings) as (_, session):
-        summary = rebuild(session, store, progress=reporter("reindex"))
+        summary = rebuild(session, store, progress=reporter("reindex"), key_ttl_seconds=settings.idempotency_ttl_seconds)
     typer.echo(json.dumps(summary.as_dict()))

@@ -18,6 +18,10 @@ one entry of a log shared by many projects. ``retag_entry`` gives an
 unattributed entry its project (``brain backfill --rewrite-markers``): only
 the header's tag and the comment's attribution change, and an old entry's id
 (anchored on its header without the tag) stays what it was.
+
+A marker's idempotency key and body hash (``MarkerKey``) are kept with its
+text (the ``brain`` comment, or the file's frontmatter), so a rebuild from the
+vault alone remembers which writes were made (ADR 0035).
 """
 
 from __future__ import annotations
@@ -48,6 +52,35 @@ _STAMP = re.compile(r"^(?P<stamp>\d{4,}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.
 _TAG = re.compile(r"^\[(?:project: (?P<project>[^\]\s]+)(?: repo: (?P<repo>[^\]\s]+))?|(?P<none>unattributed))\]")
 
 _DATE_IN_PATH = re.compile(r"(\d{4}-\d{2}-\d{2})")
+
+
+@dataclass(frozen=True)
+class MarkerKey:
+    """What a write is remembered under: the key as the idempotency table keeps it, the namespace that key is
+    in (a scoped token's name, which prefixes it as ``<namespace>:``) and the body hash (ADR 0035)."""
+
+    FIELDS = ("idempotency_key", "key_namespace", "body_hash")
+
+    key: str
+    body_hash: str
+    namespace: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The key as the client sent it (what a response says): without the namespace."""
+        return self.key.removeprefix(f"{self.namespace}:") if self.namespace else self.key
+
+    def fields(self) -> dict[str, str | None]:
+        """The key as it is written into a comment or frontmatter (no namespace: the field is left out)."""
+        return {"idempotency_key": self.key, "key_namespace": self.namespace, "body_hash": self.body_hash}
+
+    @classmethod
+    def read(cls, meta: Mapping[str, Any]) -> MarkerKey | None:
+        """The key ``fields`` wrote, read back from a comment or frontmatter; None when there is none (older entries)."""
+        key, body, namespace = meta.get("idempotency_key"), meta.get("body_hash"), meta.get("key_namespace")
+        if not (isinstance(key, str) and key and isinstance(body, str) and body):
+            return None
+        return cls(key, body, namespace if isinstance(namespace, str) and namespace else None)
 
 
 def log_file_header(kind: str, vault_path: str) -> str:
@@ -95,9 +128,9 @@ def upstream_suffix(kind: str, meta: Mapping[str, Any]) -> str:
     return " — " + " — ".join(one_line(p) for p in parts)
 
 
-def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
+def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime, key: MarkerKey | None = None) -> str:
     """A lesson or milestone entry as appended to its log: header (stamp, project tag, title, upstream's
-    source and session or scope and status), the ``brain`` comment, the body."""
+    source and session or scope and status), the ``brain`` comment (with ``key``), the body."""
     meta = {
         "kind": kind,
         "id": marker_id,
@@ -108,6 +141,8 @@ def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_
     }
     if kind == "milestone":
         meta.update(scope=req.label, status=req.status or DEFAULT_MILESTONE_STATUS)
+    if key is not None:
+        meta.update(key.fields())
     header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}{upstream_suffix(kind, meta)}"
     return f"{header}\n{_meta_comment(meta)}\n\n{_escape_body(req.content)}\n\n"
 
@@ -272,7 +307,7 @@ def occurred_at(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
     return parse_time(text)
 
 
-def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[str, Any]:
+def _provenance(req: MarkerRequest, who: Attribution, marker_id: str, key: MarkerKey | None) -> dict[str, Any]:
     meta = {
         "project": who.project,
         "repo": who.repo,
@@ -282,11 +317,12 @@ def _provenance(req: MarkerRequest, who: Attribution, marker_id: str) -> dict[st
         "source": req.source,
         "target": req.target,
         "marker_id": marker_id,
+        **(key.fields() if key is not None else {}),
     }
     return {k: v for k, v in meta.items() if v is not None}
 
 
-def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime) -> str:
+def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime, key: MarkerKey | None = None) -> str:
     """A signal file: frontmatter (title, severity, scope, project, repo, ...) and the content."""
     meta: dict[str, Any] = {
         "id": f"amygdala-{slugify(req.title)}",
@@ -296,12 +332,12 @@ def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: d
         "source": req.source or "unknown",
         "scope": req.scope,
         "created": iso(at),
-        **_provenance(req, who, marker_id),
+        **_provenance(req, who, marker_id, key),
     }
     return frontmatter.render(meta, f"\n# {one_line(req.title)}\n\n{req.content}\n")
 
 
-def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker_id: str, at: dt.datetime) -> str:
+def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker_id: str, at: dt.datetime, key: MarkerKey | None = None) -> str:
     """A decision (ADR) file: frontmatter (adr, title, status, project, repo, ...) and the content."""
     title = req.title if req.title_given or req.content else f"ADR {number}"
     meta: dict[str, Any] = {
@@ -312,6 +348,6 @@ def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker
         "status": req.status or DEFAULT_STATUS,
         "source": req.source or "unknown",
         "created": iso(at),
-        **_provenance(req, who, marker_id),
+        **_provenance(req, who, marker_id, key),
     }
     return frontmatter.render(meta, f"\n# ADR-{number:04d} — {one_line(title)}\n\n{req.content}\n")

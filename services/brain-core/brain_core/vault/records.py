@@ -35,7 +35,7 @@ from brain_core.times import parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.inline import parse_markers
 from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, blocks_project, is_tombstone, kind_of_path
-from brain_core.vault.logs import LogEntry, occurred_at, split_log, valid_ref
+from brain_core.vault.logs import LogEntry, MarkerKey, occurred_at, split_log, valid_ref
 
 ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
 _SIGNAL_NAME = re.compile(r"^(\d{8})-(\d{6})-([a-z0-9_]+)-")
@@ -50,7 +50,7 @@ def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     marker_id = meta.get("marker_id") or meta.get("id")  # files: ``marker_id`` (``id`` is upstream's name); logs: ``id``
     if marker_id:
         out["marker_id"] = str(marker_id)
-    for name in ("session_id", "source", "worktree", "project_source", "target", "scope", "status"):
+    for name in ("session_id", "source", "worktree", "project_source", "target", "scope", "status", *MarkerKey.FIELDS):
         value = meta.get(name)
         if isinstance(value, str) and value:
             out[name] = value
@@ -565,6 +565,64 @@ def entry_line_spans(vault_path: str, text: str) -> dict[str, tuple[int, int]]:
     if kind not in LOG_KINDS:
         return {}
     return {record.id: (entry.first_line, entry.last_line) for record, entry in _log_entries(kind, text, vault_path)}
+
+
+# -- idempotency keys the vault keeps (ADR 0035) -----------------------------------------------
+
+MARKER_ACTIONS = {"lesson": "appended", "milestone": "appended", "signal": "created", "decision": "created"}
+
+
+@dataclass(frozen=True)
+class KeptKey:
+    """A marker's idempotency key as the table held it once its write was done: the key, the body hash, the
+    moment of the write and the response it answered."""
+
+    key: str
+    body_hash: str
+    at: dt.datetime
+    response: dict[str, Any]
+
+
+def kept_keys(vault_path: str, text: str, records: Iterable[EntryRecord], *, since: dt.datetime) -> list[KeptKey]:
+    """The keys the markers among ``records`` (this file's rows, as the file says them) keep, written after ``since``.
+
+    The response is the one the write answered, rebuilt from the text:
+    ``written_bytes`` is what the write added as the file holds it now (the
+    whole file for a signal or a decision; a log entry's lines, with the
+    file's heading for its first entry), so an edit since (a backfill's tag)
+    shows in it. ``project`` is the marker's own attribution (a
+    ``project_source`` says there was one), not a folder's it was filed under.
+    """
+    keyed = [
+        (r, at, k)
+        for r in records
+        if r.kind in MARKER_ACTIONS and "idempotency_key" in r.meta and (at := r.occurred_at) is not None and at > since and (k := MarkerKey.read(r.meta))
+    ]
+    if not keyed:
+        return []
+    sizes: dict[str, int] = {}
+    if any(r.kind in LOG_KINDS for r, _, _ in keyed):
+        spans = entry_line_spans(vault_path, text)
+        lines = text.split("\n")
+        first_entry = min((first for first, _ in spans.values()), default=1)
+        for rid, (first, last) in spans.items():
+            start = 0 if first == first_entry else first - 1  # the first append wrote the file's heading too
+            sizes[rid] = len("\n".join(lines[start:last]).encode("utf-8")) + 1
+    whole = len(text.encode("utf-8"))
+    out = []
+    for record, at, key in keyed:
+        response = {
+            "ok": True,
+            "marker_type": record.kind,
+            "action": MARKER_ACTIONS[record.kind],
+            "vault_path": vault_path,
+            "written_bytes": min(sizes.get(record.id, whole), whole),
+            "idempotency_key": key.shown,
+            "body_hash": key.body_hash,
+            "project": record.project if record.meta.get("project_source") else None,
+        }
+        out.append(KeptKey(key.key, key.body_hash, at, response))
+    return out
 
 
 # -- evidence the index adds to what a file says --------------------------------------------
