@@ -65,8 +65,8 @@ def _vault_files(root: Path) -> dict[str, bytes]:
     return out
 
 
-def _reindex(settings: Settings) -> dict[str, Any]:
-    result = brain(settings, "reindex")
+def _run(settings: Settings, *command: str) -> dict[str, Any]:
+    result = brain(settings, *command)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -78,9 +78,13 @@ def lost_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
         yield url
 
 
-@pytest.mark.parametrize("token", [None, TOKEN], ids=["no-auth", "token"])
+@pytest.mark.parametrize(
+    "command, token",
+    [(("reindex",), None), (("reindex",), TOKEN), (("tick", "--no-ai"), None)],
+    ids=["reindex", "reindex-token", "tick"],
+)
 def test_markers_replayed_after_the_database_is_lost_and_rebuilt_write_nothing(
-    tmp_path: Path, database_url: str, lost_database: str, token: str | None
+    tmp_path: Path, database_url: str, lost_database: str, command: tuple[str, ...], token: str | None
 ) -> None:
     tokens = {"tokens": [TOKEN]} if token else {}
     settings = make_settings(tmp_path, database_url, **tokens)
@@ -89,11 +93,11 @@ def test_markers_replayed_after_the_database_is_lost_and_rebuilt_write_nothing(
         first = _post_all(client, token)
     assert not any(a.get("idempotent_replay") for a in first)
     assert {a["marker_type"] for a in first} == {"lesson", "milestone", "signal", "decision"}
-    before = _vault_files(settings.vault)
 
     rebuilt = make_settings(tmp_path, lost_database, **tokens)  # the same vault, a new and empty database
-    summary = _reindex(rebuilt)
-    assert summary["keys_restored"] == len(first)
+    summary = _run(rebuilt, *command)  # a full rebuild, or the keeper's first tick (every file is new to it)
+    assert (summary if command == ("reindex",) else summary["index"])["keys_restored"] == len(first)
+    before = _vault_files(settings.vault)
     with TestClient(create_app(rebuilt)) as client:
         again = _post_all(client, token)
 
@@ -113,13 +117,13 @@ def test_a_rebuild_restores_keys_younger_than_the_ttl_and_never_overwrites_a_row
     db.execute(text("UPDATE idempotency_keys SET response = response || '{\"seen\": 1}'"))  # the live rows, told apart from a restore
     db.commit()
 
-    assert _reindex(settings)["keys_restored"] == 0  # every key is in the table: none is touched
+    assert _run(settings, "reindex")["keys_restored"] == 0  # every key is in the table: none is touched
     db.expire_all()
     assert [(k.key, k.response.get("seen")) for k in db.scalars(select(IdempotencyKey).order_by(IdempotencyKey.key))] == [("new", 1), ("old", 1)]
 
     db.execute(text("DELETE FROM idempotency_keys"))
     db.commit()
-    assert _reindex(settings)["keys_restored"] == 1  # the old write is past the TTL: replaying it is a new write
+    assert _run(settings, "reindex")["keys_restored"] == 1  # the old write is past the TTL: replaying it is a new write
     db.expire_all()
     [row] = db.scalars(select(IdempotencyKey))
     written = dt.datetime.strptime(new.json()["vault_path"].rsplit("/", 1)[-1][:15], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)  # its file's stamp

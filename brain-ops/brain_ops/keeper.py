@@ -77,9 +77,9 @@ from brain_core.vault.layout import (
     kind_of_path,
     project_intent_path,
 )
-from brain_core.vault.records import ActivityTally, document_records, records_for
+from brain_core.vault.records import ActivityTally, KeptKey, document_records, kept_keys, records_for
 from brain_core.vault.regions import canonical_id, clash_free, inbox_destination, is_inbox_note, live_paths, region_of_folder
-from brain_kernel import catalogue, feed_repo, index, search_docs
+from brain_kernel import catalogue, feed_repo, idempotency_repo, index, search_docs
 from brain_kernel.catalogue import Stat
 from brain_kernel.db import hold_keeper_lock
 from brain_kernel.index import ARC_CAPABLE_KINDS, arc_facts_of, drop_paths_not_in, scan_point, write_file_records
@@ -359,7 +359,7 @@ def keep_arc(vault: Vault, arc: _File, now: dt.datetime, rules: HeatRules, boost
 # -- the index, from the files that changed ---------------------------------------------------
 
 
-def _records(vault: Vault, files: list[_File], summary: TickSummary) -> list[EntryRecord]:
+def _records(vault: Vault, files: list[_File], summary: TickSummary, keys: list[KeptKey], keys_since: dt.datetime | None) -> list[EntryRecord]:
     records: list[EntryRecord] = []
     for f in files:
         try:
@@ -368,23 +368,41 @@ def _records(vault: Vault, files: list[_File], summary: TickSummary) -> list[Ent
             if f.is_arc or f.kind == "region":
                 records.extend(document_records(frontmatter.parse(text), f.path, "arc" if f.is_arc else f.kind))
             else:
-                records.extend(records_for(f.path, text))
+                found = records_for(f.path, text)
+                records.extend(found)
+                if keys_since is not None:
+                    keys.extend(kept_keys(f.path, text, found, since=keys_since))
         except Exception as exc:  # one bad file must not stop the tick
             summary.skipped.append(f"{f.path}: {type(exc).__name__}: {exc}")
     return records
 
 
 def index_changes(
-    session: Session, vault: Vault, files: list[_File], known: dict[str, catalogue.Entry], scan_started: dt.datetime, summary: TickSummary
+    session: Session,
+    vault: Vault,
+    files: list[_File],
+    known: dict[str, catalogue.Entry],
+    scan_started: dt.datetime,
+    summary: TickSummary,
+    *,
+    key_ttl_seconds: int | None = None,
 ) -> None:
-    """Re-index the files that changed (in batches), drop the rows of files gone, keep the catalogue current."""
+    """Re-index the files that changed (in batches), drop the rows of files gone, keep the catalogue current.
+
+    ``key_ttl_seconds``: the idempotency keys the markers of those files keep
+    are remembered when the table lacks them, as ``brain reindex`` does (ADR 0035).
+    """
     changed = [f for f in files if f.changed]
-    entries = removed = 0
+    entries = removed = restored = 0
     tally = ActivityTally()
+    keys_since = scan_started - dt.timedelta(seconds=key_ttl_seconds) if key_ttl_seconds else None
     for start in range(0, len(changed), REINDEX_BATCH):
         batch = changed[start : start + REINDEX_BATCH]
         paths = [f.path for f in batch] + [f.moved_from for f in batch if f.moved_from]
-        part = write_file_records(session, paths, _records(vault, batch, summary), before=scan_started, tally=tally)
+        keys: list[KeptKey] = []
+        part = write_file_records(session, paths, _records(vault, batch, summary, keys, keys_since), before=scan_started, tally=tally)
+        if keys and key_ttl_seconds:
+            restored += idempotency_repo.restore(session, keys, ttl_seconds=key_ttl_seconds)
         entries, removed = entries + part.entries, removed + part.removed
     live = [f.path for f in files]
     removed += drop_paths_not_in(session, live, before=scan_started)
@@ -408,6 +426,7 @@ def index_changes(
         "entries_written": entries,
         "removed": removed,
         "catalogue_rows": len(rows),
+        "keys_restored": restored,
     }
 
 
@@ -537,7 +556,7 @@ def _pass(
         if n % 5000 == 0:
             say(f"scored {n} of {len(arcs)} arcs")
     say("collecting markers")
-    index_changes(session, vault, files, known, scan_started, summary)
+    index_changes(session, vault, files, known, scan_started, summary, key_ttl_seconds=settings.idempotency_ttl_seconds)
     index.apply_mitigation(session, mitigation_sources(_arc_statuses(arcs)))
 
     signal_rows = [_unverified(r) for r in feed_repo.entries_of_kinds(session, ["signal"])]
