@@ -22,7 +22,7 @@ from brain_kernel.embedders import embedder_for
 from brain_kernel.errors import ConfigError
 from brain_kernel.markers import search_follow
 from brain_kernel.projects import AmbiguousProject
-from brain_kernel.scope import OutOfScope
+from brain_kernel.scope import OutOfScope, ProjectRequired
 from brain_kernel.search_follow import SearchFollower
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
@@ -82,6 +82,10 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     @app.exception_handler(OutOfScope)
     async def _out_of_scope(request: Request, exc: OutOfScope) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=403)
+
+    @app.exception_handler(ProjectRequired)
+    async def _project_required(request: Request, exc: ProjectRequired) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @app.exception_handler(AmbiguousProject)
     async def _ambiguous(request: Request, exc: AmbiguousProject) -> JSONResponse:

@@ -81,6 +81,7 @@ class MarkerRequest:
     status: str | None = None
     target: str | None = None
     title_given: bool = False
+    unreadable_project: str | None = None  # a project/repo attr sent but not usable (dropped; a restricted token is refused)
 
 
 @dataclass(frozen=True)
@@ -139,17 +140,22 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _identity(attrs: Mapping[str, Any]) -> tuple[ProjectIdentity | None, str | None]:
-    """(identity from project/repo, a folder path sent as ``project``): what validly names a project, else nothing.
+def _identity(attrs: Mapping[str, Any]) -> tuple[ProjectIdentity | None, str | None, str | None]:
+    """(identity from project/repo, a folder path sent as ``project``, what was sent and could not be used).
 
     Upstream's outbox stores ``CLAUDE_PROJECT_DIR`` as ``project``: a path is a
     working folder to resolve, never a key. A value that is not a valid key or
-    slug is dropped (attribution falls to the other evidence), not refused.
+    slug is dropped (attribution falls to the other evidence), not refused;
+    the dropped value is returned so a token bound to projects can be refused
+    instead of re-filed (ADR 0033).
     """
     project, repo = _text(attrs, "project"), _text(attrs, "repo")
     cwd = None
     if project and project.startswith(("/", "~")):
         cwd, project = project, None
+    sent = {name: attrs.get(name) for name in ("project", "repo") if not _blank(attrs.get(name))}
+    if cwd is not None:
+        sent.pop("project", None)
     for candidate in ({"project": project, "repo": repo}, {"repo": repo}, {"project": project}):
         if not any(candidate.values()):
             continue
@@ -158,8 +164,13 @@ def _identity(attrs: Mapping[str, Any]) -> tuple[ProjectIdentity | None, str | N
         except InvalidKey:
             continue
         if found is not None:
-            return found, cwd
-    return None, cwd
+            dropped = next((str(v) for name, v in sent.items() if not candidate.get(name)), None)
+            return found, cwd, dropped
+    return None, cwd, next((str(v) for v in sent.values()), None)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> MarkerRequest:
@@ -190,7 +201,7 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         raise MarkerInvalid("content is required")
     if len(text.strip()) > max_chars:  # upstream measures the trimmed content
         raise MarkerInvalid("content exceeds 4KB limit" if max_chars == 4096 else f"content exceeds the {max_chars}-character limit")
-    identity, path_project = _identity(attrs)
+    identity, path_project, unreadable = _identity(attrs)
     try:
         worktree = normalise_worktree(attrs.get("worktree")) if isinstance(attrs.get("worktree"), str) else None
     except InvalidKey:
@@ -221,6 +232,7 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         status=status,
         target=_text(attrs, "target"),
         title_given=title_given,
+        unreadable_project=unreadable,
     )
 
 

@@ -1,10 +1,11 @@
 """Bearer tokens: one rule for every entry point that takes them (the HTTP API and the MCP server).
 
 Upstream's contract (UPSTREAM.md 1.1): with no tokens configured auth is
-off; a missing header, one without the case-sensitive ``Bearer `` prefix or
-an empty token is ``missing bearer token``; an unknown token is ``invalid
-token``; both answer 401. Tokens are compared in constant time and never
-logged.
+off; a missing header, one without the ``Bearer `` prefix or an empty token
+is ``missing bearer token``; an unknown token is ``invalid token``; both
+answer 401. The scheme is matched without regard to case, as RFC 7235 has
+it (upstream refused ``bearer``; no client relies on that refusal, ADR 0033).
+Tokens are compared in constant time and never logged.
 
 Scoped tokens (ADR 0021): each ``BRAIN_TOKENS`` entry is ``<token>`` (every
 project) or ``<token>=<project>|<project>`` (only those projects, each a
@@ -104,7 +105,7 @@ def authenticate(header: str | None, entries: Sequence[TokenEntry]) -> Principal
     if not entries:
         return EVERYONE
     header = header or ""
-    offered = header[len(PREFIX) :].strip() if header.startswith(PREFIX) else ""
+    offered = header[len(PREFIX) :].strip() if header[: len(PREFIX)].lower() == PREFIX.lower() else ""
     if not offered:
         return "missing bearer token"
     digest = _digest(offered).encode()

@@ -16,7 +16,9 @@ all ranks through HNSW and says ``exhaustive: false``.
 Upstream's defects fixed here (section 8, item 16): keys are unique per
 producer (a store replaces only the same producer's chunks), ``min_score``
 is applied before the limit, and ``one_per_key`` gives one result per key
-for tools that list arcs.
+for tools that list arcs. A key is unique within its producer and its
+project (revision 0015): a token bound to projects replaces only its own
+project's chunks of a key (``store_docs(owner=...)``, ADR 0033).
 """
 
 from __future__ import annotations
@@ -122,11 +124,21 @@ def stored_hashes(session: Session, producer: str, keys: Sequence[str]) -> dict[
     return {key: digest for key, digest in session.execute(stmt) if key in wanted}
 
 
-def store_docs(session: Session, embedder: Embedder, docs: Sequence[EmbeddingDoc], *, content_type: str = "text/markdown", force_dim: bool = False) -> int:
+def store_docs(
+    session: Session,
+    embedder: Embedder,
+    docs: Sequence[EmbeddingDoc],
+    *,
+    content_type: str = "text/markdown",
+    force_dim: bool = False,
+    owner: tuple[str, str | None] | None = None,
+) -> int:
     """Embed and store documents (their previous chunks of the same producer replaced); returns chunks stored.
 
     The column follows the embedder's dimension (``ensure_dimension``: a
     populated table of another size is refused unless ``force_dim``).
+    ``owner`` (key, repo): a store by a token bound to projects replaces only
+    that project's chunks of the keys, never another's (ADR 0033).
     """
     chunked = [(doc, idx, piece) for doc in docs for idx, piece in enumerate(chunk_text(doc.text))]
     if not chunked:
@@ -137,7 +149,7 @@ def store_docs(session: Session, embedder: Embedder, docs: Sequence[EmbeddingDoc
     for doc in docs:
         keys_of.setdefault(doc.producer, []).append(doc.key)
     for producer, keys in keys_of.items():  # a store replaces the same producer's chunks only (upstream defect 16)
-        delete_keys(session, producer, keys)
+        delete_keys(session, producer, keys, owner=owner)
     _copy_rows(session, [(doc, idx, piece, vector) for (doc, idx, piece), vector in zip(chunked, vectors, strict=True)], content_type)
     return len(chunked)
 
@@ -193,12 +205,16 @@ def bulk_load(session: Session, *, rows: int) -> Iterator[None]:
         session.execute(text(f"CREATE INDEX {HNSW_INDEX} ON content_embeddings USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"))
 
 
-def delete_keys(session: Session, producer: str, keys: Sequence[str]) -> int:
-    """Remove a producer's chunks of the given keys."""
+def delete_keys(session: Session, producer: str, keys: Sequence[str], *, owner: tuple[str, str | None] | None = None) -> int:
+    """Remove a producer's chunks of the given keys (with ``owner``: only that project's chunks of them)."""
     if not keys:
         return 0
-    stmt = text("DELETE FROM content_embeddings WHERE producer = :producer AND key = ANY(:keys)")
-    return session.execute(stmt, {"producer": producer, "keys": list(keys)}).rowcount or 0
+    params: dict[str, Any] = {"producer": producer, "keys": list(keys)}
+    sql = "DELETE FROM content_embeddings WHERE producer = :producer AND key = ANY(:keys)"
+    if owner is not None:
+        sql += " AND project IS NOT DISTINCT FROM :project AND repo IS NOT DISTINCT FROM :repo"
+        params.update(project=owner[0], repo=owner[1])
+    return session.execute(text(sql), params).rowcount or 0
 
 
 def prune(session: Session, producer: str, keep_keys: Sequence[str]) -> dict[str, Any]:
@@ -215,7 +231,7 @@ def by_key(session: Session, key: str) -> list[dict[str, Any]]:
     stmt = (
         select(_TABLE.c.key, _TABLE.c.producer, _TABLE.c.chunk_idx, _TABLE.c.content_type, _TABLE.c.text_preview, _TABLE.c["metadata"])
         .where(_TABLE.c.key == key)
-        .order_by(_TABLE.c.producer, _TABLE.c.chunk_idx)
+        .order_by(_TABLE.c.producer, _TABLE.c.project.nulls_first(), _TABLE.c.repo.nulls_first(), _TABLE.c.chunk_idx)
     )
     return [
         {

@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from brain_core.entries import EntryRecord
-from brain_core.markers import DEFAULT_SEVERITY, Attribution, MarkerRequest, idempotency_key, parse_request
+from brain_core.markers import DEFAULT_SEVERITY, FLEET, Attribution, MarkerRequest, idempotency_key, parse_request
 from brain_core.text import slugify
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency_repo
@@ -42,7 +42,7 @@ from brain_kernel.db import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity import IdentityResolver
 from brain_kernel.index import follow_search, touch_project, upsert_entries
-from brain_kernel.scope import OutOfScope, Scope
+from brain_kernel.scope import Scope
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator, read_summary
 from brain_kernel.vault import Vault
@@ -70,16 +70,21 @@ class _Written:
     records: list[EntryRecord]
 
 
-def attribute(db: Session, settings: Settings, req: MarkerRequest, *, locator: TranscriptLocator | None = None) -> Attribution:
-    """The project a marker belongs to: attrs, session index, the session's transcript, cwd, else unattributed."""
+def attribute(db: Session, settings: Settings, req: MarkerRequest, *, locator: TranscriptLocator | None = None, disk: bool = True) -> Attribution:
+    """The project a marker belongs to: attrs, session index, the session's transcript, cwd, else unattributed.
+
+    ``disk`` False (a token bound to projects, ADR 0033) uses only what the
+    client sent and the session index: no folder of the server's is resolved
+    and no transcript is read on a client's word.
+    """
     if req.identity is not None and req.identity.project:
         ident = req.identity
         return Attribution(ident.project, ident.repo, req.worktree or ident.worktree, ident.source)
-    if not (req.session_id or req.cwd):
+    if not (req.session_id or (req.cwd and disk)):
         return Attribution(worktree=req.worktree)
     resolver = IdentityResolver(settings, db)
-    ident = resolver.resolve(req.cwd, session_id=req.session_id)
-    if not ident.project and req.session_id and locator is not None:
+    ident = resolver.resolve(req.cwd if disk else None, session_id=req.session_id)
+    if not ident.project and req.session_id and locator is not None and disk:
         found = locator.find(req.session_id)
         if found is not None:
             try:
@@ -134,7 +139,7 @@ def submit(
     req = parse_request(type_, content, attrs, max_chars=settings.marker_max_chars)
     who = None
     if principal.restricted:
-        who = _scoped_attribution(Scope(db, principal), attribute(db, settings, req, locator=locator))
+        who = _scoped_attribution(Scope(db, principal), req, db=db, settings=settings)
     key = idempotency_key(header_key, req.body_hash)
     stored = f"{principal.name}:{key}" if principal.name else key
     fresh = reserve(db, settings, req, idempotency_key=stored, now=now)
@@ -142,16 +147,23 @@ def submit(
     return post_marker(db, vault, settings, req, idempotency_key=stored, fresh=fresh, locator=locator, shown_key=key, who=who)
 
 
-def _scoped_attribution(scope: Scope, who: Attribution) -> Attribution:
-    """A restricted token's marker: its attribution when in scope, its one project when unattributed, else OutOfScope."""
+def _scoped_attribution(scope: Scope, req: MarkerRequest, *, db: Session, settings: Settings) -> Attribution:
+    """A restricted token's marker (ADR 0033): never fleet-wide, named inside its projects or its only one's.
+
+    OutOfScope (403) for a fleet signal or a project outside the token's,
+    ProjectRequired (422) for an unreadable project or none named by a token
+    of several projects; the session index may attribute it (its own sessions only).
+    """
+    if req.scope == FLEET:
+        scope.refuse_fleet("a fleet-wide signal")
+    if req.unreadable_project is not None:
+        scope.write_project(None, None, unreadable=req.unreadable_project)
+    who = attribute(db, settings, req, disk=False)
+    member = scope.write_project(who.project, who.repo)
+    assert member is not None  # restricted
     if who.project:
-        if not scope.allows_ref(who.project, who.repo):
-            raise OutOfScope(f"project {who.repo or who.project!r} is outside this token's projects")
         return who
-    if len(scope.members) != 1:
-        raise OutOfScope("a token bound to several projects must name the marker's project (attrs project or repo)")
-    m = scope.members[0]
-    return Attribution(m.key, m.repo, who.worktree, "token")
+    return Attribution(member.key, member.repo, who.worktree, "token")
 
 
 def reserve(db: Session, settings: Settings, req: MarkerRequest, *, idempotency_key: str, now: dt.datetime | None = None) -> bool:

@@ -365,7 +365,10 @@ class ContentEmbedding(Base):
     repo: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
-        UniqueConstraint("key", "chunk_idx", "producer", name="uq_content_embeddings_key_chunk_producer"),
+        # A key names a chunk within its producer and its project (revision 0015, ADR 0033).
+        UniqueConstraint(
+            "key", "chunk_idx", "producer", "project", "repo", name="uq_content_embeddings_key_chunk_producer_project", postgresql_nulls_not_distinct=True
+        ),
         Index("ix_content_embeddings_metadata_gin", "metadata", postgresql_using="gin", postgresql_ops={"metadata": "jsonb_path_ops"}),
         Index("ix_content_embeddings_projects_gin", "projects", postgresql_using="gin"),
         Index("ix_content_embeddings_producer_key", "producer", "key"),

@@ -15,7 +15,16 @@ unrestricted scope changes nothing. A restricted one:
 - ``admits`` / ``admits_path`` say whether an entry or a vault file is its
   memory: an entry of one of its projects (``brain_core.membership.belongs``)
   or a fleet-wide signal; a file only when every entry the index holds for it
-  is admitted. Unattributed files (feed files, inbox notes, READMEs) are not.
+  is admitted. Unattributed files (feed files, inbox notes, READMEs) are not;
+  ``hides_path`` is the reader's test, answered as "not found" (ADR 0033);
+- ``write_project`` is the write rule (ADR 0033): what a restricted token
+  writes is attributed to one of its projects (named, else its only one,
+  else ``ProjectRequired``, a 422), never outside them (``OutOfScope``) and
+  never fleet-wide (``refuse_fleet``); ``cut_tick_result`` cuts a keeper
+  summary to its projects.
+
+docs/security.md holds the table of every route and MCP tool with what a
+restricted token may write there (tests/test_scope.py checks it is whole).
 
 A token's project that nobody knows yet is kept as written, so it matches the
 project once it appears; a bare key that two repositories share matches only
@@ -27,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -36,7 +46,7 @@ from brain_core.membership import belongs, holds_unnamed, key_is_unique, signal_
 from brain_core.textsearch import Hit, tokens
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.errors import BrainError
-from brain_kernel.feed_repo import records_at
+from brain_kernel.feed_repo import arc_by_cluster_id, records_at
 from brain_kernel.pins import pins
 from brain_kernel.projects import AMBIGUOUS, EXACT, AmbiguousProject, ProjectLookup, known_projects, lookup_project
 from brain_kernel.vault import Vault
@@ -44,6 +54,30 @@ from brain_kernel.vault import Vault
 
 class OutOfScope(BrainError):
     """The principal asked for memory outside its projects (HTTP 403)."""
+
+
+class ProjectRequired(BrainError):
+    """A write by a token bound to several projects names none of them, or names one unreadably (HTTP 422)."""
+
+
+# The keeper summary's fields a restricted token may read as they are: counts, flags and times.
+_TICK_COUNTS = frozenset(
+    {
+        "now",
+        "dry_run",
+        "stats",
+        "arcs_scanned",
+        "arcs_updated",
+        "statuses",
+        "signals",
+        "lessons",
+        "inject_blocks",
+        "llm_calls",
+        "vault_writes",
+        "scanned_files",
+        "read_files",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -162,6 +196,58 @@ class Scope:
         for record in records_at(self.db, paths, prefix=prefix):
             by_path[record.vault_path] = by_path.get(record.vault_path, True) and self.admits(record)
         return {path for path, ok in by_path.items() if ok}
+
+    def hides_path(self, vault_path: str) -> bool:
+        """Whether a reader must answer "not found" for this file: restricted, and not the scope's memory (ADR 0033)."""
+        return self.restricted and not self.admits_path(vault_path)
+
+    def write_project(self, key: str | None, repo: str | None, *, unreadable: str | None = None) -> Member | None:
+        """The project a write is attributed to (None: unrestricted, the caller's own attribution stands).
+
+        A restricted token's write names one of its projects (``key``/``repo``,
+        else OutOfScope), or names none and is its only project's; with several
+        projects and none named, or a project value that is not a key or
+        ``owner/name`` (``unreadable``), ProjectRequired: a 422, never a silent
+        re-filing to another project or to none.
+        """
+        if not self.restricted:
+            return None
+        if unreadable is not None:
+            raise ProjectRequired(f"project {unreadable[:120]!r} is not a project key or owner/name")
+        if key:
+            if not self.allows_ref(key, repo):
+                raise OutOfScope(f"project {repo or key!r} is outside this token's projects")
+            return next((m for m in self.members if m.key == key and (m.repo == repo or not (m.repo and repo))), Member(key, repo, True))
+        if len(self.members) != 1:
+            raise ProjectRequired("this token reaches several projects: name the project this write belongs to")
+        return self.members[0]
+
+    def refuse_fleet(self, what: str) -> None:
+        """OutOfScope for a restricted principal writing something that would reach every project (ADR 0033)."""
+        if self.restricted:
+            raise OutOfScope(f"a token bound to projects cannot write {what}")
+
+    def cut_tick_result(self, result: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A keeper summary as a restricted token may read it: counts, its projects' names and its arcs only.
+
+        Every other field (file paths, moves, the LLM's prompt, notes, errors)
+        can name another project's memory, so it is left out (ADR 0033).
+        """
+        if not self.restricted or result is None:
+            return result
+        out = {k: v for k, v in result.items() if k in _TICK_COUNTS}
+        arcs = [cid for cid in result.get("hot_arcs") or () if isinstance(cid, str)]
+        out["hot_arcs"] = [cid for cid in arcs if (arc := arc_by_cluster_id(self.db, cid)) is not None and self.admits(arc)]
+        mine: list[str] = []
+        for ref in result.get("active_projects") or ():
+            try:
+                key, repo = parse_project_ref(ref)
+            except (InvalidKey, TypeError):
+                continue
+            if self.allows_ref(key, repo):
+                mine.append(ref)
+        out["active_projects"] = mine
+        return out
 
     def require_unrestricted(self, what: str) -> None:
         """OutOfScope for a restricted principal: ``what`` reaches every project's memory."""

@@ -46,7 +46,7 @@ from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.llm import LLMError, chat_completion
 from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
 from brain_kernel.projects import EXACT, AmbiguousProject
-from brain_kernel.scope import OutOfScope, Scope, search_members
+from brain_kernel.scope import Scope, search_members
 from brain_kernel.settings import Settings
 from brain_kernel.transcripts import TranscriptLocator
 from brain_kernel.vault import Vault, VaultPathError
@@ -338,8 +338,8 @@ def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE
     with k.reads() as db:
         reach = Scope(db, principal)
         record = feed_repo.arc_by_cluster_id(db, cluster_id) or feed_repo.arc_absorbing(db, cluster_id)
-        if record is not None and reach.restricted and not reach.admits_path(record.vault_path):
-            raise OutOfScope(f"arc {cluster_id} is not memory of this token's projects")
+        if record is not None and reach.hides_path(record.vault_path):
+            record = None  # another project's arc reads as a missing one (ADR 0033)
         if record is not None:
             try:
                 content = k.vault.read_text(record.vault_path)

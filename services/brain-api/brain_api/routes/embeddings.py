@@ -24,7 +24,7 @@ from brain_core.markers import has_lone_surrogate
 from brain_kernel import embeddings
 from brain_kernel.embedders import Embedder, EmbedderError
 from brain_kernel.projects import EXACT
-from brain_kernel.scope import OutOfScope, Scope
+from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
 
@@ -80,12 +80,20 @@ def _embedder(request: Request) -> Embedder:
 
 
 def _embed(request: Request, db: Any, settings: Any, body: EmbedIn, scope: Scope) -> dict[str, Any]:
-    project, projects, repo = embeddings.metadata_project(body.metadata)
-    if scope.restricted and not scope.admits_meta(project, projects, repo):
-        raise OutOfScope("a token bound to projects embeds only documents whose metadata names one of them")
-    doc = EmbeddingDoc(body.key, body.producer, body.content, str(body.metadata.get("kind") or "artifact"), project, projects, repo, dict(body.metadata))
+    """Store one document; a token bound to projects writes it as its project's and replaces only that project's chunks."""
+    metadata = dict(body.metadata)
+    project, projects, repo = embeddings.metadata_project(metadata)
+    sent = next((str(metadata[k]) for k in ("project", "repo") if metadata.get(k) not in (None, "")), None)
+    member = scope.write_project(project, repo, unreadable=sent if project is None else None)
+    owner = None
+    if member is not None:  # the write rule (ADR 0033): the chunk is its project's, whatever the metadata said
+        project, projects, repo, owner = member.key, (member.key,), member.repo, (member.key, member.repo)
+        metadata["project"] = member.key
+        if member.repo:
+            metadata["repo"] = member.repo
+    doc = EmbeddingDoc(body.key, body.producer, body.content, str(metadata.get("kind") or "artifact"), project, projects, repo, metadata)
     try:
-        stored = embeddings.store_docs(db, _embedder(request), [doc], content_type=body.content_type, force_dim=settings.embed_dim_force_migrate)
+        stored = embeddings.store_docs(db, _embedder(request), [doc], content_type=body.content_type, force_dim=settings.embed_dim_force_migrate, owner=owner)
     except EmbedderError as exc:
         raise HTTPException(status_code=502, detail=f"embedding failed: {exc}") from None
     return {"key": body.key, "chunks_stored": stored, "dimensions": embeddings.column_dimension(db)}
@@ -93,7 +101,7 @@ def _embed(request: Request, db: Any, settings: Any, body: EmbedIn, scope: Scope
 
 @router.post("/embed")
 def embed(request: Request, body: EmbedIn, db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
-    """Chunk, embed and store one document (its earlier chunks of the same producer replaced)."""
+    """Chunk, embed and store one document (its earlier chunks of the same producer replaced; a scoped token's: its project's only)."""
     return _embed(request, db, settings, body, Scope(db, principal))
 
 

@@ -3,7 +3,9 @@
 Clients know their project exactly when a session starts, so an explicit
 ``project``/``repo`` is stored as source ``attrs`` (normalised and validated);
 otherwise the kernel resolves the posted ``cwd`` (git, catalog, learned roots,
-layout). Posting the same session id again updates the stored identity.
+layout). Posting the same session id again updates the stored identity. A
+token bound to projects registers only its projects' sessions, never one
+another project holds, and its ``cwd`` is recorded, not resolved (ADR 0033).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from brain_api.deps import AuthDep, PrincipalDep, SessionDep, SettingsDep
 from brain_core import identity as core
 from brain_core.keys import InvalidKey
 from brain_kernel.identity import IdentityResolver
+from brain_kernel.identity_repo import get_session
 from brain_kernel.scope import OutOfScope, Scope
 
 router = APIRouter(tags=["sessions"], dependencies=[AuthDep])
@@ -87,15 +90,30 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
     """Record (or update) a session's identity; returns the stored identity (a token bound to projects: only theirs, else 403)."""
     resolver = IdentityResolver(settings, db)
     attrs = {"project": body.project, "repo": body.repo, "worktree": body.worktree}
+    scope = Scope(db, principal)
     try:
         worktree = core.normalise_worktree(body.worktree)
-        identity = resolver.resolve(body.cwd, attrs=attrs)
+        # A token bound to projects never has a server folder resolved on its word (ADR 0033): its
+        # client names the project, else the session is its only project's.
+        identity = resolver.resolve(None if scope.restricted else body.cwd, attrs=attrs)
     except InvalidKey as exc:
         raise _reject(_culprit(body), str(exc)) from None
+    if scope.restricted:
+        identity = _scoped_identity(scope, db, body, identity)
     if worktree:  # the client knows its worktree exactly, with or without a project (as markers do)
         identity = replace(identity, worktree=worktree)
-    scope = Scope(db, principal)
-    if scope.restricted and not scope.allows_ref(identity.project, identity.repo):
-        raise OutOfScope("a token bound to projects registers only sessions of those projects")
     created = resolver.record_session(body.session_id, identity, agent=body.agent)
     return {"session_id": body.session_id, "agent": body.agent, "created": created, **identity.to_dict()}
+
+
+def _scoped_identity(scope: Scope, db: Any, body: SessionRegistration, identity: core.ProjectIdentity) -> core.ProjectIdentity:
+    """A restricted token's registration: inside its projects (or its only one), never over another project's session."""
+    member = scope.write_project(identity.project, identity.repo)
+    assert member is not None  # restricted
+    known = get_session(db, body.session_id)
+    if known is not None and known.project and not scope.allows_ref(known.project, known.repo):
+        raise OutOfScope(f"session {body.session_id!r} cannot be registered by this token")
+    cwd = body.cwd.strip() or None
+    if identity.project:
+        return replace(identity, cwd=cwd)
+    return core.ProjectIdentity(member.key, member.repo, None, None, cwd, "attrs")

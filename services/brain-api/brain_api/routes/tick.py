@@ -17,9 +17,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from brain_api.deps import AuthDep, ReadSessionDep, SessionDep
+from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep
 from brain_core.times import iso
 from brain_kernel import tick_queue
+from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["tick"], dependencies=[AuthDep])
 
@@ -46,9 +47,18 @@ def request_tick(
 
 
 @router.get("/tick/{job_id}")
-def get_tick(db: ReadSessionDep, job_id: Annotated[str, Path(min_length=1, max_length=64)]) -> dict[str, Any]:
-    """A tick request's status (pending, running, completed, failed) and outcome; ``unknown`` when no request has this id."""
+def get_tick(db: ReadSessionDep, principal: PrincipalDep, job_id: Annotated[str, Path(min_length=1, max_length=64)]) -> dict[str, Any]:
+    """A tick request's status (pending, running, completed, failed) and outcome; ``unknown`` when no request has this id.
+
+    A token bound to projects reads the outcome cut to its projects: counts,
+    its projects and its hot arcs; a failure's message is left out (ADR 0033).
+    """
     job = tick_queue.get(db, job_id)
     if job is None:
         return {"job_id": job_id, "status": "unknown"}
-    return job.as_dict()
+    answer = job.as_dict()
+    scope = Scope(db, principal)
+    if scope.restricted:
+        answer["result"] = scope.cut_tick_result(answer["result"])
+        answer["error"] = "the tick failed (an unrestricted token reads why)" if answer["error"] else None
+    return answer

@@ -33,7 +33,7 @@ from brain_core.vault.layout import INBOX_DIR
 from brain_kernel import feed_repo, search_docs
 from brain_kernel.index import follow_search
 from brain_kernel.projects import EXACT
-from brain_kernel.scope import OutOfScope, Scope, search_members
+from brain_kernel.scope import Scope, search_members
 from brain_kernel.vault import Vault, VaultPathError
 from brain_kernel.vault_search import SKIP_DIRS, search_project, search_vault
 
@@ -76,15 +76,14 @@ def vault_read(
     path: Annotated[str, Query(max_length=1000, description="Vault-relative path of a file.")],
     max_bytes: Annotated[int, Query(ge=1, le=MAX_FILE_BYTES, description="Largest content returned, in bytes.")] = MAX_FILE_BYTES,
 ) -> dict[str, Any]:
-    """One file's content (truncated at ``max_bytes``); a token bound to projects reads only its projects' files."""
+    """One file's content (truncated at ``max_bytes``); a token bound to projects reads only its projects' files (else 404)."""
     if not path.strip():
         raise HTTPException(status_code=400, detail="path is required")
     target = vault.path(_rel(path))
     if not target.exists() or (target != vault.root and _hidden(vault.rel(target))):
         raise HTTPException(status_code=404, detail="not found")
-    scope = Scope(db, principal)
-    if scope.restricted and not scope.admits_path(vault.rel(target)):
-        raise OutOfScope(f"{vault.rel(target)} is not memory of this token's projects")
+    if Scope(db, principal).hides_path(vault.rel(target)):  # another project's file reads as a missing one (ADR 0033)
+        raise HTTPException(status_code=404, detail="not found")
     if not target.is_file():
         raise HTTPException(status_code=400, detail="path is not a file")
     try:
@@ -223,10 +222,20 @@ def write_inbox(
     db: SessionDep,
     title: Annotated[str, Form(description="The note's title (at most 200 characters).")],
     content: Annotated[str, Form(description="The note's markdown (at most 200 000 characters).")],
+    principal: PrincipalDep,
     tags: Annotated[str | None, Form(description="Comma list of tags.")] = None,
     artifact_refs: Annotated[str | None, Form(description="Comma list of artifact references.")] = None,
+    project: Annotated[
+        str | None,
+        Form(max_length=300, description="The note's project (short key or owner/name); a token bound to several projects must name one."),
+    ] = None,
 ) -> dict[str, Any]:
-    """Write a note to ``raw/inbox/YYYY-MM-DD-<slug>.md`` with its frontmatter; the name is never reused."""
+    """Write a note to ``raw/inbox/YYYY-MM-DD-<slug>.md`` with its frontmatter; the name is never reused.
+
+    A note naming a project (or written by a token bound to projects: always
+    its project's, ADR 0033) carries ``project``/``repo`` in its frontmatter,
+    so the inline markers it holds speak for that project only.
+    """
     title = title.strip()
     if not title:
         raise HTTPException(status_code=400, detail="title is required")
@@ -238,6 +247,7 @@ def write_inbox(
         raise HTTPException(status_code=400, detail=f"content is longer than {MAX_INBOX_CONTENT_CHARS} characters")
     if has_lone_surrogate([title, content, tags, artifact_refs]):
         raise HTTPException(status_code=400, detail="the note holds a lone surrogate (not valid Unicode text)")
+    owner = _note_project(Scope(db, principal), project)
     title, content = scrub(title), scrub(content)  # secrets never reach the vault (defect 15)
     tag_list, ref_list = _comma_list(tags), _comma_list(artifact_refs)
     now = clock().astimezone(dt.timezone.utc)  # the file's date and `created` are both UTC
@@ -246,6 +256,10 @@ def write_inbox(
         meta["tags"] = tag_list
     if ref_list:
         meta["artifact_refs"] = ref_list
+    if owner is not None:
+        meta["project"], meta["repo"] = owner
+        if owner[1] is None:
+            del meta["repo"]
     text = frontmatter.render(meta, content if content.endswith("\n") else content + "\n")
     stem = f"{INBOX_DIR}/{now.date().isoformat()}-{_inbox_slug(title)}"
     rel = f"{stem}.md"
@@ -269,6 +283,20 @@ def write_inbox(
     return {"path": rel, "size_bytes": size, "artifact_refs": ref_list, "tags": tag_list}
 
 
+def _note_project(scope: Scope, project: str | None) -> tuple[str, str | None] | None:
+    """The (key, repo) an inbox note is filed under: the one named, else a restricted token's own (ADR 0033).
+
+    A named project is looked up as the feed does: malformed 422, ambiguous
+    409, outside a restricted token's projects 403; an unknown one is kept as
+    named, so the note joins the project once it appears.
+    """
+    named = scope.check(project.strip()) if project is not None and project.strip() else None
+    member = scope.write_project(named.key if named else None, named.repo if named else None)
+    if member is not None:
+        return member.key, member.repo
+    return (named.key, named.repo) if named is not None else None
+
+
 @router.get("/signal")
 def get_signal(vault: VaultDep, settings: SettingsDep) -> dict[str, Any]:
     """The amygdala alert file, exactly as upstream reports it (absent file: all clear)."""
@@ -290,7 +318,7 @@ def _arc_file(vault: Vault, cluster_id: str) -> tuple[str, frontmatter.Document]
         return None
     for pattern in (f"*/{cluster_id}.md", f"*/{cluster_id}.merged.md"):
         for path in sorted(clusters.glob(pattern)):
-            if path.is_symlink() or not vault.contains(path):
+            if path.is_symlink() or not vault.contains(path) or not path.is_file():  # a hand-made folder of that name is no arc
                 continue
             doc = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
             if pattern.endswith(".merged.md") or not doc.meta.get("merged_into"):
@@ -304,7 +332,8 @@ def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep, principal: Pri
 
     The index answers first (the arc's row, else the arc that records absorbing
     it); the vault is looked at only for what the index does not know yet. A
-    token bound to projects reads only its projects' arcs (403 for another's).
+    token bound to projects reads only its projects' arcs (another's answers
+    404 as an unknown id does).
     """
     if not _CLUSTER_ID.match(cluster_id):
         raise HTTPException(status_code=422, detail="cluster_id must be letters, digits, '.', '_' or '-'")
@@ -323,8 +352,8 @@ def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep, principal: Pri
                 target, found = str(found[1].meta["merged_into"]), None
         if found is not None:
             rel, doc = found
-            if scope.restricted and not scope.admits_path(rel):
-                raise OutOfScope(f"arc {requested} is not memory of this token's projects")
+            if scope.hides_path(rel):  # another project's arc reads as a missing one (ADR 0033)
+                break
             return {
                 "cluster_id": str(doc.meta.get("cluster_id") or current),
                 "vault_path": rel,
