@@ -14,6 +14,10 @@ writes arc files through the one frontmatter codec; ``refresh_changes``
 computes the targeted frontmatter edits when an existing arc gains sessions;
 ``arc_last_active`` is the one rule for an arc's last activity, shared by heat
 and the arc's index row (``brain_core.vault.records.arc_record``).
+
+The prompts and title hints a bundle carries are scrubbed of secrets again
+as they are read (``ArcSession.from_mapping``): a bundle written by an
+older extract, or by hand, never puts a secret into an arc's title or body.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brain_core.identity import SOURCES
+from brain_core.redact import scrub
 from brain_core.text import clip_words, int_or, table_cell
 from brain_core.times import parse_time
 from brain_core.transcripts import is_boilerplate
@@ -109,14 +114,14 @@ class ArcSession:
             num_user_turns=_int("num_user_turns"),
             num_assistant_turns=_int("num_assistant_turns"),
             num_tool_calls=_int("num_tool_calls"),
-            first_user_prompt=str(data.get("first_user_prompt") or ""),
-            last_user_prompt=str(data.get("last_user_prompt") or ""),
+            first_user_prompt=scrub(str(data.get("first_user_prompt") or "")),
+            last_user_prompt=scrub(str(data.get("last_user_prompt") or "")),
             top_tools={str(k): int(v) for k, v in dict(tools).items() if isinstance(v, (int, float))},
             compactions=_int("compactions"),
             resumed=bool(data.get("resumed")),
             joy_markers=_int("joy_markers"),
             error_markers=_int("error_markers"),
-            title_hint=data.get("title_hint") or None,
+            title_hint=scrub(str(data["title_hint"])) if data.get("title_hint") else None,
         )
 
 

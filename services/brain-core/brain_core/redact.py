@@ -21,24 +21,31 @@ What is replaced by ``<REDACTED_SECRET>``:
   its value replaced from 6 characters (prose like ``password: required``
   keeps its word);
 - the password of a URL's credentials (``https://user:pw@host``).
+
+What ``brain extract`` and ``brain cluster`` mine from transcripts (prompts,
+title hints) goes through ``scrub`` where the parser keeps it, so arcs, their
+dashboards, the hot table and the index only ever get scrubbed text.
+``scrub_report`` is the same rule counting what it replaced, by kind, for
+audits; ``scrub_document`` applies it to a whole vault file (``brain scrub``).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from dataclasses import dataclass, field
 
 REDACTED = "<REDACTED_SECRET>"
 
 _TOKENS = re.compile(
     r"(?<![A-Za-z0-9_-])(?:"
-    r"gh[psou]_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|sk-ant-[A-Za-z0-9_-]{20,}"
-    r"|sk-[A-Za-z0-9_-]{20,}"
-    r"|xox[baprs]-[A-Za-z0-9-]{10,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|AIza[0-9A-Za-z_-]{20,}"
-    r"|gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{15,}"
+    r"(?P<github>gh[psou]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"
+    r"|(?P<anthropic>sk-ant-[A-Za-z0-9_-]{20,})"
+    r"|(?P<openai>sk-[A-Za-z0-9_-]{20,})"
+    r"|(?P<slack>xox[baprs]-[A-Za-z0-9-]{10,})"
+    r"|(?P<aws>(?:AKIA|ASIA)[0-9A-Z]{16})"
+    r"|(?P<google>AIza[0-9A-Za-z_-]{20,})"
+    r"|(?P<gitlab>gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{15,})"
     r")"
 )
 _BEARER = re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]{20,}")
@@ -48,18 +55,70 @@ _ASSIGNMENT = re.compile(
 )
 
 
-_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|.*\Z)", re.DOTALL)
+_KEY_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+_KEY_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+_PRIVATE_KEY = re.compile(rf"{_KEY_BEGIN}(?:.*?{_KEY_END}|.*\Z)", re.DOTALL)
+# A document holds many texts, one a line (an arc's prompts, a table's cells): there a key block ends at an
+# END on its own line or right after its key lines, and one cut short ends with its line and the key lines
+# after it, never with the document (nor takes in the texts up to some later key's END).
+_PRIVATE_KEY_LINES = re.compile(
+    rf"{_KEY_BEGIN}(?:[^\r\n]*?{_KEY_END}"
+    rf"|[^\r\n]*(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info):[^\r\n]*)[ \t]*(?=\r?\n|\Z))*(?:\r?\n[ \t]*{_KEY_END})?)"
+)
 _PASSWORD_PAIR = re.compile(r"(?i)(\b(?:password|passwd|pwd|secret)\s*=\s*)([\"']?)([^\s\"'&;,]{6,})\2")
 _URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s/@]+)(@)")
 
 
+@dataclass(frozen=True)
+class Scrubbed:
+    """A scrubbed text and how many secrets of each kind were replaced in it (never the secrets)."""
+
+    text: str
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def removed(self) -> int:
+        """How many secrets were replaced."""
+        return sum(self.kinds.values())
+
+
+def _scrub(text: str, private_key: re.Pattern[str]) -> Scrubbed:
+    if not text:
+        return Scrubbed(text)
+    found: Counter[str] = Counter()
+
+    def whole(kind: str) -> str:
+        found[kind] += 1
+        return REDACTED
+
+    def value(kind: str, match: re.Match[str], prefix: str, suffix: str, secret: str) -> str:
+        if secret == REDACTED:  # scrubbed before: left as it is, and not counted again
+            return match.group(0)
+        found[kind] += 1
+        return f"{prefix}{REDACTED}{suffix}"
+
+    out = private_key.sub(lambda m: whole("private_key"), text)
+    out = _URL_CREDENTIALS.sub(lambda m: value("url_credentials", m, m.group(1), m.group(3), m.group(2)), out)
+    out = _PASSWORD_PAIR.sub(lambda m: value("password", m, m.group(1) + m.group(2), m.group(2), m.group(3)), out)
+    out = _ASSIGNMENT.sub(lambda m: value("assignment", m, m.group(1) + m.group(2), m.group(2), m.group(3)), out)
+    out = _BEARER.sub(lambda m: m.group(1) + whole("bearer"), out)
+    out = _TOKENS.sub(lambda m: whole(str(m.lastgroup)), out)
+    return Scrubbed(out, dict(sorted(found.items())))
+
+
+def scrub_report(text: str) -> Scrubbed:
+    """``scrub`` of ``text``, with the count of secrets replaced by kind (``aws``, ``github``, ``assignment``, ...)."""
+    return _scrub(text, _PRIVATE_KEY)
+
+
+def scrub_document(text: str) -> Scrubbed:
+    """``scrub_report`` of a whole vault file: a key block cut short ends at its line (and the key lines after it).
+
+    Every byte outside a replaced secret is kept, line ends included.
+    """
+    return _scrub(text, _PRIVATE_KEY_LINES)
+
+
 def scrub(text: str) -> str:
     """``text`` with every secret-shaped token and credential value replaced by ``<REDACTED_SECRET>``."""
-    if not text:
-        return text
-    out = _PRIVATE_KEY.sub(REDACTED, text)
-    out = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", out)
-    out = _PASSWORD_PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", out)
-    out = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", out)
-    out = _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", out)
-    return _TOKENS.sub(REDACTED, out)
+    return _scrub(text, _PRIVATE_KEY).text

@@ -11,6 +11,11 @@ A transcript is written by a tool that may crash mid-line, so nothing here
 raises on bad input: malformed JSON, non-UTF-8 bytes and unknown line types are
 skipped and counted. Injected boilerplate (slash-command wrappers, environment
 context, user instructions, tool results) never becomes a "prompt".
+
+Every text kept from a transcript (prompts, the summary's title hint) is
+scrubbed of secrets (``brain_core.redact``) here, before it is clipped, so
+the bundle, the arcs and everything derived from them never carry one and a
+clip never cuts a secret into a piece the scrub no longer recognises.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from brain_core.text import clip_words, storable
+from brain_core.redact import scrub
+from brain_core.text import clip_words, one_line, storable
 from brain_core.times import parse_time
 
 PROMPT_CHARS = 300
@@ -74,6 +80,24 @@ _ERROR = re.compile(
 )
 _EXIT_CODE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
 _ENV_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
+
+# How much of a flattened text is scrubbed before it is clipped: far more than any clip keeps, and bounded,
+# so a pasted megabyte costs the scrub no more than a prompt does.
+_SCRUB_WINDOW = 4000
+
+
+def mined_text(text: str, limit: int) -> str:
+    """``text`` as a transcript's text is kept: one line, secrets scrubbed, then clipped to ``limit`` characters.
+
+    The scrub reads a window well past the clip, extended to the end of the
+    word it would cut (a secret holds no space), so a secret straddling the
+    clip is replaced whole instead of leaving a prefix no pattern matches.
+    """
+    flat = one_line(text)
+    if len(flat) > _SCRUB_WINDOW:
+        end = flat.find(" ", _SCRUB_WINDOW, 2 * _SCRUB_WINDOW)
+        flat = flat[: end if end != -1 else 2 * _SCRUB_WINDOW]
+    return clip_words(scrub(flat), limit)
 
 
 def is_boilerplate(text: str) -> bool:
@@ -168,7 +192,8 @@ class SessionSummary:
             "joy_markers": self.joy_markers,
             "error_markers": self.error_markers,
             "title_hint": self.title_hint,
-            "transcript_repo_url": self.repo_url,
+            # The summary keeps the URL as the resolver needs it; a credential in it never reaches the bundle.
+            "transcript_repo_url": scrub(self.repo_url) if self.repo_url else None,
         }
 
 
@@ -255,7 +280,7 @@ class _Parser:
             return
         self._seen_prompt = True
         self.s.num_user_turns += 1
-        prompt = clip_words(text, PROMPT_CHARS)
+        prompt = mined_text(text, PROMPT_CHARS)
         if not self.s.first_user_prompt:
             self.s.first_user_prompt = prompt
         self.s.last_user_prompt = prompt
@@ -288,7 +313,7 @@ class ClaudeParser(_Parser):
         if kind == "summary":
             summary = obj.get("summary")
             if isinstance(summary, str) and summary.strip() and self.s.title_hint is None:
-                self.s.title_hint = storable(clip_words(summary, 120))
+                self.s.title_hint = storable(mined_text(summary, 120))
             return
         if kind not in ("user", "assistant"):
             if kind in _CLAUDE_IGNORED:
