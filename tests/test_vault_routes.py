@@ -415,3 +415,13 @@ def test_write_inbox_answers_503_when_the_vault_cannot_take_it(client, settings:
     assert r.status_code == 503 and r.json()["detail"].startswith("vault write failed: ")
     assert "no free" not in r.json()["detail"]  # a broken inbox folder is not taken for a name clash
     assert sorted(p.name for p in (settings.vault / "raw").iterdir()) == ["inbox"]  # no temp file left behind
+
+
+def test_an_arc_path_that_is_a_folder_answers_404_never_500(client, settings: Settings, db: Session) -> None:
+    vault = Vault(settings.vault)
+    (vault.path("clusters") / "2026-12-01" / "arc-folder0001.md").mkdir(parents=True)  # a hand-edited vault
+    answer = client.get("/arcs/arc-folder0001")
+    assert answer.status_code == 404 and answer.json() == {"detail": "arc arc-folder0001 not found"}
+    rebuild(db, vault)
+    db.commit()
+    assert client.get("/arcs/arc-folder0001").status_code == 404
