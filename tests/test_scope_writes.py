@@ -227,11 +227,12 @@ def test_scoped_writes_and_reads_over_the_mcp_http_transport(world: World, tmp_p
                 answers["real_arc"] = await _call(client, "brain_get_arc", {"cluster_id": world.arcs["beta"]})
                 answers["no_arc"] = await _call(client, "brain_get_arc", {"cluster_id": "arc-nope"})
                 answers["other"] = await _call(client, "brain_marker", {"type": "lesson", "content": "x", "attrs": {"project": "other/alpha"}})
+                answers["unreadable"] = await _call(client, "brain_marker", {"type": "lesson", "content": "y", "attrs": {"project": "ålpha"}})
 
         anyio.run(session)
     finally:
         stop(proc, 10)
     assert "error" in answers["fleet"] and answers["own"]["project"] == "alpha"
-    assert "error" in answers["other"]
+    assert "error" in answers["other"] and "not a project key" in answers["unreadable"]["error"]
     assert answers["real_arc"] == {"error": f"cluster_id not found: {world.arcs['beta']}"} and answers["no_arc"] == {"error": "cluster_id not found: arc-nope"}
     assert "MCPFLEET" not in world.feed_text(BETA, "org/beta") and "MCPOWN" not in world.feed_text(BETA, "org/beta")
