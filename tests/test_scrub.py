@@ -1,4 +1,4 @@
-"""Secrets in what is mined from transcripts: scrubbed on the way in."""
+"""Secrets in what is mined from transcripts: scrubbed on the way in, and ``brain scrub`` for arcs written before."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.redact import REDACTED, scrub_document, scrub_report
 from brain_core.transcripts import parse_claude, parse_codex
 from brain_core.vault import frontmatter
@@ -43,6 +44,10 @@ def _holding_secrets(root: Path) -> dict[str, list[str]]:
 def _index_holding_secrets(db: Session) -> list[str]:
     rows = db.execute(select(Entry.vault_path, Entry.title, Entry.content)).all()
     return [path for path, title, content in rows if any(s in (title or "") or s in (content or "") for s in SECRETS)]
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # -- the core ------------------------------------------------------------------------------------------------
@@ -132,3 +137,100 @@ def test_a_bundle_written_before_the_scrub_gives_scrubbed_arcs(tmp_path: Path) -
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["created"] == 1
     assert _holding_secrets(tmp_path / "vault") == {}
+
+
+# -- brain scrub ---------------------------------------------------------------------------------------------
+
+
+def _plant(vault: Vault, sid: str, start: dt.datetime, first: str, last: str, *, where: str | None = None, crlf: bool = False) -> str:
+    """An arc as an older kernel wrote it: the prompts verbatim in its title and its Prompts section."""
+    session = ArcSession(
+        session_id=sid,
+        project="api",
+        repo="acme/api",
+        project_source="git",
+        cwd="/home/dev/api",
+        start=start,
+        end=start + dt.timedelta(minutes=40),
+        num_user_turns=3,
+        first_user_prompt=first,
+        last_user_prompt=last,
+    )
+    plan = build_plan([session])
+    text = render_arc(plan)
+    rel = plan.vault_path if where is None else f"{where}/{plan.cluster_id}.md"
+    vault.path(rel).parent.mkdir(parents=True, exist_ok=True)
+    vault.path(rel).write_bytes((text.replace("\n", "\r\n") if crlf else text).encode())
+    return rel
+
+
+def _now_at(root: Path, rel: str) -> str:
+    """Where the arc planted at ``rel`` is after a tick (found by its file name)."""
+    (found,) = root.rglob(rel.rsplit("/", 1)[-1])
+    return found.relative_to(root).as_posix()
+
+
+def test_brain_scrub_replaces_only_the_secret_spans_of_existing_arcs(tmp_path: Path, database_url: str, db: Session) -> None:
+    settings = make_settings(tmp_path, database_url)
+    vault = Vault(settings.vault)
+    vault.scaffold()
+    planted = _plant(vault, "old-session-1", T0, FIRST, LAST)
+    clean = _plant(vault, "old-session-3", T0 - dt.timedelta(hours=16), "Fix the flaky login test", "Commit it please")
+    assert all(s in frontmatter.parse(vault.read_text(planted)).meta["title"] for s in (AWS, GITHUB))
+    tick = brain(settings, "tick", "--no-ai")  # the keeper copies the titles into the dashboard and the hot table
+    assert tick.exit_code == 0, tick.stderr
+    planted, clean = (_now_at(settings.vault, rel) for rel in (planted, clean))  # the keeper may have promoted them
+    in_region = _plant(vault, "old-session-2", T0 - dt.timedelta(hours=8), LAST, FIRST, where="right/ideas", crlf=True)  # CRLF, unticked
+    holding = _holding_secrets(settings.vault)
+    assert {planted, in_region, "brain-feed/hot-arcs.md"} <= set(holding)
+    assert _index_holding_secrets(db)
+    db.rollback()
+    before = _snapshot(settings.vault)
+    mtimes = {rel: vault.path(rel).stat().st_mtime_ns for rel in before}
+
+    dry = brain(settings, "scrub", "--dry-run", "--audit", str(tmp_path / "dry.jsonl"))
+    assert dry.exit_code == 0, dry.stderr
+    *lines, last = dry.stdout.strip().splitlines()
+    summary = json.loads(last)
+    assert summary["dry_run"] is True and summary["changed"] == len(holding) and summary["files_written"] == []
+    assert {json.loads(line)["path"] for line in lines} == set(holding)
+    assert _snapshot(settings.vault) == before
+
+    audit = tmp_path / "audit.jsonl"
+    real = brain(settings, "scrub", "--audit", str(audit))
+    assert real.exit_code == 0, real.stderr
+    summary = json.loads(real.stdout.strip().splitlines()[-1])
+    assert summary["changed"] == len(holding) and summary["unchanged"] == summary["scanned"] - len(holding)
+    assert sorted(summary["files_written"]) == sorted(holding) and summary["skipped"] == []
+    assert summary["index"]["refreshed"] is True
+
+    after = _snapshot(settings.vault)
+    assert _holding_secrets(settings.vault) == {}
+    assert set(after) == set(before)
+    for rel, data in before.items():
+        expected = data
+        for secret in SECRETS:  # the byte diff: each secret's span replaced, nothing else
+            expected = expected.replace(secret.encode(), REDACTED.encode())
+        assert after[rel] == expected, rel
+        if rel not in holding:
+            assert vault.path(rel).stat().st_mtime_ns == mtimes[rel], f"{rel} was rewritten"
+    assert b"\r\n" in after[in_region] and b"\n" not in after[in_region].replace(b"\r\n", b"")
+    for rel in (planted, in_region):
+        old, new = frontmatter.parse(before[rel].decode()), frontmatter.parse(after[rel].decode())
+        assert new.strict and list(new.meta) == list(old.meta)
+        assert new.meta["title"].startswith(f"Deploy {REDACTED} {REDACTED}") or new.meta["title"].startswith(f"Rotate {REDACTED}")
+    assert after[clean] == before[clean]
+
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert {e["path"] for e in entries} == set(holding)
+    assert sum(e["secrets_removed"] for e in entries) == summary["secrets_removed"] > 0
+    assert all(set(e["kinds"]) <= {"assignment", "aws", "github"} for e in entries)
+    assert not [s for s in SECRETS if s in audit.read_text()]
+    assert _index_holding_secrets(db) == []
+    db.rollback()
+
+    rerun = brain(settings, "scrub")
+    assert rerun.exit_code == 0, rerun.stderr
+    again = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert again["changed"] == 0 and again["secrets_removed"] == 0 and again["files_written"] == []
+    assert _snapshot(settings.vault) == after

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from brain_cli.commands import amygdala, apply, backfill, cluster, drain, embed, extract, init, loop, mcp, reindex, server, tick, whereis
+from brain_cli.commands import amygdala, apply, backfill, cluster, drain, embed, extract, init, loop, mcp, reindex, scrub, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -45,6 +45,7 @@ for name, command in (
     ("init", init.init),
     ("amygdala", amygdala.amygdala),
     ("backfill", backfill.backfill),
+    ("scrub", scrub.scrub),
 ):
     app.command(name, help=_help(command))(command)
 

@@ -1,0 +1,186 @@
+"""``brain scrub``: secrets taken out of the arcs already in the vault, and of the keeper's copies of them, in place.
+
+Arcs clustered before the extractor scrubbed what it mined hold the agent's
+prompts as the transcript had them, and the keeper copied their titles into
+the day dashboards, the hot table and the intents (ADR 0036). This job reads
+every ``.md`` file under ``clusters/`` (arcs, merge tombstones, dashboards),
+every arc in the region folders (an arc by its path, or a document with a
+``cluster_id`` that is not a signal, as the backfill reads them) and every
+file under ``brain-feed/``, and applies ``brain_core.redact.scrub_document``
+to its text. Lesson and milestone logs, decisions and signals hold markers,
+scrubbed when they were written, and are not read.
+
+Only the secret spans change: the file is read as bytes and written back as
+bytes, every other byte and line end kept, atomically with its mode
+(``Vault.rewrite_listed``). A file with frontmatter is written only when the
+scrubbed text still parses, through the one codec, to the same keys in the
+same way; otherwise, and for a file that is not UTF-8, it is skipped and
+listed. A file without a secret is not written at all.
+
+Why a rerun is safe: the scrub of scrubbed text is that text (a value that
+is already the placeholder is neither replaced nor counted), so a rerun
+writes nothing; the audit line of a change is flushed before its write, so a
+change is never unaudited (a killed run may log one twice). The index
+follows the files written through the kernel's one path: live documents by
+``index.refresh`` (entries and the search index; the stored feed answers are
+invalidated by the index's triggers), the rest (dashboards, feed tables,
+second copies) by ``index.follow_search``; the next tick re-reads them
+because their size and mtime moved. ``dry_run`` writes no file and no row;
+the function never commits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from sqlalchemy.orm import Session
+
+from brain_core.redact import Scrubbed, scrub_document
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, kind_of_path
+from brain_kernel import catalogue, index
+from brain_kernel.db import hold_keeper_lock
+from brain_kernel.vault import Vault
+
+Progress = Callable[[int, int], None]
+SCANNED_PREFIXES = (CLUSTERS_DIR, *REGION_DIRS, FEED_DIR)
+
+
+@dataclass
+class ScrubSummary:
+    """What a run found and did; ``as_dict`` is the command's last stdout line."""
+
+    dry_run: bool = False
+    scanned: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    secrets_removed: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    skipped: list[str] = field(default_factory=list)
+    files_written: list[str] = field(default_factory=list)
+    index: dict[str, Any] = field(default_factory=lambda: {"refreshed": False})
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, counts first."""
+        return {
+            "scanned": self.scanned,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "secrets_removed": self.secrets_removed,
+            "kinds": dict(sorted(self.kinds.items())),
+            "skipped": self.skipped,
+            "dry_run": self.dry_run,
+            "files_written": self.files_written,
+            "index": self.index,
+        }
+
+
+def candidates(vault: Vault) -> list[str]:
+    """The vault paths a run considers (module docstring), sorted; region documents are filtered once read."""
+    found: set[str] = set()
+    for prefix in SCANNED_PREFIXES:
+        found.update(rel for rel, _ in catalogue.walk(str(vault.root / prefix), prefix))
+    return sorted(found)
+
+
+def _in_regions(rel: str) -> bool:
+    return rel.split("/", 1)[0] in REGION_DIRS
+
+
+def _is_arc(rel: str, doc: frontmatter.Document) -> bool:
+    """An arc as the keeper reads a region folder: by its path, or by a ``cluster_id`` on a document that is not a signal."""
+    return kind_of_path(rel) == "arc" or bool(doc.meta.get("cluster_id") and doc.meta.get("type") != "signal")
+
+
+def same_structure(before: frontmatter.Document, after: frontmatter.Document) -> bool:
+    """Whether a scrubbed file's frontmatter parses as the original's did: present or not, strictly or not, same keys in order."""
+    return (before.has_frontmatter, before.strict, list(before.meta)) == (after.has_frontmatter, after.strict, list(after.meta))
+
+
+def _audit_line(rel: str, result: Scrubbed, dry_run: bool) -> dict[str, Any]:
+    return {
+        "path": rel,
+        "secrets_removed": result.removed,
+        "kinds": result.kinds,
+        "dry_run": dry_run,
+        "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def run_scrub(
+    vault: Vault,
+    *,
+    db: Session | None = None,
+    dry_run: bool = False,
+    audit: TextIO | None = None,
+    progress: Progress | None = None,
+    plan: Callable[[dict[str, Any]], None] | None = None,
+) -> ScrubSummary:
+    """Scrub the vault's arcs and feed copies in place (module docstring); the caller commits ``db``.
+
+    ``audit`` receives one JSON line per file changed (before its write), ``plan``
+    the same line as a dict; neither ever holds a secret, only counts by kind.
+    """
+    if db is not None and not dry_run:
+        hold_keeper_lock(db)  # not beside a tick, an apply or a backfill: they rewrite the same arcs
+    summary = ScrubSummary(dry_run=dry_run)
+    rels = candidates(vault)
+    for done, rel in enumerate(rels, 1):
+        if progress is not None:
+            progress(done, len(rels))
+        try:
+            text = vault.listed(rel).read_bytes().decode("utf-8")  # exact bytes: CRLF files stay CRLF
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            summary.skipped.append(f"{rel}: {exc.strerror}")
+            continue
+        except UnicodeDecodeError:
+            summary.skipped.append(f"{rel}: not UTF-8, left as it is")  # a rewrite could not give back its other bytes
+            continue
+        doc = frontmatter.parse(text)
+        if _in_regions(rel) and not _is_arc(rel, doc):
+            continue  # a log of markers, a decision, a signal or a standing document: not mined text
+        summary.scanned += 1
+        result = scrub_document(text)
+        if not result.removed:
+            summary.unchanged += 1
+            continue
+        if not same_structure(doc, frontmatter.parse(result.text)):
+            summary.skipped.append(f"{rel}: the scrubbed frontmatter would not parse as before, left as it is")
+            continue
+        summary.changed += 1
+        summary.secrets_removed += result.removed
+        summary.kinds.update(result.kinds)
+        line = _audit_line(rel, result, dry_run)
+        if audit is not None:
+            audit.write(json.dumps(line, ensure_ascii=False) + "\n")
+            audit.flush()
+        if plan is not None:
+            plan(line)
+        if not dry_run:
+            vault.rewrite_listed(rel, result.text.encode("utf-8"))
+            summary.files_written.append(rel)
+    if summary.files_written:
+        vault.sync_folders(summary.files_written)
+        if db is not None:
+            _follow(db, vault, summary)
+    return summary
+
+
+def _follow(db: Session, vault: Vault, summary: ScrubSummary) -> None:
+    """The index follows the files written: live documents' rows and search text, the others' search text."""
+    written = summary.files_written
+    live = set(index.live_vault_files(catalogue.stat_files(vault)))
+    documents = [rel for rel in written if rel in live]
+    entries = removed = 0
+    if documents:
+        result = index.refresh(db, vault, documents)
+        entries, removed = result.entries, result.removed
+    index.follow_search(db, vault, [rel for rel in written if rel not in live])
+    summary.index = {"refreshed": True, "files": len(written), "entries_written": entries, "removed": removed}
