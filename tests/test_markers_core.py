@@ -231,3 +231,12 @@ def test_a_markers_idempotency_key_is_kept_in_its_text_and_read_back(stored: str
     old = render_log_entry("lesson", req(), API, marker_id="m1", at=AT)  # an entry written before keys were kept
     [record] = lesson_records(old, lesson_path(AT))
     assert MarkerKey.read(record.meta) is None and "idempotency_key" not in record.meta and record.meta["marker_id"] == "m1"
+
+
+def test_a_hand_edited_key_in_a_marker_is_not_read_as_one() -> None:
+    h = "0123456789abcdef"
+    assert MarkerKey.read({"idempotency_key": "two words", "body_hash": h}) is None
+    assert MarkerKey.read({"idempotency_key": "k\n", "body_hash": h}) is None
+    assert MarkerKey.read({"idempotency_key": "k", "body_hash": "not hex"}) is None
+    assert MarkerKey.read({"idempotency_key": 42, "body_hash": h}) is None
+    assert MarkerKey.read({"idempotency_key": "k", "body_hash": h, "key_namespace": "t1"}) == MarkerKey("k", h)  # no such prefix: no namespace

@@ -68,9 +68,11 @@ _FINISH = """UPDATE idempotency_keys SET state = %(state)s, status_code = %(stat
 
 # Keys a rebuild read from the vault, as their writes left them (one statement for a batch of files). A row the
 # table holds stays as it is: it is the live record of that key (a pending write's, or a newer write's).
+# The rows go as one JSON document: arrays of JSON text cost psycopg a regex escape of every quote (two thirds of
+# the statement's time for a batch of 1,500 keys).
 _RESTORE = """INSERT INTO idempotency_keys (key, scope, state, body_hash, status_code, response, created_at, expires_at)
-SELECT u.key, %(scope)s, %(state)s, u.body_hash, 201, u.response::jsonb, u.at, u.at + make_interval(secs => %(ttl)s)
-  FROM unnest(%(keys)s::text[], %(hashes)s::text[], %(responses)s::text[], %(times)s::timestamptz[]) AS u(key, body_hash, response, at)
+SELECT r.key, %(scope)s, %(state)s, r.body_hash, 201, r.response, r.at, r.at + make_interval(secs => %(ttl)s)
+  FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(key text, body_hash text, response jsonb, at timestamptz)
 ON CONFLICT (key) DO NOTHING"""
 
 
@@ -124,16 +126,8 @@ def restore(session: Session, kept: Iterable[KeptKey], *, ttl_seconds: int) -> i
             latest[k.key] = k
     if not latest:
         return 0
-    rows = list(latest.values())
-    params = {
-        "scope": MARKER_SCOPE,
-        "state": DONE,
-        "ttl": float(ttl_seconds),
-        "keys": [k.key for k in rows],
-        "hashes": [k.body_hash for k in rows],
-        "responses": [json.dumps(k.response) for k in rows],
-        "times": [k.at for k in rows],
-    }
+    rows = [{"key": k.key, "body_hash": k.body_hash, "response": k.response, "at": k.at.isoformat()} for k in latest.values()]
+    params = {"scope": MARKER_SCOPE, "state": DONE, "ttl": float(ttl_seconds), "rows": json.dumps(rows)}
     return session.connection().exec_driver_sql(_RESTORE, params).rowcount or 0
 
 

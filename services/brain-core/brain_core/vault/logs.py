@@ -53,6 +53,9 @@ _TAG = re.compile(r"^\[(?:project: (?P<project>[^\]\s]+)(?: repo: (?P<repo>[^\]\
 
 _DATE_IN_PATH = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
+_STORED_KEY = re.compile(r"[\x21-\x7e]{1,256}")  # a client's key (1-128 visible ASCII) or its digest, maybe namespaced
+_BODY_HASH = re.compile(r"[0-9a-f]{16,64}")
+
 
 @dataclass(frozen=True)
 class MarkerKey:
@@ -76,11 +79,14 @@ class MarkerKey:
 
     @classmethod
     def read(cls, meta: Mapping[str, Any]) -> MarkerKey | None:
-        """The key ``fields`` wrote, read back from a comment or frontmatter; None when there is none (older entries)."""
+        """The key ``fields`` wrote, read back from a comment or frontmatter; None when there is none (older
+        entries) or when it is no key the kernel makes (a hand edit: visible ASCII, a hex body hash)."""
         key, body, namespace = meta.get("idempotency_key"), meta.get("body_hash"), meta.get("key_namespace")
-        if not (isinstance(key, str) and key and isinstance(body, str) and body):
+        if not (isinstance(key, str) and _STORED_KEY.fullmatch(key) and isinstance(body, str) and _BODY_HASH.fullmatch(body)):
             return None
-        return cls(key, body, namespace if isinstance(namespace, str) and namespace else None)
+        if isinstance(namespace, str) and namespace and key.startswith(f"{namespace}:"):
+            return cls(key, body, namespace)
+        return cls(key, body)
 
 
 def log_file_header(kind: str, vault_path: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -30,7 +31,7 @@ from brain_core.entries import EntryRecord, entry_id
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
 from brain_core.markers import DEFAULT_SEVERITY, default_title
 from brain_core.membership import inject_is_fleet
-from brain_core.text import text_or_none
+from brain_core.text import storable, text_or_none
 from brain_core.times import parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.inline import parse_markers
@@ -600,22 +601,24 @@ def kept_keys(vault_path: str, text: str, records: Iterable[EntryRecord], *, sin
     ]
     if not keyed:
         return []
+    data = text.encode("utf-8")
+    whole = len(data)
     sizes: dict[str, int] = {}
     if any(r.kind in LOG_KINDS for r, _, _ in keyed):
         spans = entry_line_spans(vault_path, text)
-        lines = text.split("\n")
+        ends = [0, *itertools.accumulate(len(line) + 1 for line in data.split(b"\n"))]  # bytes up to the end of line n (1-based)
         first_entry = min((first for first, _ in spans.values()), default=1)
         for rid, (first, last) in spans.items():
-            start = 0 if first == first_entry else first - 1  # the first append wrote the file's heading too
-            sizes[rid] = len("\n".join(lines[start:last]).encode("utf-8")) + 1
-    whole = len(text.encode("utf-8"))
+            start = 0 if first == first_entry else ends[first - 1]  # the first append wrote the file's heading too
+            sizes[rid] = ends[last] - start
+    path = storable(vault_path)  # a name the walk read may hold a lone surrogate, which Postgres cannot
     out = []
     for record, at, key in keyed:
         response = {
             "ok": True,
             "marker_type": record.kind,
             "action": MARKER_ACTIONS[record.kind],
-            "vault_path": vault_path,
+            "vault_path": path,
             "written_bytes": min(sizes.get(record.id, whole), whole),
             "idempotency_key": key.shown,
             "body_hash": key.body_hash,
