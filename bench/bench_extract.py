@@ -21,8 +21,8 @@ Every run starts with the process's git caches emptied, as a fresh ``brain
 extract`` process does. It prints the times, the ratios (target <= 1.5 for
 resolution, <= 1.3 for the database runs), the git calls made per distinct
 folder (bound 2: in-process reads and git processes apart), and how many
-sessions the basename rule gets wrong compared with the resolver, and
-appends the figures to docs/benchmarks.md under "## Extraction". Exits
+sessions the basename rule gets wrong compared with the resolver (figures
+of record are copied into docs/performance.md by hand). Exits
 non-zero when a bound is broken or the unchanged rerun writes a session row.
 
 Run from the repository root: .venv/bin/python -m bench.bench_extract [--claude 5000] [--codex 1000] [--folders 300] [--no-database]
@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import platform
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -210,27 +208,13 @@ def database_runs(settings: Settings, rounds: int) -> dict[str, float | int]:
     }
 
 
-def record(figures: dict[str, str], notes: str) -> None:
-    """Write the "## Extraction" section of docs/benchmarks.md (replacing an earlier one)."""
-    doc = REPO_ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text() if doc.exists() else "# Benchmarks\n\nFigures printed by the scripts under `bench/`; rerun them to check.\n"
-    table = "| measure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in figures.items())
-    section = f"## Extraction\n\n{notes}\n\n{table}"
-    pattern = re.compile(r"^## Extraction\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    doc.write_text(text.rstrip("\n") + "\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--claude", type=int, default=5000)
     parser.add_argument("--codex", type=int, default=1000)
     parser.add_argument("--folders", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--no-record", action="store_true", help="print only; do not touch docs/benchmarks.md")
+    parser.add_argument("--no-record", action="store_true", help="accepted for old command lines; the bench only prints")
     parser.add_argument("--no-database", action="store_true", help="skip the runs with a database")
     args = parser.parse_args()
     rng = random.Random(7)
@@ -305,34 +289,6 @@ def main() -> int:
             db_ok = db_runs["rerun_written"] == 0 and max(db_runs["first_s"], db_runs["rerun_s"]) / extract_t <= 1.3
         for key, value in figures.items():
             print(f"{key}: {value}")
-        notes = (
-            "`bench/bench_extract.py`: a temporary home with real git repositories "
-            f"({sum(1 for f in folders if f[2] == 'root')} checkouts with origin remotes, several sharing the key `api`), "
-            "linked worktrees, subfolders, scratch folders under `~/scratchpad/<project>/`, deleted folders and the home folder "
-            f"({len(folders)} working folders); Claude Code transcripts and Codex rollouts spread over them (Codex ones carry the "
-            "repository URL when their folder was a checkout). Both passes parse the same files with the same streaming parsers "
-            f"on a warm page cache; best of {args.rounds} rounds each, measured in the same run, each run with the process's "
-            "git caches emptied (a fresh `brain extract` process). With a database: a fresh migrated database, the first run, "
-            f"then the best of {max(1, args.rounds // 2)} unchanged reruns, each committed; rows written are the session rows whose "
-            "`xmin` moved. "
-            f"{platform.machine()}, {os.cpu_count()} CPUs, {git_version}, Python {platform.python_version()}: "
-            "`.venv/bin/python -m bench.bench_extract`.\n\n"
-            "Single rounds on a shared, loaded machine vary (1.1x to 1.55x seen on a 2-CPU container running other "
-            "test suites); the best of several rounds damps that. Resolving every session in turn after parsing (the first version, "
-            "before resolving once per distinct folder and overlapping git with parsing) measured 2.9x. The basename row "
-            "reflects this folder mix (mostly subfolders, "
-            "worktrees, scratch and deleted folders), not a fleet-wide error rate.\n\n"
-            "Before issue 14 (ADR 0015), in one session on the same machine: `run_extract` 1.34 s (1.12x the basename pass; "
-            "200 git processes); with a database the first run took 5.23 s (3.90x the run without one) and an unchanged rerun "
-            "3.01 s (2.24x), writing 1,591 of the 6,000 session rows again (every unresolved session: an upsert that always "
-            "updated), with three statements per recorded session. The issue measured 14.0 s / 9.1 s against 5.4 s on a "
-            "loaded machine. What moved it: the session index read for all sessions at once, learned roots read once and "
-            "written at the end, sessions written in one array statement per 5,000 rows and only when a value differs, "
-            "projects and attribution only for rows written, and git facts read in-process by the main thread (a "
-            "background thread doing in-process reads measured 1.22x: it only contended with the parser)."
-        )
-        if not args.no_record:
-            record(figures, notes)
         ok = ratio <= 1.5 and per_folder <= 2 and db_ok
         if not ok:
             print("FAIL: a bound is broken", file=sys.stderr)
