@@ -35,7 +35,6 @@ import datetime as dt
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -255,7 +254,6 @@ def main() -> int:
         by_source = bundle["by_source"]
         truth = {s["transcript"]: s["project"] for s in sessions}
         wrong = sum(1 for b in baseline if b["project"] != truth.get(b["transcript"]))
-        git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
 
         figures = {
             "transcripts (Claude / Codex)": f"{args.claude:,} / {args.codex:,} ({size / 1e6:.0f} MB)",
