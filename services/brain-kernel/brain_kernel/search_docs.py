@@ -403,10 +403,15 @@ def prepare_texts(docs: Sequence[tuple[str, str, Spans | None]], common: frozens
 Stamp = tuple[int, int]  # a file's size and mtime in nanoseconds, as the walk saw them
 
 # Rows for the batch's new paths first (so every writer of a path, even a new one, waits on one row
-# lock), then the rows locked in path order: two writers of one file take turns, two batches never deadlock.
+# lock), then the rows locked in path order: two writers of one file take turns, two one-batch writers never deadlock.
 _CLAIM = """INSERT INTO vault_documents (path, name_lower, size, lines, digest) SELECT p, '', -1, 0, '' FROM unnest(%(paths)s::text[]) AS p
 ON CONFLICT (path) DO NOTHING"""
 _HELD = "SELECT path, digest, size, lines FROM vault_documents WHERE path = ANY(%(paths)s::text[]) ORDER BY path FOR UPDATE"
+# A writer of many batches in one transaction (a rebuild, a tick's catch-up) takes its documents' rows batch
+# after batch, in no single path order (ADR 0034), so it writes alone: before its first row lock it takes the
+# table in this mode, which conflicts with itself and with every other writer's ROW EXCLUSIVE, not with reads.
+# A follow then waits before it holds any row, never while holding one the rebuild needs.
+_WRITE_ALONE = "LOCK TABLE vault_documents IN SHARE ROW EXCLUSIVE MODE"
 
 
 def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment] | None:
@@ -440,6 +445,7 @@ def _write(
     rewrite: bool = False,
     loading: bool = False,
     common: frozenset[str] | None = None,
+    alone: bool = False,
 ) -> int:
     """One batch: changed documents written (appended to, or their segments replaced), in path order under row locks.
 
@@ -458,20 +464,24 @@ def _write(
     first load's, locked by this transaction (``db.defer_indexes``), so no
     other writer needs a row to wait on and a new document is inserted once.
     ``common``: the codes the segments leave out (else the index's, ``index_codes``).
+    ``alone``: the caller writes many batches in its transaction, so it takes
+    the table for itself (``_WRITE_ALONE``) before it locks its first row.
     """
     latest = {p: _stored(t) for p, t in batch}  # a path given twice: its last text
     stamps = stamps or {}
     conn = session.connection()
     order = sorted(latest)
-    if not loading:
-        conn.exec_driver_sql(_CLAIM, {"paths": order})
     digests = {p: _digest(raw) for p, raw in latest.items()}
     if reread is None and not rewrite:
         # A document the index holds as it is (text and stamp) is neither locked nor written: a rerun of a rebuild
-        # writes no row, and a marker's follow never waits on a rebuild for a file it did not change.
+        # writes no row and takes no lock, and a marker's follow never waits on a rebuild that changed nothing.
         rows_now = conn.exec_driver_sql(_INDEXED, {"paths": order})
         unchanged = {p for p, digest, mtime in rows_now if digest == digests[p] and (p not in stamps or stamps[p][1] == mtime)}
         order = [p for p in order if p not in unchanged]
+    if order and not loading:  # a first load holds the tables already (``db.defer_indexes``)
+        if alone:
+            conn.exec_driver_sql(_WRITE_ALONE)
+        conn.exec_driver_sql(_CLAIM, {"paths": order})
     held = dict.fromkeys(order, ("", -1, 0))  # a new document (a first load claims none)
     held.update((path, (digest, size, lines)) for path, digest, size, lines in conn.exec_driver_sql(_HELD, {"paths": order}))
     if reread is not None:
@@ -585,6 +595,9 @@ class DocumentsBuild:
     walk does not read them again); ``finish`` walks the vault for every
     other searchable file, builds the indexes again after a first load,
     drops documents the vault no longer holds and records the vault root.
+    From its first document to change it writes alone (``_WRITE_ALONE``):
+    its batches lock rows in no single path order, so follows wait for its
+    commit before they take a row (ADR 0034).
 
     The common short codes the segments leave out are chosen from a sample
     of ``listing`` (the searchable files' paths and sizes; else a walk) when
@@ -627,6 +640,7 @@ class DocumentsBuild:
                 rewrite=self.recode,
                 loading=self.deferred is not None,
                 common=self.left_out,
+                alone=True,
             )
 
     def finish(self, vault: Vault) -> RebuildSummary:
@@ -641,11 +655,20 @@ class DocumentsBuild:
                 rewrite=self.recode,
                 loading=self.deferred is not None,
                 common=self.left_out,
+                alone=True,
             )
         restore_indexes(session, self.deferred or [])
-        removed = session.execute(
-            text("DELETE FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
-        ).rowcount
+        # Documents of files gone, read without a lock: a pass that changed nothing takes none; deleting locks rows, alone.
+        gone = session.scalars(
+            text("SELECT path FROM vault_documents WHERE updated_at < :t AND NOT (path = ANY(:seen))"), {"t": self.scan_point, "seen": seen}
+        ).all()
+        removed = 0
+        if gone:
+            if self.deferred is None:
+                session.execute(text(_WRITE_ALONE))
+            removed = session.execute(
+                text("DELETE FROM vault_documents WHERE path = ANY(:gone) AND updated_at < :t"), {"t": self.scan_point, "gone": list(gone)}
+            ).rowcount
         common = json.dumps({str(code): share for code, share in sorted(self.codes.common.items())})
         if self.renew:  # every root's segments are written with these now
             session.execute(text("UPDATE vault_search_state SET common = CAST(:common AS jsonb)"), {"common": common})
