@@ -42,10 +42,10 @@ from bench.common import run_brain, scratch
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.identity import ProjectIdentity
 from brain_core.vault import frontmatter
-from brain_kernel.db import normalise_url
-from brain_kernel.identity_repo import SessionRecord, record_sessions
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.identity.sessions import SessionRecord, record_sessions
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
 from tests.transcript_factory import make_repo, write_claude
 

@@ -38,7 +38,7 @@ from bench.common import fresh_database, log_tail, start_server
 from brain_core.vault import layout
 from brain_core.vault.records import lesson_records
 from brain_kernel import http_client
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
 
 

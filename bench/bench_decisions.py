@@ -30,7 +30,7 @@ from brain_core.markers import Attribution, parse_request
 from brain_core.vault import layout
 from brain_core.vault.logs import render_decision
 from brain_kernel import http_client
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 
 def write_decisions(vault: Vault, count: int) -> None:

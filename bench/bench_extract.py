@@ -44,10 +44,10 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from bench.common import fresh_database
-from brain_kernel.db import make_engine
-from brain_kernel.identity import clear_git_caches
+from brain_kernel.db.engine import make_engine
+from brain_kernel.identity.resolver import clear_git_caches
+from brain_kernel.identity.transcript_files import find_transcripts
 from brain_kernel.settings import Settings
-from brain_kernel.transcripts import find_transcripts
 from brain_migrations.runner import upgrade_to_head
 from brain_ops.extract import ScanStats, iter_summaries, run_extract
 from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex

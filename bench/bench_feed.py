@@ -45,14 +45,14 @@ from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.logs import log_file_header, render_log_entry
 from brain_core.vault.records import lesson_records
-from brain_kernel.db import normalise_url, read_session_factory
-from brain_kernel.index import rebuild
-from brain_kernel.models import Entry
-from brain_kernel.project_feeds import warm
+from brain_kernel.db.engine import normalise_url, read_session_factory
+from brain_kernel.db.models import Entry
+from brain_kernel.feed.answers import warm
+from brain_kernel.index.entries import rebuild
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
-from brain_ops.keeper import run_tick
+from brain_ops.keeper.tick import run_tick
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 NO_CACHE = {"Cache-Control": "no-cache"}

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from brain_kernel.identity import IdentityResolver, clear_git_caches
+from brain_kernel.identity.resolver import IdentityResolver, clear_git_caches
 from brain_kernel.settings import Settings
 
 _SPAWNED = [0]

@@ -54,7 +54,7 @@ from brain_core.heat import HeatRules, age_days, arc_activity, heat_of, status_o
 from brain_core.vault import frontmatter
 from brain_core.vault.regions import CONSCIOUS_DIR, place
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)

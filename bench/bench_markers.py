@@ -39,7 +39,7 @@ from sqlalchemy import create_engine, text
 
 from bench.common import fresh_database, pct, start_server, stop
 from brain_core.vault.records import lesson_records
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
 from tests.gitrepo import add_worktree, make_repo
 

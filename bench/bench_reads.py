@@ -57,9 +57,9 @@ from brain_core.entries import entry_id
 from brain_core.markers import Attribution, parse_request
 from brain_core.times import iso
 from brain_core.vault.logs import log_file_header, render_log_entry
-from brain_kernel.db import normalise_url
-from brain_kernel.search_docs import rebuild_documents
-from brain_kernel.vault import Vault
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.search.search_docs import rebuild_documents
+from brain_kernel.vault_store import Vault
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 NO_CACHE = {"Cache-Control": "no-cache"}

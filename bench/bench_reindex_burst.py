@@ -33,8 +33,8 @@ from sqlalchemy import create_engine, text
 
 from bench.bench_markers import Reply, post_all
 from bench.common import scratch, start_server, stop
-from brain_kernel.db import normalise_url
-from brain_kernel.markers import marker_id_for
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.marker_service import marker_id_for
 from brain_kernel.settings import Settings, child_environment
 
 KINDS = ("decision", "signal", "milestone")

@@ -64,9 +64,9 @@ from bench.common import REPO_ROOT, admin, bench_home, pct, run_brain, start_ser
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault.layout import decision_path, milestone_path, signal_path
 from brain_core.vault.logs import log_file_header, render_decision, render_log_entry, render_signal
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 SEVERITIES = ("info", "warning", "critical")
 TARGETS = {

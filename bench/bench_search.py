@@ -30,9 +30,9 @@ from sqlalchemy.orm import Session
 
 from bench.common import fresh_database, pct, start_server, stop
 from brain_core.entries import EntryRecord
-from brain_kernel.db import normalise_url
-from brain_kernel.embedders import OfflineEmbedder
-from brain_kernel.index import touch_project, upsert_entries
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.index.entries import touch_project, upsert_entries
+from brain_kernel.search.embedders import OfflineEmbedder
 from brain_kernel.settings import Settings
 from brain_migrations.runner import upgrade_to_head
 from brain_ops.embed import run_embed

@@ -25,10 +25,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from brain_kernel import http_client
-from brain_kernel.db import normalise_url
-from brain_kernel.embedded import EmbeddedPostgres, raise_on_sigterm
+from brain_kernel.db.embedded import EmbeddedPostgres, raise_on_sigterm
+from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings, child_environment, environ_snapshot
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ from sqlalchemy.pool import NullPool
 
 from bench.common import free_port, start_server, stop
 from brain_kernel import http_client
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
 from brain_migrations.runner import upgrade_to_head
 
@@ -73,7 +73,7 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with PostgresContainer("pgvector/pgvector:pg16", driver="psycopg") as container:
             yield normalise_url(container.get_connection_url())
         return
-    from brain_kernel.embedded import EmbeddedPostgres
+    from brain_kernel.db.embedded import EmbeddedPostgres
 
     base = REPO_ROOT / ".brain"
     base.mkdir(exist_ok=True)
@@ -242,7 +242,7 @@ def make_settings(tmp_path: Path, database_url: str | None, **overrides: object)
 
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
 
     s = make_settings(tmp_path, database_url)
     Vault(s.vault).scaffold()
@@ -349,7 +349,7 @@ class Served:
 @pytest.fixture(scope="session")
 def _multi_worker_server(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, template_url: str) -> Iterator[tuple[str, Settings]]:
     """One ``brain serve --workers 4`` for the whole run, on a database and vault of its own."""
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
 
     root = tmp_path_factory.mktemp("served")
     with cloned_database(pg_admin_url, template_url) as url:
@@ -369,7 +369,7 @@ def served(_multi_worker_server: tuple[str, Settings]) -> Iterator[Served]:
     The server keeps nothing in process memory that the test could see (the
     kernel's replica rule), so emptying the vault and the rows is a fresh server.
     """
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
 
     base, settings = _multi_worker_server
     engine = create_engine(normalise_url(settings.database_url or ""), poolclass=NullPool)
@@ -413,7 +413,7 @@ def _planted_image(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, 
     from fastapi.testclient import TestClient
 
     from brain_api.app import create_app
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
     from tests.planting import plant_and_tick
 
     with cloned_database(pg_admin_url, template_url) as url:

@@ -23,7 +23,7 @@ from brain_core.markers import Attribution, parse_request
 from brain_core.vault import frontmatter
 from brain_core.vault.logs import render_log_entry
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 runner = CliRunner()
 NOW = PLANTED_AT = dt.datetime.now(dt.timezone.utc)

@@ -29,10 +29,10 @@ from brain_core.amygdala import (
 from brain_core.feed.alert import alert_state
 from brain_core.vault import frontmatter
 from brain_core.vault.inline import parse_markers
-from brain_kernel.events import EventBus, bus_url
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
-from brain_ops.amygdala import run_amygdala
+from brain_kernel.ticks.events import EventBus, bus_url
+from brain_kernel.vault_store import Vault
+from brain_ops.amygdala_watch import run_amygdala
 from tests.conftest import ManualClock, brain, free_port
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)

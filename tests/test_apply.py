@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
-from brain_ops.keeper import run_tick
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.tick import run_tick
 from tests.conftest import brain
 from tests.openai_stub import OpenAIStub
 

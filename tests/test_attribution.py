@@ -18,10 +18,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from brain_core.vault import frontmatter
-from brain_kernel.index import entry_rows, rebuild
-from brain_kernel.models import Entry
+from brain_kernel.db.models import Entry
+from brain_kernel.index.entries import entry_rows, rebuild
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from tests.conftest import brain
 from tests.transcript_factory import make_repo, write_claude
 

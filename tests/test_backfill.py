@@ -23,13 +23,15 @@ from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
 from brain_core.vault import frontmatter
-from brain_kernel import catalogue, index, project_feeds
-from brain_kernel.identity_repo import record_session
-from brain_kernel.models import Entry
+from brain_kernel.db.models import Entry
+from brain_kernel.feed import answers
+from brain_kernel.identity.sessions import record_session
+from brain_kernel.index import entries as index
+from brain_kernel.index import filestats
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
-from brain_ops import backfill as backfill_job
-from brain_ops.backfill import run_backfill
+from brain_kernel.vault_store import Vault
+from brain_ops.backfill import run as backfill_job
+from brain_ops.backfill.run import run_backfill
 from tests.conftest import brain, make_settings
 from tests.transcript_factory import add_worktree, make_repo, write_claude
 
@@ -216,7 +218,7 @@ def test_each_mislabelled_arc_gets_its_real_project_and_nothing_else_changes(wor
     held = index.entry_rows(db)
     index.rebuild(db, world.vault)
     assert index.entry_rows(db) == held
-    stats, known = catalogue.stat_files(world.vault), catalogue.load(db)
+    stats, known = filestats.stat_files(world.vault), filestats.load(db)
     assert all(known[rel].stat == stats[rel] for rel in known)
     db.rollback()
 
@@ -234,8 +236,8 @@ def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Ses
     assert index.entry_rows(db) == rows
     assert dry.files_written == 0 and dry.changed == len(planned) == 9
 
-    def feed() -> project_feeds.FeedAnswer:
-        answer = project_feeds.project_answer(db, "agentihub", top_n=10, lesson_days=14, vault_root=str(world.vault.root), now=T0 + dt.timedelta(days=1))
+    def feed() -> answers.FeedAnswer:
+        answer = answers.project_answer(db, "agentihub", top_n=10, lesson_days=14, vault_root=str(world.vault.root), now=T0 + dt.timedelta(days=1))
         db.commit()
         return answer
 

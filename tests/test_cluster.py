@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from brain_core.arcs import ARC_KEYS, ArcSession, arc_title, cluster_id_for, plan_clusters, render_arc
 from brain_core.vault import frontmatter
 from brain_core.vault.records import arc_record
-from brain_kernel.models import Entry
+from brain_kernel.db.models import Entry
 from brain_ops.cluster import run_cluster
 from tests.conftest import brain
 from tests.test_extract import NOW, T0, World

@@ -19,7 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from bench.common import stop
-from brain_kernel.embedded import EmbeddedPostgres, auto_shared_buffers, holders, memory_limit
+from brain_kernel.db.embedded import EmbeddedPostgres, auto_shared_buffers, holders, memory_limit
 from brain_kernel.settings import Settings
 from tests.conftest import REPO_ROOT, _start_server, make_settings, settings_env
 
@@ -67,7 +67,7 @@ def _buffers(server: EmbeddedPostgres) -> str:
 @pytest.mark.slow
 def test_a_server_starts_with_the_buffers_asked_and_restarts_only_when_they_change(caplog: pytest.LogCaptureFixture) -> None:
     data = REPO_ROOT / ".brain" / f"buffers-test-{uuid.uuid4().hex[:8]}"
-    caplog.set_level(logging.INFO, logger="brain_kernel.embedded")
+    caplog.set_level(logging.INFO, logger="brain_kernel.db.embedded")
     try:
         for asked, restarts in (("160MB", 1), ("160MB", 0), (None, 0), ("192MB", 1)):
             caplog.clear()
@@ -86,7 +86,7 @@ def test_a_server_starts_with_the_buffers_asked_and_restarts_only_when_they_chan
 @pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1", reason="this kernel maps any size (overcommit 1)")
 def test_buffers_the_machine_cannot_give_or_postgres_refuses_leave_the_server_as_it_was(caplog: pytest.LogCaptureFixture) -> None:
     data = REPO_ROOT / ".brain" / f"buffers-test-{uuid.uuid4().hex[:8]}"
-    caplog.set_level(logging.INFO, logger="brain_kernel.embedded")
+    caplog.set_level(logging.INFO, logger="brain_kernel.db.embedded")
     try:
         # 1TB: more than this machine's memory and swap (the start fails); 16TB: above Postgres's maximum (refused).
         for asked, said in (("1TB", "did not start with shared_buffers = 1TB"), ("16TB", "refused shared_buffers = 16TB")):

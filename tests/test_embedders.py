@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from brain_kernel.embedders import (
+from brain_kernel.errors import BrainError
+from brain_kernel.search.embedders import (
     OFFLINE_DIM,
     OFFLINE_MODEL_DIR,
     EmbedderError,
@@ -21,7 +22,6 @@ from brain_kernel.embedders import (
     embedder_for,
     load_static_model,
 )
-from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 from tests.openai_stub import OpenAIStub
 

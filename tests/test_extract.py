@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from brain_kernel.models import LearnedRoot, SessionRow
+from brain_kernel.db.models import LearnedRoot, SessionRow
+from brain_kernel.identity.transcript_files import TranscriptFile, read_summary
 from brain_kernel.settings import Settings
-from brain_kernel.transcripts import TranscriptFile, read_summary
 from brain_ops.extract import parse_when, run_extract
 from tests.conftest import REPO_ROOT, make_settings, settings_env
 from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex

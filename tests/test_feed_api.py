@@ -207,7 +207,7 @@ def test_the_feed_statement_is_one_fixed_text_with_only_request_values_bound() -
 
     from sqlalchemy.dialects.postgresql import psycopg
 
-    from brain_kernel.feed_repo import _project_sql
+    from brain_kernel.feed.feed_repo import _project_sql
 
     for with_repo in (True, False):
         sql = _project_sql(psycopg.dialect(), with_repo)
@@ -219,7 +219,7 @@ def test_the_feed_statement_is_one_fixed_text_with_only_request_values_bound() -
 def test_a_flood_of_lessons_leaves_the_decisions_and_milestones_in_the_feed(client, db: Session) -> None:
     """Recent lessons, decisions and milestones each have their own budget (800 newer lessons used to push the others out)."""
     from brain_core.entries import EntryRecord
-    from brain_kernel.index import touch_project, upsert_entries
+    from brain_kernel.index.entries import touch_project, upsert_entries
 
     def row(kind: str, n: int, hours_ago: float) -> EntryRecord:
         path = f"left/reference/lessons-flood.md#{n}" if kind == "lesson" else f"left/{kind}/{n}.md"

@@ -25,12 +25,13 @@ from sqlalchemy.orm import Session
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault import frontmatter
 from brain_core.vault.logs import log_file_header, render_log_entry
-from brain_kernel import feed_snapshots, http_client
-from brain_kernel.db import normalise_url
-from brain_kernel.feed_snapshots import SnapshotKey
-from brain_kernel.index import refresh, touch_project
+from brain_kernel import http_client
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.feed import snapshots
+from brain_kernel.feed.snapshots import SnapshotKey
+from brain_kernel.index.entries import refresh, touch_project
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from tests.conftest import ManualClock, Served
 from tests.planting import PROJECTS, post, run_cli, stable, token
 
@@ -286,20 +287,20 @@ def _write(session: Session, *projects: str, kind: str = "lesson", scope: str = 
     )
 
 
-def _store(session: Session, point: feed_snapshots.ReadPoint, *, valid_until: dt.datetime | None = LATER, body: str = '{"a":1}') -> None:
-    feed_snapshots.store(session, KEY, point=point, scopes={"web", "acme/web"}, valid_until=valid_until, body=body)
+def _store(session: Session, point: snapshots.ReadPoint, *, valid_until: dt.datetime | None = LATER, body: str = '{"a":1}') -> None:
+    snapshots.store(session, KEY, point=point, scopes={"web", "acme/web"}, valid_until=valid_until, body=body)
     session.commit()
 
 
 def _fetch(session: Session, now: dt.datetime | None = None) -> str | None:
-    body, _ = feed_snapshots.fetch(session, KEY, now=now or dt.datetime.now(dt.timezone.utc))
+    body, _ = snapshots.fetch(session, KEY, now=now or dt.datetime.now(dt.timezone.utc))
     session.commit()
     return body
 
 
 def test_an_answer_is_served_until_a_write_it_did_not_see(sessions) -> None:
     reader, writer = sessions
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     assert _fetch(reader) == '{"a":1}'
     _write(writer, "billing")  # another project: still exact
     writer.commit()
@@ -311,20 +312,20 @@ def test_an_answer_is_served_until_a_write_it_did_not_see(sessions) -> None:
 
 def test_a_write_committed_while_the_answer_was_read_drops_it(sessions) -> None:
     reader, writer = sessions
-    point = feed_snapshots.read_point(reader)
+    point = snapshots.read_point(reader)
     reader.commit()
     _write(writer, "web")
     writer.commit()  # committed after the read point, before the answer is stored
     _store(reader, point)
     assert _fetch(reader) is None
-    _store(reader, feed_snapshots.read_point(reader))  # read after the write: exact
+    _store(reader, snapshots.read_point(reader))  # read after the write: exact
     assert _fetch(reader) == '{"a":1}'
 
 
 def test_a_writer_open_at_the_read_point_drops_the_answer_when_it_commits(sessions) -> None:
     reader, writer = sessions
     _write(writer, "web")  # open, not committed
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     assert _fetch(reader) == '{"a":1}'  # the write is not visible to anyone yet
     writer.commit()
     assert _fetch(reader) is None
@@ -332,7 +333,7 @@ def test_a_writer_open_at_the_read_point_drops_the_answer_when_it_commits(sessio
 
 def test_a_rolled_back_write_changes_nothing(sessions) -> None:
     reader, writer = sessions
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     _write(writer, "web")
     writer.rollback()
     assert _fetch(reader) == '{"a":1}'
@@ -340,15 +341,15 @@ def test_a_rolled_back_write_changes_nothing(sessions) -> None:
 
 def test_fleet_rows_and_truncate_drop_every_answer(sessions) -> None:
     reader, writer = sessions
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     _write(writer, "x", kind="signal", scope="fleet")
     writer.commit()
     assert _fetch(reader) is None
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     _write(writer, kind="inject", scope="fleet")
     writer.commit()
     assert _fetch(reader) is None
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     writer.execute(text("truncate entries"))
     writer.commit()
     assert _fetch(reader) is None
@@ -356,34 +357,34 @@ def test_fleet_rows_and_truncate_drop_every_answer(sessions) -> None:
 
 def test_storing_relaxes_durability_for_its_own_transaction_only(sessions) -> None:
     reader, _ = sessions
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     assert reader.execute(text("show synchronous_commit")).scalar() == "on"
 
 
 def test_an_answer_past_its_window_is_not_served(sessions) -> None:
     reader, _ = sessions
-    _store(reader, feed_snapshots.read_point(reader), valid_until=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))
+    _store(reader, snapshots.read_point(reader), valid_until=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1))
     assert _fetch(reader) is None
-    _store(reader, feed_snapshots.read_point(reader), valid_until=None)  # no windowed row: valid until a write
+    _store(reader, snapshots.read_point(reader), valid_until=None)  # no windowed row: valid until a write
     assert _fetch(reader) == '{"a":1}'
-    _store(reader, feed_snapshots.read_point(reader), valid_until=LATER)
+    _store(reader, snapshots.read_point(reader), valid_until=LATER)
     assert _fetch(reader, now=LATER - dt.timedelta(seconds=1)) == '{"a":1}'
     assert _fetch(reader, now=LATER) is None  # the caller's clock decides, not the database's
 
 
 def test_collection_keeps_recent_answers_and_drops_what_the_horizon_passed(sessions) -> None:
     reader, writer = sessions
-    old_point = feed_snapshots.read_point(reader)
+    old_point = snapshots.read_point(reader)
     reader.commit()
     _write(writer, "web")
     writer.commit()
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     assert _fetch(reader) == '{"a":1}'
-    assert feed_snapshots.collect(writer) == 0  # the horizon moves to the previous collection's point
+    assert snapshots.collect(writer) == 0  # the horizon moves to the previous collection's point
     writer.commit()
     assert _fetch(reader) == '{"a":1}'
     assert writer.execute(text("select count(*) from feed_changes")).scalar() > 0
-    assert feed_snapshots.collect(writer) == 1  # now past the answer's read point and the write
+    assert snapshots.collect(writer) == 1  # now past the answer's read point and the write
     writer.commit()
     assert writer.execute(text("select count(*) from feed_changes")).scalar() == 0
     assert writer.execute(text("select count(*) from feed_snapshots")).scalar() == 0
@@ -393,7 +394,7 @@ def test_collection_keeps_recent_answers_and_drops_what_the_horizon_passed(sessi
     # the change that made it stale is no longer in the log.
     _store(reader, old_point)
     assert _fetch(reader) is None
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     assert _fetch(reader) == '{"a":1}'
 
 
@@ -401,7 +402,7 @@ def test_rewriting_a_row_unchanged_invalidates_nothing(sessions) -> None:
     reader, writer = sessions
     _write(writer, "web")
     writer.commit()
-    _store(reader, feed_snapshots.read_point(reader))
+    _store(reader, snapshots.read_point(reader))
     writer.execute(text("update entries set updated_at = now() + interval '1 second'"))  # what a refresh does to unchanged rows
     writer.commit()
     assert _fetch(reader) == '{"a":1}'

@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from brain_api.app import create_app
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from tests.conftest import make_settings
 
 EXAMPLES = 6

@@ -21,9 +21,9 @@ from brain_core.redact import REDACTED, scrub
 from brain_core.times import parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.records import arc_record
-from brain_kernel.models import Entry
+from brain_kernel.db.models import Entry
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from tests.conftest import HTTP, _start_server, brain, make_settings
 from tests.gitrepo import make_repo
 from tests.transcript_factory import claude_folder_name, claude_lines

@@ -11,10 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
-from brain_kernel.identity import IdentityResolver
-from brain_kernel.identity_repo import record_session
-from brain_kernel.models import LearnedRoot, Project
-from brain_kernel.projects import lookup_project
+from brain_kernel.db.models import LearnedRoot, Project
+from brain_kernel.identity.projects import lookup_project
+from brain_kernel.identity.resolver import IdentityResolver
+from brain_kernel.identity.sessions import record_session
 from brain_kernel.settings import Settings
 from tests.conftest import brain, make_settings
 from tests.gitrepo import add_submodule, add_worktree, git, make_repo

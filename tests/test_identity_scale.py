@@ -18,9 +18,9 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
-from brain_kernel.identity import IdentityResolver, clear_git_caches
-from brain_kernel.identity_repo import SessionRecord, record_session, record_sessions
-from brain_kernel.models import LearnedRoot, SessionRow
+from brain_kernel.db.models import LearnedRoot, SessionRow
+from brain_kernel.identity.resolver import IdentityResolver, clear_git_caches
+from brain_kernel.identity.sessions import SessionRecord, record_session, record_sessions
 from brain_kernel.settings import Settings
 from brain_ops.extract import run_extract
 from tests.conftest import make_settings
@@ -290,7 +290,7 @@ def test_batched_session_records_equal_one_at_a_time(tx: Session) -> None:
 
 
 def test_the_process_cache_is_bounded(tmp_path: Path) -> None:
-    from brain_kernel import gitfacts
+    from brain_kernel.identity import gitfacts
 
     settings = make_settings(tmp_path, None)
     repos = [make_repo(settings.user_home / "dev" / f"r{n}", f"git@github.com:acme/r{n}.git") for n in range(4)]

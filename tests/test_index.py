@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_kernel.db import normalise_url
-from brain_kernel.index import delete_entries_at, touch_project, upsert_entries
-from brain_kernel.models import Entry, Project
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.db.models import Entry, Project
+from brain_kernel.index.entries import delete_entries_at, touch_project, upsert_entries
 
 
 def projects_with_key(db: Session, key: str) -> list[Project]:
@@ -80,7 +80,7 @@ def _batch(n: int, *, title: str = "t", heat: float = 0.0) -> list[EntryRecord]:
 
 def test_many_rows_are_merged_through_copy_with_the_small_upserts_rule(tx: Session) -> None:
     """A batch of STAGED_ROWS or more goes through COPY and one merge: same rows as the small path, unchanged rows untouched."""
-    from brain_kernel.index import STAGED_ROWS, entry_rows
+    from brain_kernel.index.entries import STAGED_ROWS, entry_rows
 
     many = _batch(STAGED_ROWS + 50)
     upsert_entries(tx, many)

@@ -15,10 +15,10 @@ from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.feed.intent import sentences
 from brain_core.vault import frontmatter
-from brain_kernel.index import entry_rows, rebuild
+from brain_kernel.index.entries import entry_rows, rebuild
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
-from brain_ops.keeper import run_tick
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.tick import run_tick
 from tests.openai_stub import OpenAIStub
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -207,8 +207,8 @@ def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Va
     from sqlalchemy import select
 
     from brain_core.entries import EntryRecord
-    from brain_kernel.index import upsert_entries
-    from brain_kernel.models import Entry
+    from brain_kernel.db.models import Entry
+    from brain_kernel.index.entries import upsert_entries
 
     fresh = EntryRecord(id=f"lesson:{uuid.uuid4().hex}", kind="lesson", vault_path="left/reference/lessons-x.md", project="api", repo="org1/api")
     stale = EntryRecord(id=f"lesson:{uuid.uuid4().hex}", kind="lesson", vault_path="left/reference/lessons-y.md", project="api", repo="org1/api")
@@ -234,7 +234,7 @@ def test_keeper_jobs_run_one_at_a_time(vault: Vault, settings: Settings, db: Ses
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
 
-    from brain_kernel.db import hold_keeper_lock, normalise_url
+    from brain_kernel.db.engine import hold_keeper_lock, normalise_url
 
     engine = create_engine(normalise_url(database_url))
     try:

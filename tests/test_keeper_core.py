@@ -31,7 +31,7 @@ from brain_core.vault.regions import (
     region_of_folder,
 )
 from brain_kernel.settings import Settings
-from brain_kernel.verifier import ERROR, FAIL, PASS, SKIP, Verifier
+from brain_kernel.ticks.verifier import ERROR, FAIL, PASS, SKIP, Verifier
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 RULES = HeatRules()  # upstream's defaults: promote 5, demote 3, graduate 1 after 14 days, decay from day 7 every 4 days

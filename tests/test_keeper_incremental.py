@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from brain_kernel.index import entry_rows, rebuild
-from brain_kernel.models import Entry, VaultFile
+from brain_kernel.db.models import Entry, VaultFile
+from brain_kernel.index.entries import entry_rows, rebuild
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
-from brain_ops.keeper import run_tick
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.tick import run_tick
 from tests.test_keeper_upstream import NOW, WEB_ARC, _plant
 
 LATER = NOW + dt.timedelta(minutes=5)
@@ -106,7 +106,7 @@ def test_an_arc_that_only_ages_is_scored_from_the_catalogue(ticked: Vault, setti
 
 
 def test_the_search_index_follows_marker_writes_and_ticks_once_a_reindex_built_it(ticked: Vault, settings: Settings, db: Session, client) -> None:
-    from brain_kernel import search_docs
+    from brain_kernel.search import search_docs
 
     rebuild(db, ticked)
     db.commit()

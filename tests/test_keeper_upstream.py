@@ -21,8 +21,8 @@ from brain_core.markers import Attribution, parse_request
 from brain_core.vault import frontmatter
 from brain_core.vault.logs import render_signal
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
-from brain_ops.keeper import STATS_KEYS, run_tick
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.tick import STATS_KEYS, run_tick
 from tests.conftest import brain
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)

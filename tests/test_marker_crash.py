@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bench.bench_crash import Server, burst_and_kill, lesson_contents, retry_all
-from brain_kernel.models import Entry, IdempotencyKey
+from brain_kernel.db.models import Entry, IdempotencyKey
 from brain_kernel.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from brain_api.app import create_app
-from brain_kernel.models import IdempotencyKey
+from brain_kernel.db.models import IdempotencyKey
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from tests.conftest import ManualClock, brain, cloned_database, make_settings
 
 TOKEN = "tok-all-0123456789"  # a token of every project: its keys live in a namespace of their own

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from brain_core.identity import ProjectIdentity
 from brain_core.vault import frontmatter
 from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
-from brain_kernel.identity_repo import record_session
-from brain_kernel.models import Entry, IdempotencyKey, Project
+from brain_kernel.db.models import Entry, IdempotencyKey, Project
+from brain_kernel.identity.sessions import record_session
 from brain_kernel.settings import Settings
 
 
@@ -253,7 +253,7 @@ def test_idempotency_keys_expire_after_the_configured_ttl(tmp_path: Path, databa
     from fastapi.testclient import TestClient
 
     from brain_api.app import create_app
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
     from tests.conftest import make_settings
 
     s = make_settings(tmp_path, database_url, idempotency_ttl_seconds=120)
@@ -290,7 +290,7 @@ def test_auth_is_required_when_tokens_are_configured(tmp_path: Path, database_ur
     from fastapi.testclient import TestClient
 
     from brain_api.app import create_app
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
     from tests.conftest import make_settings
 
     s = make_settings(tmp_path, database_url, tokens=["sekrit"])
@@ -403,7 +403,7 @@ def test_content_limit_comes_from_settings(tmp_path: Path, database_url: str) ->
     from fastapi.testclient import TestClient
 
     from brain_api.app import create_app
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
     from tests.conftest import make_settings
 
     s = make_settings(tmp_path, database_url, marker_max_chars=10)
@@ -415,21 +415,21 @@ def test_content_limit_comes_from_settings(tmp_path: Path, database_url: str) ->
 
 
 def test_purge_removes_only_expired_keys(db: Session) -> None:
-    from brain_kernel import idempotency_repo
+    from brain_kernel import idempotency
 
     now = dt.datetime.now(dt.timezone.utc)
     for key in ("old-1", "old-2", "live"):
-        assert idempotency_repo.reserve(db, key, scope="marker", body_hash="h", ttl_seconds=60, at=now) is True
+        assert idempotency.reserve(db, key, scope="marker", body_hash="h", ttl_seconds=60, at=now) is True
     db.execute(text("update idempotency_keys set expires_at = now() - interval '1 minute' where key like 'old-%'"))
-    assert idempotency_repo.purge_expired(db) == 2
+    assert idempotency.purge_expired(db) == 2
     assert db.scalars(select(IdempotencyKey.key)).all() == ["live"]
-    assert idempotency_repo.reserve(db, "live", scope="marker", body_hash="other", ttl_seconds=60, at=now) is False
-    assert idempotency_repo.lookup(db, "live").state == "pending"
+    assert idempotency.reserve(db, "live", scope="marker", body_hash="other", ttl_seconds=60, at=now) is False
+    assert idempotency.lookup(db, "live").state == "pending"
 
 
 def test_a_full_reindex_gives_the_rows_the_requests_wrote(client, settings: Settings, db: Session) -> None:
-    from brain_kernel.index import rebuild
-    from brain_kernel.vault import Vault
+    from brain_kernel.index.entries import rebuild
+    from brain_kernel.vault_store import Vault
 
     post(client, "lesson", "lesson body", project="org1/api", session_id="s1", source="codex")
     post(client, "lesson", "unattributed lesson")

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from brain_core.vault.records import decision_record, lesson_records
-from brain_kernel.models import Entry
+from brain_kernel.db.models import Entry
 from tests.conftest import HTTP, Served
 
 pytestmark = pytest.mark.slow

@@ -26,9 +26,9 @@ from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.orm import Session
 
 from bench.common import stop
-from brain_kernel import tick_queue
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.ticks import tick_queue
+from brain_kernel.vault_store import Vault
 from brain_mcp import tools
 from tests.conftest import HTTP, REPO_ROOT, brain, free_port, settings_env
 from tests.openai_stub import OpenAIStub

@@ -19,11 +19,11 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.identity import CatalogProject, catalog_pins
 from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
-from brain_kernel import pins
-from brain_kernel.feed_repo import key_owned_sql, key_unique_sql, list_projects, member, project_entries
-from brain_kernel.index import touch_project, upsert_entries
-from brain_kernel.models import Entry
-from brain_kernel.projects import AMBIGUOUS, EXACT, known_projects, lookup_project
+from brain_kernel.db.models import Entry
+from brain_kernel.feed.feed_repo import key_owned_sql, key_unique_sql, list_projects, member, project_entries
+from brain_kernel.identity import pins
+from brain_kernel.identity.projects import AMBIGUOUS, EXACT, known_projects, lookup_project
+from brain_kernel.index.entries import touch_project, upsert_entries
 
 # Projects as the index may know them: shared keys, an alias, a mention-only row, a root-only repo.
 PROJECTS = [

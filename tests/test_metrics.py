@@ -16,13 +16,13 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from bench.common import stop
-from brain_kernel import tick_queue
-from brain_kernel.db import make_engine
-from brain_kernel.models import Entry, Project, TickRun
+from brain_kernel.db.engine import make_engine
+from brain_kernel.db.models import Entry, Project, TickRun
 from brain_kernel.settings import Settings
-from brain_kernel.tick_health import CONTENT_TYPE, metrics_text, record_tick
-from brain_kernel.vault import Vault
-from brain_ops.drain import run_tick_and_warm
+from brain_kernel.ticks import tick_queue
+from brain_kernel.ticks.health import CONTENT_TYPE, metrics_text, record_tick
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.drain import run_tick_and_warm
 from tests.conftest import HTTP, _start_server, brain
 from tests.planting import arc_session, write_arc
 

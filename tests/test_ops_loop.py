@@ -21,10 +21,10 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from brain_core.times import iso
-from brain_kernel import tick_queue
-from brain_kernel.db import make_engine
+from brain_kernel.db.engine import make_engine
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.ticks import tick_queue
+from brain_kernel.vault_store import Vault
 from brain_ops.loop import MAX_SLEEP_SECONDS, JobContext, LoopReport, LoopState, due_jobs, mark_ran, next_due, run_loop, tick_job
 from tests.conftest import brain
 from tests.planting import arc_session, write_arc

@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
-from brain_kernel import pins
-from brain_kernel.feed_repo import (
+from brain_kernel.db.models import Entry, Project
+from brain_kernel.feed.feed_repo import (
     _project_sql,
     compact_project_counts,
     key_owned_sql,
@@ -39,8 +39,8 @@ from brain_kernel.feed_repo import (
     primary_member,
     single_project,
 )
-from brain_kernel.index import touch_project, upsert_entries
-from brain_kernel.models import Entry, Project
+from brain_kernel.identity import pins
+from brain_kernel.index.entries import touch_project, upsert_entries
 from tests.test_membership import KEYS, PINS, PROJECTS, REPOS, index_generated
 
 NOW = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)

@@ -14,11 +14,12 @@ from typer.testing import CliRunner
 from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
-from brain_kernel import index, search_docs
-from brain_kernel.index import entry_rows, rebuild, refresh
-from brain_kernel.models import Entry, Project
+from brain_kernel.db.models import Entry, Project
+from brain_kernel.index import entries as index
+from brain_kernel.index.entries import entry_rows, rebuild, refresh
+from brain_kernel.search import search_docs
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 NOW = dt.datetime.now(dt.timezone.utc)
 

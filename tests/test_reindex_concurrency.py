@@ -12,12 +12,12 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.markers import Attribution, parse_request
-from brain_kernel import index
-from brain_kernel.db import normalise_url
-from brain_kernel.index import follow_search, rebuild
-from brain_kernel.markers import write_marker
+from brain_kernel.db.engine import normalise_url
+from brain_kernel.index import entries as index
+from brain_kernel.index.entries import follow_search, rebuild
+from brain_kernel.marker_service import write_marker
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 WHO = Attribution("api", "org1/api", None, "attrs")
 

@@ -10,7 +10,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 from brain_migrations.runner import alembic_config
 from tests.conftest import REPO_ROOT, _admin_exec, _db_url
 

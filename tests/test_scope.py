@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from brain_api.app import create_app
 from brain_kernel.auth import Principal
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from brain_mcp import tools
 from tests.conftest import REPO_ROOT, brain, make_settings
 from tests.planting import arc_session, write_arc

@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from bench.common import free_port, stop
 from brain_api.app import create_app
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from tests.conftest import REPO_ROOT, brain, make_settings, settings_env
 from tests.gitrepo import make_repo
 from tests.planting import arc_session, write_arc

@@ -13,8 +13,8 @@ from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.redact import REDACTED, scrub_document, scrub_report
 from brain_core.transcripts import parse_claude, parse_codex
 from brain_core.vault import frontmatter
-from brain_kernel.models import Entry
-from brain_kernel.vault import Vault
+from brain_kernel.db.models import Entry
+from brain_kernel.vault_store import Vault
 from tests.conftest import brain, make_settings
 from tests.test_extract import NOW, T0, World
 from tests.transcript_factory import claude_lines, codex_lines, write_codex

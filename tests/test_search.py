@@ -18,11 +18,11 @@ from sqlalchemy.orm import Session
 
 from brain_core.chunks import EmbeddingDoc
 from brain_core.entries import EntryRecord
-from brain_kernel import embeddings
-from brain_kernel.embedders import OfflineEmbedder
+from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
-from brain_kernel.index import touch_project, upsert_entries
-from brain_kernel.models import ContentEmbedding
+from brain_kernel.index.entries import touch_project, upsert_entries
+from brain_kernel.search import embeddings
+from brain_kernel.search.embedders import OfflineEmbedder
 from brain_ops.embed import run_embed
 
 NOW = dt.datetime.now(dt.timezone.utc)

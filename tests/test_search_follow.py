@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from brain_kernel.search_follow import SearchFollower
+from brain_kernel.search.follower import SearchFollower
 
 
 def test_paths_handed_over_during_a_pass_are_indexed_together_in_the_next() -> None:

@@ -7,9 +7,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from brain_api.app import create_app
-from brain_kernel.identity import IdentityResolver
-from brain_kernel.models import LearnedRoot, Project, SessionRow
-from brain_kernel.projects import lookup_project
+from brain_kernel.db.models import LearnedRoot, Project, SessionRow
+from brain_kernel.identity.projects import lookup_project
+from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.settings import Settings
 from tests.gitrepo import add_worktree, make_repo
 
@@ -123,7 +123,7 @@ def test_registered_sessions_make_a_short_key_ambiguous(client: TestClient, db: 
 
 
 def test_a_mentioned_key_is_not_a_second_repository(db: Session) -> None:
-    from brain_kernel.index import touch_project
+    from brain_kernel.index.entries import touch_project
 
     touch_project(db, "api", None)
     assert lookup_project(db, "api").status == "exact"

@@ -16,10 +16,10 @@ from sqlalchemy.pool import NullPool
 
 from brain_api.app import create_app
 from brain_core.times import parse_time
-from brain_kernel import tick_queue
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.ticks import tick_queue
+from brain_kernel.vault_store import Vault
 from tests.conftest import brain, make_settings
 from tests.planting import arc_session, write_arc
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from brain_kernel.vault import Vault, VaultPathError
+from brain_kernel.vault_store import Vault, VaultPathError
 
 
 def test_new_files_are_world_readable_and_rewrites_keep_their_mode(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 The plan comes from ``brain_core.arcs`` (group by canonical project, then time
 gap, then compaction bridges); this module only reads the arcs already in the
-vault and writes through ``brain_kernel.vault.Vault`` (temp file + rename).
+vault and writes through ``brain_kernel.vault_store.Vault`` (temp file + rename).
 
 Why a rerun is safe: a cluster's id is a hash of its sorted session ids, so
 the same sessions give the same file, and an arc that already holds any of a
@@ -24,8 +24,8 @@ from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, is_tombstone
 from brain_kernel.errors import ConfigError
-from brain_kernel.index import refresh
-from brain_kernel.vault import Vault
+from brain_kernel.index.entries import refresh
+from brain_kernel.vault_store import Vault
 
 Progress = Callable[[int, int], None]
 

@@ -18,9 +18,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import EMBEDDED_KINDS, PRODUCERS, EmbeddingDoc, entry_doc
-from brain_kernel import embeddings
-from brain_kernel.embedders import Embedder
-from brain_kernel.feed_repo import entries_of_kinds
+from brain_kernel.feed.feed_repo import entries_of_kinds
+from brain_kernel.search import embeddings
+from brain_kernel.search.embedders import Embedder
 
 Progress = Callable[[int, int], None]
 BATCH = 256

@@ -30,10 +30,10 @@ from brain_core.identity import ProjectIdentity
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.transcripts import SessionSummary
 from brain_kernel.errors import ConfigError
-from brain_kernel.identity import IdentityResolver
-from brain_kernel.identity_repo import SessionRecord, record_sessions
+from brain_kernel.identity.resolver import IdentityResolver
+from brain_kernel.identity.sessions import SessionRecord, record_sessions
+from brain_kernel.identity.transcript_files import TranscriptFile, find_transcripts, read_summary
 from brain_kernel.settings import Settings
-from brain_kernel.transcripts import TranscriptFile, find_transcripts, read_summary
 
 Progress = Callable[[int, int], None]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)

@@ -47,9 +47,9 @@ from sqlalchemy import Engine
 
 from brain_core.times import iso
 from brain_kernel.clock import Clock, utc_now
-from brain_kernel.db import session_factory, unit_of_work
+from brain_kernel.db.engine import session_factory, unit_of_work
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 Progress = Callable[[str], None]
 Emit = Callable[[dict[str, Any]], None]
@@ -210,7 +210,7 @@ def extract_job(ctx: JobContext) -> dict[str, Any]:
 
 def tick_job(ctx: JobContext) -> dict[str, Any]:
     """``brain tick`` (``--no-ai`` unless an LLM endpoint is configured); the summary trimmed to its counts."""
-    from brain_ops.drain import run_tick_and_warm
+    from brain_ops.keeper.drain import run_tick_and_warm
 
     use_ai = bool(ctx.settings.llm_base_url)
     summary = run_tick_and_warm(ctx.engine, ctx.vault, ctx.settings, use_ai=use_ai, dry_run=False, now=ctx.now, progress=ctx.progress, source=SOURCE)
@@ -219,7 +219,7 @@ def tick_job(ctx: JobContext) -> dict[str, Any]:
 
 def drain_job(ctx: JobContext) -> dict[str, Any]:
     """``brain tick-drain``: the ticks queued by ``POST /tick``; its JSON summary."""
-    from brain_ops.drain import drain
+    from brain_ops.keeper.drain import drain
 
     summary = drain(ctx.engine, ctx.vault, ctx.settings, now=ctx.now, progress=ctx.progress)
     ctx.progress(summary.log_line())
@@ -228,7 +228,7 @@ def drain_job(ctx: JobContext) -> dict[str, Any]:
 
 def embed_job(ctx: JobContext) -> dict[str, Any]:
     """``brain embed --prune``: only new and changed entries; chunks of entries gone are dropped."""
-    from brain_kernel.embedders import embedder_for
+    from brain_kernel.search.embedders import embedder_for
     from brain_ops.embed import run_embed
 
     with unit_of_work(session_factory(ctx.engine)) as session:

@@ -43,9 +43,10 @@ from sqlalchemy.orm import Session
 from brain_core.redact import Scrubbed, scrub_document
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, kind_of_path
-from brain_kernel import catalogue, index
-from brain_kernel.db import hold_keeper_lock
-from brain_kernel.vault import Vault
+from brain_kernel.db.engine import hold_keeper_lock
+from brain_kernel.index import entries as index
+from brain_kernel.index import filestats
+from brain_kernel.vault_store import Vault
 
 Progress = Callable[[int, int], None]
 SCANNED_PREFIXES = (CLUSTERS_DIR, *REGION_DIRS, FEED_DIR)
@@ -84,7 +85,7 @@ def candidates(vault: Vault) -> list[str]:
     """The vault paths a run considers (module docstring), sorted; region documents are filtered once read."""
     found: set[str] = set()
     for prefix in SCANNED_PREFIXES:
-        found.update(rel for rel, _ in catalogue.walk(str(vault.root / prefix), prefix))
+        found.update(rel for rel, _ in filestats.walk(str(vault.root / prefix), prefix))
     return sorted(found)
 
 
@@ -176,7 +177,7 @@ def run_scrub(
 def _follow(db: Session, vault: Vault, summary: ScrubSummary) -> None:
     """The index follows the files written: live documents' rows and search text, the others' search text."""
     written = summary.files_written
-    live = set(index.live_vault_files(catalogue.stat_files(vault)))
+    live = set(index.live_vault_files(filestats.stat_files(vault)))
     documents = [rel for rel in written if rel in live]
     entries = removed = 0
     if documents:

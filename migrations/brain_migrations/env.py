@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from pgvector.sqlalchemy import Vector
 
-from brain_kernel.db import make_engine, normalise_url
-from brain_kernel.models import Base
+from brain_kernel.db.engine import make_engine, normalise_url
+from brain_kernel.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -15,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from brain_kernel.db import normalise_url
+from brain_kernel.db.engine import normalise_url
 
 SCRIPTS = Path(__file__).resolve().parent
 

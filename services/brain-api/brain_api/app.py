@@ -15,18 +15,18 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from brain_api.edge import RequestEdge
 from brain_core.keys import InvalidKey
-from brain_kernel import pins
 from brain_kernel.clock import Clock, utc_now
-from brain_kernel.db import make_engine, read_session_factory, session_factory
-from brain_kernel.embedders import embedder_for
+from brain_kernel.db.engine import make_engine, read_session_factory, session_factory
 from brain_kernel.errors import ConfigError
-from brain_kernel.markers import search_follow
-from brain_kernel.projects import AmbiguousProject
+from brain_kernel.identity import pins
+from brain_kernel.identity.projects import AmbiguousProject
+from brain_kernel.identity.transcript_files import TranscriptLocator
+from brain_kernel.marker_service import search_follow
 from brain_kernel.scope import OutOfScope, ProjectRequired
-from brain_kernel.search_follow import SearchFollower
+from brain_kernel.search.embedders import embedder_for
+from brain_kernel.search.follower import SearchFollower
 from brain_kernel.settings import Settings
-from brain_kernel.transcripts import TranscriptLocator
-from brain_kernel.vault import Vault, VaultPathError
+from brain_kernel.vault_store import Vault, VaultPathError
 
 log = logging.getLogger("brain.api")
 

@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from brain_kernel.auth import EVERYONE, Principal, authenticate
 from brain_kernel.clock import Clock
-from brain_kernel.db import unit_of_work
+from brain_kernel.db.engine import unit_of_work
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 
 async def get_settings(request: Request) -> Settings:

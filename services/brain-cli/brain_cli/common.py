@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.settings import Settings
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 if TYPE_CHECKING:  # commands that never touch the database do not pay for importing SQLAlchemy
     from sqlalchemy import Engine
@@ -82,7 +82,7 @@ def open_vault(path: Path) -> Vault:
 def job_engine(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Settings, Engine]]:
     """A reachable (and migrated) database with a pool-less engine for a one-shot command, disposed at the end."""
     from brain_cli.runtime import open_database
-    from brain_kernel.db import make_engine
+    from brain_kernel.db.engine import make_engine
 
     with open_database(settings, migrate=migrate) as ready:
         assert ready.database_url is not None
@@ -96,7 +96,7 @@ def job_engine(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Se
 @contextmanager
 def job_session(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Settings, Session]]:
     """``job_engine`` with one unit of work: committed when the command's block succeeds."""
-    from brain_kernel.db import session_factory, unit_of_work
+    from brain_kernel.db.engine import session_factory, unit_of_work
 
     with job_engine(settings, migrate=migrate) as (ready, engine), unit_of_work(session_factory(engine)) as session:
         yield ready, session

@@ -5,7 +5,7 @@ worker of ``--workers N`` asks the kernel for SIGTERM when its parent dies
 (``die_with_parent``), so ``kill -9`` of the parent takes the workers and the
 port with it; the embedded database is stopped on every clean exit, and one
 left running by a parent killed outright is reused by the next start, which
-then stops it (``brain_kernel.embedded``).
+then stops it (``brain_kernel.db.embedded``).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from brain_kernel import pins
-from brain_kernel.db import check_reachable, make_engine
-from brain_kernel.embedded import EmbeddedPostgres, raise_on_sigterm
+from brain_kernel.db.embedded import EmbeddedPostgres, raise_on_sigterm
+from brain_kernel.db.engine import check_reachable, make_engine
 from brain_kernel.errors import ConfigError
+from brain_kernel.identity import pins
 from brain_kernel.settings import Settings, export_to_environ
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
 
 if TYPE_CHECKING:

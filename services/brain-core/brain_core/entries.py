@@ -2,7 +2,7 @@
 
 Every vault entry the feed can serve (arc, lesson, decision, signal,
 milestone, intent, inject block) becomes one ``EntryRecord``; the SQL
-repository in ``brain_kernel.index`` stores it. Ids are derived from the vault
+repository in ``brain_kernel.index.entries`` stores it. Ids are derived from the vault
 (path, plus a stable anchor for entries that share a file, such as lessons),
 so an incremental refresh and a full ``brain reindex`` produce the same rows.
 """

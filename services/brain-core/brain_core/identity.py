@@ -1,6 +1,6 @@
 """Project identity: which repository a session belongs to (pure, DESIGN section 3).
 
-The adapter in ``brain_kernel.identity`` gathers evidence (client attrs, the
+The adapter in ``brain_kernel.identity.resolver`` gathers evidence (client attrs, the
 session index, transcript metadata, git facts, the operator catalog, learned
 roots, layout patterns) and hands it to the decision functions here, which
 turn plain values into a ``ProjectIdentity``. Nothing in this module touches

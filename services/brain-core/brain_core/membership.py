@@ -19,7 +19,7 @@ its key or an alias. A project row with neither a repo nor a root only
 records that the key was mentioned (a marker that named ``api`` before any
 session resolved it), so it is not a second project next to a real one.
 
-These functions are the rule; ``brain_kernel.feed_repo.member`` and
+These functions are the rule; ``brain_kernel.feed.feed_repo.member`` and
 ``key_owned_sql`` (``holds_unnamed`` over the pins table and
 ``key_unique_sql``) are its SQL twins, held equal by
 tests/test_membership.py over generated rows. Inject blocks and fleet-wide

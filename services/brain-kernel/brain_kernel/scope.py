@@ -46,10 +46,10 @@ from brain_core.membership import belongs, holds_unnamed, key_is_unique, signal_
 from brain_core.textsearch import Hit, tokens
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.errors import BrainError
-from brain_kernel.feed_repo import arc_by_cluster_id, records_at
-from brain_kernel.pins import pins
-from brain_kernel.projects import AMBIGUOUS, EXACT, AmbiguousProject, ProjectLookup, known_projects, lookup_project
-from brain_kernel.vault import Vault
+from brain_kernel.feed.feed_repo import arc_by_cluster_id, records_at
+from brain_kernel.identity.pins import pins
+from brain_kernel.identity.projects import AMBIGUOUS, EXACT, AmbiguousProject, ProjectLookup, known_projects, lookup_project
+from brain_kernel.vault_store import Vault
 
 
 class OutOfScope(BrainError):
@@ -257,8 +257,8 @@ class Scope:
 
 def search_members(scope: Scope, vault: Vault, q: str, *, prefix: str = "", limit: int = 20, context_lines: int = 2) -> list[Hit]:
     """A vault search over a restricted scope's projects: each project's search, merged by rank (score, then path)."""
-    from brain_kernel import search_docs
-    from brain_kernel.vault_search import search_project
+    from brain_kernel.search import search_docs
+    from brain_kernel.search.file_scan import search_project
 
     use_index = search_docs.indexed(scope.db, vault)
     wanted = tokens(q)

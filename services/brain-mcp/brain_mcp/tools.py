@@ -12,7 +12,7 @@ hits rather than an error.
 
 Upstream's defects fixed here (section 8, item 16): ``brain_search_arcs``
 lists one result per arc, and ``min_score`` applies before the limit (both
-in ``brain_kernel.embeddings.search``).
+in ``brain_kernel.search.embeddings.search``).
 """
 
 from __future__ import annotations
@@ -37,20 +37,23 @@ from brain_core.feed.envelope import stamp_answer
 from brain_core.keys import InvalidKey
 from brain_core.markers import MarkerInvalid
 from brain_core.textsearch import tokens
-from brain_kernel import embeddings, feed_repo, markers, tick_queue
+from brain_kernel import marker_service
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.clock import Clock, utc_now
-from brain_kernel.db import make_engine, read_session_factory, session_factory, unit_of_work
-from brain_kernel.embedders import Embedder, EmbedderError, embedder_for
+from brain_kernel.db.engine import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.errors import BrainError, ConfigError
-from brain_kernel.llm import LLMError, chat_completion
-from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
-from brain_kernel.projects import EXACT, AmbiguousProject
+from brain_kernel.feed import feed_repo
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
+from brain_kernel.identity.projects import EXACT, AmbiguousProject
+from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.scope import Scope, search_members
+from brain_kernel.search import embeddings
+from brain_kernel.search.embedders import Embedder, EmbedderError, embedder_for
+from brain_kernel.search.file_scan import search_project, search_vault
 from brain_kernel.settings import Settings
-from brain_kernel.transcripts import TranscriptLocator
-from brain_kernel.vault import Vault, VaultPathError
-from brain_kernel.vault_search import search_project, search_vault
+from brain_kernel.ticks import tick_queue
+from brain_kernel.ticks.llm import LLMError, chat_completion
+from brain_kernel.vault_store import Vault, VaultPathError
 from brain_mcp import brief
 
 log = logging.getLogger("brain.mcp")
@@ -425,12 +428,12 @@ def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None, *, princ
     """Post a marker as ``POST /marker`` does (keyed by its body hash); its answer, or a replay of it."""
     try:
         with unit_of_work(k.sessions) as db:
-            outcome = markers.submit(db, k.vault, k.settings, type, content, attrs, now=k.clock(), locator=k.locator, principal=principal)
+            outcome = marker_service.submit(db, k.vault, k.settings, type, content, attrs, now=k.clock(), locator=k.locator, principal=principal)
     except MarkerInvalid as exc:
         return {"error": str(exc)}
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         return {"error": f"vault write failed: {exc.strerror or exc}"}
-    markers.follow_marker(k.sessions, k.vault, outcome)  # the search index, after the commit
+    marker_service.follow_marker(k.sessions, k.vault, outcome)  # the search index, after the commit
     return outcome.body
 
 

@@ -6,7 +6,7 @@ so the MCP tools and artifact producers work when pointed at the kernel.
 ``POST /search`` adds ``project`` (key or ``owner/name``: ambiguous 409,
 unknown 200 with no results, malformed 422, as the feed) and ``kind``, and
 answers ``exhaustive``: with any filter the top-k is exact (see
-``brain_kernel.embeddings``). Embedding failures answer 502, a dimension the
+``brain_kernel.search.embeddings``). Embedding failures answer 502, a dimension the
 index cannot take 503.
 """
 
@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field, model_validator
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from brain_core.chunks import EmbeddingDoc
 from brain_core.markers import has_lone_surrogate
-from brain_kernel import embeddings
-from brain_kernel.embedders import Embedder, EmbedderError
-from brain_kernel.projects import EXACT
+from brain_kernel.identity.projects import EXACT
 from brain_kernel.scope import Scope
+from brain_kernel.search import embeddings
+from brain_kernel.search.embedders import Embedder, EmbedderError
 
 router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
 

@@ -2,7 +2,7 @@
 
 The global feed serves the keeper's files in ``brain-feed/`` plus the hottest
 arcs and fleet inject blocks from the index. The project feed is
-``brain_kernel.project_feeds.project_answer``: a stored answer when one is
+``brain_kernel.feed.answers.project_answer``: a stored answer when one is
 still exact, else a lookup, one indexed statement and pure assembly, then
 the answer is stored (ADR 0010). No vault file is read on this path and no
 answer is kept in the process, so every replica answers every project from
@@ -18,7 +18,7 @@ from fastapi.responses import Response
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, VaultDep
 from brain_core.feed.envelope import stamp_answer
-from brain_kernel.project_feeds import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
 from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])

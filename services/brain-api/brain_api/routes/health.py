@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from brain_api.deps import require_auth
-from brain_kernel.embeddings import column_dimension
 from brain_kernel.errors import ConfigError
+from brain_kernel.search.embeddings import column_dimension
 from brain_migrations.runner import current_revision, head_revision
 
 router = APIRouter(tags=["health"])

@@ -8,9 +8,9 @@ the ``X-Idempotency-Key`` header, else the body hash. A reused key answers
 the original response with ``idempotent_replay: true`` (and
 ``body_mismatch: true`` when the body differs), 201 either way, so a
 client's outbox is never wedged. The answer adds ``project``. The work is
-``brain_kernel.markers.post_marker`` inside the request's transaction,
+``brain_kernel.marker_service.post_marker`` inside the request's transaction,
 opened and committed on the handler's own thread; the search index follows
-the file after the commit, off the request (``brain_kernel.search_follow``).
+the file after the commit, off the request (``brain_kernel.search.follower``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, StrictStr
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SettingsDep, UnitOfWorkDep, VaultDep
 from brain_core.markers import MarkerInvalid
-from brain_kernel import markers as service
+from brain_kernel import marker_service
 
 router = APIRouter(tags=["markers"], dependencies=[AuthDep])
 
@@ -70,7 +70,7 @@ def post_marker(
     """Write one marker to the vault and the index (or replay an earlier write of the same key)."""
     try:
         with uow() as db:  # opened and committed on this thread (deps.get_unit_of_work): one thread hop a request
-            outcome = service.submit(
+            outcome = marker_service.submit(
                 db,
                 vault,
                 settings,
@@ -86,7 +86,7 @@ def post_marker(
         raise HTTPException(status_code=400, detail=str(exc)) from None
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
-    path = service.written_path(outcome)
+    path = marker_service.written_path(outcome)
     if path and request.app.state.search_follower is not None:  # indexed for search after the commit, off this request
         request.app.state.search_follower.notify(path)
     return JSONResponse(outcome.body, status_code=outcome.status_code)

@@ -1,7 +1,7 @@
 """``GET /metrics``: tick health, the tick queue and index counts in the Prometheus text format.
 
 Replaces upstream's push of tick health to ClickHouse: a scraper pulls it
-instead (``brain_kernel.tick_health`` renders it from ``tick_runs``,
+instead (``brain_kernel.ticks.health`` renders it from ``tick_runs``,
 ``tick_requests``, ``entries`` and ``projects``). The same bearer auth as
 every other route, unless ``BRAIN_METRICS_PUBLIC`` is set (the answer holds
 counts and timings, never memory). A database outage answers 503 through the
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from brain_api.deps import ClockDep, ReadSessionDep, require_auth
-from brain_kernel.tick_health import CONTENT_TYPE, metrics_text
+from brain_kernel.ticks.health import CONTENT_TYPE, metrics_text
 
 router = APIRouter(tags=["metrics"])
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep
 from brain_core.times import iso
-from brain_kernel.feed_repo import list_projects
+from brain_kernel.feed.feed_repo import list_projects
 from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["projects"], dependencies=[AuthDep])

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field, field_validator
 from brain_api.deps import AuthDep, PrincipalDep, SessionDep, SettingsDep
 from brain_core import identity as core
 from brain_core.keys import InvalidKey
-from brain_kernel.identity import IdentityResolver
-from brain_kernel.identity_repo import get_session
+from brain_kernel.identity.resolver import IdentityResolver
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import OutOfScope, Scope
 
 router = APIRouter(tags=["sessions"], dependencies=[AuthDep])

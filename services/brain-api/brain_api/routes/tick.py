@@ -1,6 +1,6 @@
 """``POST /tick`` and ``GET /tick/{job_id}``: agents ask for a keeper tick and follow it (the MCP ``brain_tick`` tool).
 
-Upstream's shapes, backed by Postgres (``brain_kernel.tick_queue``) instead
+Upstream's shapes, backed by Postgres (``brain_kernel.ticks.tick_queue``) instead
 of request files: ``POST /tick`` queues a row and answers 202 with its
 ``job_id``; ``brain tick-drain`` runs the queued ticks, coalesced by flags,
 and keeps each tick's summary on its requests' rows. ``request_path`` and
@@ -19,8 +19,8 @@ from fastapi import APIRouter, Path, Query
 
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep
 from brain_core.times import iso
-from brain_kernel import tick_queue
 from brain_kernel.scope import Scope
+from brain_kernel.ticks import tick_queue
 
 router = APIRouter(tags=["tick"], dependencies=[AuthDep])
 

@@ -30,12 +30,13 @@ from brain_core.text import slugify
 from brain_core.textsearch import Hit, tokens
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
-from brain_kernel import feed_repo, search_docs
-from brain_kernel.index import follow_search
-from brain_kernel.projects import EXACT
+from brain_kernel.feed import feed_repo
+from brain_kernel.identity.projects import EXACT
+from brain_kernel.index.entries import follow_search
 from brain_kernel.scope import Scope, search_members
-from brain_kernel.vault import Vault, VaultPathError
-from brain_kernel.vault_search import SKIP_DIRS, search_project, search_vault
+from brain_kernel.search import search_docs
+from brain_kernel.search.file_scan import SKIP_DIRS, search_project, search_vault
+from brain_kernel.vault_store import Vault, VaultPathError
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep])
 
@@ -158,7 +159,7 @@ def vault_search(
 ) -> dict[str, Any]:
     """Token search over .md/.markdown/.txt files with line snippets, optionally restricted to one project.
 
-    Served from the search index (``brain_kernel.search_docs``) once a full
+    Served from the search index (``brain_kernel.search.search_docs``) once a full
     rebuild has indexed this vault, else by reading the files; both answer
     the same (tests/test_search_docs.py). A token bound to projects searches
     its projects' entries only (each project's search, merged by rank).

@@ -1,4 +1,4 @@
-"""``brain amygdala``: event-bus alarms to ``brain-feed/amygdala-active.md`` and incident arcs (``brain_ops.amygdala``)."""
+"""``brain amygdala``: event-bus alarms to ``brain-feed/amygdala-active.md`` and incident arcs (``brain_ops.amygdala_watch``)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def amygdala(
 
     Example: REDIS_URL=redis://redis:6379 brain amygdala --continuous --vault /vault
     """
-    from brain_kernel.events import EventBus
-    from brain_ops.amygdala import run_amygdala
+    from brain_kernel.ticks.events import EventBus
+    from brain_ops.amygdala_watch import run_amygdala
 
     settings = load_settings(vault=vault, redis_url=redis_url, amygdala_poll_interval=poll_interval, amygdala_consumer=consumer)
     store = open_vault(settings.vault)

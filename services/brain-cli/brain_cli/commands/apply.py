@@ -31,7 +31,7 @@ def apply(
 
     Example: brain apply --ai-output brain-feed/ticks/2026-11-29T12-00-00Z-ai-output.md --dry-run
     """
-    from brain_ops.apply import apply_ai_output
+    from brain_ops.keeper.apply import apply_ai_output
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)

@@ -57,7 +57,7 @@ def backfill(
 
     Example: brain backfill --dry-run --audit /vault/raw/backfill/audit-dry.jsonl
     """
-    from brain_ops.backfill import run_backfill
+    from brain_ops.backfill.run import run_backfill
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)

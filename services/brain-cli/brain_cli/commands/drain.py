@@ -1,4 +1,4 @@
-"""``brain tick-drain``: run the keeper ticks queued through ``POST /tick`` (a thin wrapper over ``brain_ops.drain``)."""
+"""``brain tick-drain``: run the keeper ticks queued through ``POST /tick`` (a thin wrapper over ``brain_ops.keeper.drain``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def tick_drain(
 
     Example: brain tick-drain --vault /srv/vault
     """
-    from brain_ops.drain import drain
+    from brain_ops.keeper.drain import drain
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)

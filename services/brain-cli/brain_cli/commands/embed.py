@@ -25,7 +25,7 @@ def embed(
 
     Example: brain embed --prune
     """
-    from brain_kernel.embedders import embedder_for
+    from brain_kernel.search.embedders import embedder_for
     from brain_ops.embed import run_embed
 
     settings = load_settings(database_url=database_url)

@@ -27,7 +27,7 @@ import typer
 
 from brain_cli.common import fail, load_settings, operator_errors
 from brain_kernel.settings import PLACEHOLDER_SECRET as PLACEHOLDER
-from brain_kernel.vault import Vault
+from brain_kernel.vault_store import Vault
 
 # ``NAME=value`` lines, and the commented ``# NAME=value`` lines that document a default.
 _ASSIGNMENT = re.compile(r"^(?P<comment>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")

@@ -30,7 +30,7 @@ def mcp(
     Example: brain mcp --http --port 8104 --vault ./vault
     """
     from brain_cli.runtime import open_database
-    from brain_kernel.vault import Vault
+    from brain_kernel.vault_store import Vault
     from brain_mcp.server import run
 
     settings = load_settings(vault=vault, database_url=database_url)

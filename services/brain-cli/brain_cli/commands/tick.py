@@ -43,7 +43,7 @@ def tick(
 
     Example: brain tick --no-ai
     """
-    from brain_ops.drain import run_tick_and_warm
+    from brain_ops.keeper.drain import run_tick_and_warm
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)

@@ -13,7 +13,7 @@ import os
 import typer
 
 from brain_cli.common import job_session, load_settings, operator_errors
-from brain_kernel.identity import IdentityResolver
+from brain_kernel.identity.resolver import IdentityResolver
 
 
 @operator_errors

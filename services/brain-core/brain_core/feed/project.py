@@ -1,7 +1,7 @@
 """The project feed (pure): one project's memory from index rows already filtered to it.
 
 ``project_feed`` takes P's rows (``ProjectMemory``, read by one statement in
-``brain_kernel.feed_repo``) and assembles P's intent and focus line, hot arcs,
+``brain_kernel.feed.feed_repo``) and assembles P's intent and focus line, hot arcs,
 recent lessons, decisions and milestones, P's signals, then fleet-wide
 signals and the inject blocks that reach P, every entry's metadata saying
 ``scope`` (``project`` or ``fleet``) and ``project``. An unknown project gets

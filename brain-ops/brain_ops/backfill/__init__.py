@@ -1,0 +1,1 @@
+"""The backfill of projects onto existing arcs."""

@@ -1,0 +1,645 @@
+"""The keeper tick (``brain tick``), deterministic half: upstream's steps (UPSTREAM.md 5.4), project-aware.
+
+Steps, in upstream's order:
+
+0. **Inbox drain**: ``raw/inbox/*.md`` notes move to the folder their first
+   known tag names (``brain_core.vault.regions.INBOX_TAGS``), with ``region``
+   set and ``status: active`` added when missing.
+1. **Scan** of the region folders, then ``clusters/<date>/``, with
+   ``.merged.md`` suppression and one copy per arc (``regions.live_paths``,
+   the same selection a full reindex uses).
+2. **Replay boost**: an arc named by a newer arc's ``replayed_from`` gets +1.
+3. **Heat** (``brain_core.heat``, upstream's formula) and status, for arcs
+   only (upstream's defect 8); ``created`` backfilled and ``heat`` inserted
+   when missing, with targeted frontmatter edits (every other byte stays).
+4. **Promote and demote** as moves between ``clusters/`` and
+   ``frontal-lobe/{conscious,unconscious}/``; 6. **graduate** by region;
+   (5. workflow templates are not built: see ADR 0014).
+7. **Mitigation set**; 8. **inline markers** collected from every scanned
+   document, each with the project of the arc holding it; signal files
+   posted through ``POST /marker`` take part like inline signals.
+9. **Verifier**: only operator-allowed commands, no shell, once per tick
+   (``brain_kernel.ticks.verifier``).
+10. **Feed files**: ``hot-arcs.md``, ``signals.md``, ``inject.md``,
+    ``lessons.md``, ``intent.md``, per-project intents, ``last-tick-diff.md``;
+    11. ``clusters/<date>/_dashboard.md``. A file is rewritten only when its
+    content changed, so a tick over a vault where nothing crossed a threshold
+    writes nothing.
+
+Then the index is refreshed from the same records (``replace_all``). With
+``dry_run`` everything is computed and reported, and nothing is written:
+no file, no move, no index row, no verifier run. The function never
+commits; the command does. With an LLM endpoint and ``use_ai`` the LLM half
+follows (``brain_ops.keeper.llm_tick``: prompt, one call, the answer applied).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+from sqlalchemy.orm import Session
+
+from brain_core.entries import EntryRecord
+from brain_core.feed.collect import collect_injects, collect_signals, mitigation_sources
+from brain_core.feed.intent import derive_intent, focus_line
+from brain_core.feed.keeper_files import (
+    hottest,
+    render_dashboard,
+    render_fleet_intent_file,
+    render_hot_arcs_file,
+    render_inject_file,
+    render_last_tick_diff,
+    render_lessons_file,
+    render_project_intent_file,
+    render_signals_file,
+    same_content,
+)
+from brain_core.feed.project import ProjectRef
+from brain_core.feed.sections import digest
+from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, facts_at, plan_arc
+from brain_core.times import iso, parse_time
+from brain_core.vault import frontmatter
+from brain_core.vault.layout import (
+    CLUSTERS_DIR,
+    FLEET_INTENT_FILE,
+    HOT_ARCS_FILE,
+    INBOX_DIR,
+    INJECT_FILE,
+    LAST_TICK_DIFF_FILE,
+    LEGACY_FEED_FILES,
+    LESSONS_FILE,
+    SIGNALS_FILE,
+    kind_of_path,
+    project_intent_path,
+)
+from brain_core.vault.records import ActivityTally, KeptKey, document_records, kept_keys, records_for
+from brain_core.vault.regions import canonical_id, clash_free, inbox_destination, is_inbox_note, live_paths, region_of_folder
+from brain_kernel import idempotency
+from brain_kernel.db.engine import hold_keeper_lock
+from brain_kernel.feed import feed_repo
+from brain_kernel.index import entries as index
+from brain_kernel.index import filestats
+from brain_kernel.index.entries import ARC_CAPABLE_KINDS, arc_facts_of, drop_paths_not_in, scan_point, write_file_records
+from brain_kernel.index.filestats import Stat
+from brain_kernel.search import search_docs
+from brain_kernel.settings import Settings
+from brain_kernel.ticks.verifier import ERROR, FAIL, PASS, SKIP, Verifier
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.intent import project_intents
+from brain_ops.keeper.llm_tick import run_llm_half
+
+HOT_ARCS = 10
+ACTIVE_HOURS = 72
+LESSON_DAYS = 7
+MAX_LESSONS = 30
+INTENT_ARCS = 5
+REINDEX_BATCH = 500  # changed files re-indexed per batch (memory bounded by the batch)
+ARC_CAPABLE = ("arc", "region", "signal")  # kinds of files that can hold an arc (a region doc or incident arc with a cluster_id)
+
+# Upstream's stats keys (UPSTREAM.md 5.4), every one always present.
+STATS_KEYS = (
+    "inbox_drained",
+    "inbox_errors",
+    "arcs_scanned",
+    "created_backfilled",
+    "heat_changes",
+    "promotions",
+    "demotions",
+    "templates_written",
+    "graduations",
+    "hot_arcs_written",
+    "signals_collected",
+    "signals_written",
+    "signals_tombstoned_stale",
+    "signals_tombstoned_cleared",
+    "signals_tombstoned_mitigated",
+    "signals_deduped",
+    "signals_verified_pass",
+    "signals_verified_fail",
+    "signals_verified_skip",
+    "signals_verified_error",
+    "inject_blocks_collected",
+    "lessons_collected",
+)
+
+Progress = Callable[[str], None]
+_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
+_SIGNAL_LINE = re.compile(r"^- \*\*\[", re.M)
+
+
+@dataclass
+class TickSummary:
+    """What a tick did (printed as JSON by ``brain tick``)."""
+
+    now: str
+    dry_run: bool
+    stats: dict[str, int | bool] = field(default_factory=dict)  # upstream's stats keys (UPSTREAM.md 5.4)
+    arcs_scanned: int = 0
+    arcs_updated: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    moves: list[dict[str, str]] = field(default_factory=list)
+    moves_refused: list[str] = field(default_factory=list)
+    hot_arcs: list[str] = field(default_factory=list)
+    signals: int = 0
+    lessons: int = 0
+    inject_blocks: int = 0
+    active_projects: list[str] = field(default_factory=list)
+    intent_sources: dict[str, int] = field(default_factory=dict)
+    llm_calls: int = 0
+    llm_error: str | None = None
+    llm_tick: dict[str, Any] = field(default_factory=dict)  # the LLM half: prompt, call, apply (brain_ops.keeper.llm_tick)
+    files_written: list[str] = field(default_factory=list)
+    vault_writes: int = 0
+    scanned_files: int = 0
+    read_files: int = 0  # files whose size or mtime differed from the catalogue (read and hashed)
+    skipped: list[str] = field(default_factory=list)
+    index: dict[str, Any] = field(default_factory=dict)
+    feed_answers: dict[str, int] = field(default_factory=dict)  # ``brain tick`` fills it after the commit (project_feeds.warm)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON summary."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class _File:
+    """One live document as the tick holds it: where it is, what the catalogue knows, whether it changed."""
+
+    path: str
+    kind: str | None
+    stat: Stat | None
+    sha256: str
+    facts: dict[str, Any] | None  # an arc's facts (``brain_core.heat.arc_facts``); None for other files
+    changed: bool = False  # its content differs from what the index holds: re-read and re-index it
+    text: str | None = None  # kept only when the disk does not hold it (a dry run)
+    source: str | None = None  # where a dry run reads it (an inbox note it only pretends to move)
+    moved_from: str | None = None
+    old_facts: dict[str, Any] | None = None
+
+    @property
+    def is_arc(self) -> bool:
+        return self.facts is not None
+
+
+class _Writer:
+    """Every vault write of one tick: nothing in a dry run, a count and the feed files' names otherwise."""
+
+    def __init__(self, vault: Vault, summary: TickSummary, *, dry_run: bool) -> None:
+        self.vault, self.summary, self.dry_run = vault, summary, dry_run
+
+    def write(self, rel: str, text: str, *, feed: bool = False, changed: bool = False) -> bool:
+        """Write ``text`` unless the file already says it (``changed``: known to differ); True when it was (or would be) written."""
+        if not changed:
+            try:
+                old = self.vault.read_text(rel) if self.vault.exists(rel) else None
+            except OSError:
+                old = None
+            if old == text or (feed and same_content(old, text)):
+                return False
+        if not self.dry_run:
+            self.vault.write_atomic(rel, text)
+            self.summary.vault_writes += 1
+        if feed:
+            self.summary.files_written.append(rel)
+        return True
+
+    def move(self, source: str, target: str, text: str | None) -> bool:
+        """Move a file (False, reported, when the target name is taken)."""
+        if self.vault.exists(target):
+            self.summary.moves_refused.append(f"{source} -> {target}: target exists")
+            return False
+        if not self.dry_run:
+            self.vault.move(source, target, text)
+            self.summary.vault_writes += 1
+        return True
+
+    def remove(self, rel: str) -> None:
+        if not self.dry_run and self.vault.remove(rel):
+            self.summary.vault_writes += 1
+
+
+def _mtime(vault: Vault, rel: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromtimestamp(vault.mtime(rel), tz=dt.timezone.utc)
+    except OSError:
+        return None
+
+
+# -- step 0: the inbox ------------------------------------------------------------------------
+
+
+def drain_inbox(vault: Vault, writer: _Writer, stats: dict[str, Any], now: dt.datetime) -> dict[str, str]:
+    """Move each inbox note to its tag's folder; returns {new path: old path} (what a dry run reads where)."""
+    moved: dict[str, str] = {}
+    if not vault.exists(INBOX_DIR):
+        return moved
+    for path in sorted(vault.iter_files(INBOX_DIR)):
+        rel = vault.rel(path)
+        if not is_inbox_note(rel):
+            continue
+        try:
+            text = vault.read_text(rel)
+            meta = frontmatter.parse(text).meta
+            folder = inbox_destination(meta)
+            name = rel.rsplit("/", 1)[-1]
+            target = f"{folder}/{name}"
+            target = f"{folder}/{clash_free(name, vault.exists(target) or target in moved, now.strftime('%H%M%S'))}"
+            changes: dict[str, Any] = {"region": region_of_folder(folder)} if meta.get("region") != region_of_folder(folder) else {}
+            if not meta.get("status"):
+                changes["status"] = "active"
+            if not writer.move(rel, target, frontmatter.update(text, changes) if changes else None):
+                stats["inbox_errors"] += 1
+                continue
+        except (OSError, UnicodeDecodeError):
+            stats["inbox_errors"] += 1
+            continue
+        stats["inbox_drained"] += 1
+        moved[target] = rel
+    return moved
+
+
+# -- steps 1 to 6: scan, replay, heat, moves ---------------------------------------------------
+
+
+def _read(vault: Vault, f: _File) -> str:
+    if f.text is not None:
+        return f.text
+    return vault.read_text(f.source or f.path)
+
+
+def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, filestats.Entry]]:
+    """Step 1: the live documents; only files whose size or mtime differ from the catalogue are read.
+
+    Returns the files in scan order and the catalogue as it was. A file read
+    whose hash matches its row is unchanged (only its stat is refreshed).
+    """
+    disk = filestats.stat_files(vault)
+    for target, source in inbox_moves.items():  # a dry run: the note is still in the inbox
+        if target not in disk and (st := filestats.stat_one(vault, source)) is not None:
+            disk[target] = st
+    known = filestats.load(session)
+    live = live_paths(disk, [p for p in disk if kind_of_path(p) in ARC_CAPABLE_KINDS]).live
+    files: list[_File] = []
+    for rel in live:
+        stat, row = disk[rel], known.get(rel)
+        source = inbox_moves.get(rel) if rel in inbox_moves and not vault.exists(rel) else None
+        if row is not None and row.stat == stat and source is None:
+            files.append(_File(rel, row.kind, stat, row.sha256, row.arc, old_facts=row.arc))
+            continue
+        try:
+            text = vault.read_text(source or rel)
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            summary.skipped.append(f"{rel}: {exc}")
+            continue
+        sha = filestats.digest(text)
+        if row is not None and row.sha256 == sha and source is None:
+            files.append(_File(rel, row.kind, stat, sha, row.arc, old_facts=row.arc))  # touched, not changed
+            continue
+        facts = arc_facts_of(rel, text, stat.mtime_ns)
+        files.append(_File(rel, kind_of_path(rel), stat, sha, facts, changed=True, source=source, old_facts=row.arc if row else None))
+    summary.scanned_files, summary.read_files = len(files), sum(1 for f in files if f.changed)
+    return files, known
+
+
+def replay_boosts(arcs: list[_File], now: dt.datetime) -> dict[str, int]:
+    """Step 2: canonical id -> +1 per arc whose ``replayed_from`` names it, created within 14 days."""
+    boosts: dict[str, int] = {}
+    for arc in arcs:
+        target = (arc.facts or {}).get("replayed_from")
+        if not target:
+            continue
+        created = parse_time((arc.facts or {}).get("created"))
+        if created is not None and now - created > dt.timedelta(days=REPLAY_MAX_AGE_DAYS):
+            continue
+        boosts[str(target)] = boosts.get(str(target), 0) + 1
+    return boosts
+
+
+def keep_arc(vault: Vault, arc: _File, now: dt.datetime, rules: HeatRules, boosts: dict[str, int], writer: _Writer, summary: TickSummary) -> None:
+    """Steps 3, 4 and 6 for one arc: the plan from its facts; its file is read and written only when the plan changes it."""
+    stats = summary.stats
+    facts = arc.facts or {}
+    names = {str(facts.get("cluster_id") or ""), canonical_id(arc.path)} - {""}
+    plan = plan_arc(facts, arc.path, now, rules, replay_boost=sum(boosts.get(n, 0) for n in names))
+    summary.statuses[plan.status or "none"] = summary.statuses.get(plan.status or "none", 0) + 1
+    if not plan.changes and not plan.move_to and not plan.graduated:
+        return
+    stats["created_backfilled"] += 1 if "created" in plan.changes else 0
+    stats["heat_changes"] += 1 if "heat" in plan.changes else 0
+    try:
+        text = _read(vault, arc)
+    except OSError as exc:
+        summary.skipped.append(f"{arc.path}: {exc}")
+        return
+    new_text = frontmatter.update(text, plan.changes) if plan.changes else text
+    source = arc.source or arc.path
+    moved = False
+    if plan.move_to is not None and writer.move(source, plan.move_to, new_text if (plan.changes or arc.source) else None):
+        moved = True
+        stats[{"promote": "promotions", "demote": "demotions", "graduate": "graduations"}[plan.action or "promote"]] += 1
+        summary.moves.append({"from": arc.path, "to": plan.move_to, "why": plan.action or ""})
+        arc.moved_from, arc.path = arc.path, plan.move_to
+        arc.source = source if writer.dry_run else None
+    elif plan.graduated:
+        stats["graduations"] += 1
+    if plan.changes and not moved:
+        writer.write(source, new_text, changed=True)
+    if plan.changes or moved:
+        summary.arcs_updated += 1 if plan.changes else 0
+        arc.changed = True
+        arc.kind = kind_of_path(arc.path)
+        arc.facts = {**facts, **plan.changes}
+        arc.text = new_text if writer.dry_run else None
+
+
+# -- the index, from the files that changed ---------------------------------------------------
+
+
+def _records(vault: Vault, files: list[_File], summary: TickSummary, keys: list[KeptKey], keys_since: dt.datetime | None) -> list[EntryRecord]:
+    records: list[EntryRecord] = []
+    for f in files:
+        try:
+            text = _read(vault, f)
+            f.sha256 = filestats.digest(text)
+            if f.is_arc or f.kind == "region":
+                records.extend(document_records(frontmatter.parse(text), f.path, "arc" if f.is_arc else f.kind))
+            else:
+                found = records_for(f.path, text)
+                records.extend(found)
+                if keys_since is not None:
+                    keys.extend(kept_keys(f.path, text, found, since=keys_since))
+        except Exception as exc:  # one bad file must not stop the tick
+            summary.skipped.append(f"{f.path}: {type(exc).__name__}: {exc}")
+    return records
+
+
+def index_changes(
+    session: Session,
+    vault: Vault,
+    files: list[_File],
+    known: dict[str, filestats.Entry],
+    scan_started: dt.datetime,
+    summary: TickSummary,
+    *,
+    key_ttl_seconds: int | None = None,
+) -> None:
+    """Re-index the files that changed (in batches), drop the rows of files gone, keep the catalogue current.
+
+    ``key_ttl_seconds``: the idempotency keys the markers of those files keep
+    are remembered when the table lacks them, as ``brain reindex`` does (ADR 0035).
+    """
+    changed = [f for f in files if f.changed]
+    entries = removed = restored = 0
+    tally = ActivityTally()
+    keys_since = scan_started - dt.timedelta(seconds=key_ttl_seconds) if key_ttl_seconds else None
+    for start in range(0, len(changed), REINDEX_BATCH):
+        batch = changed[start : start + REINDEX_BATCH]
+        paths = [f.path for f in batch] + [f.moved_from for f in batch if f.moved_from]
+        keys: list[KeptKey] = []
+        part = write_file_records(session, paths, _records(vault, batch, summary, keys, keys_since), before=scan_started, tally=tally)
+        if keys and key_ttl_seconds:
+            restored += idempotency.restore(session, keys, ttl_seconds=key_ttl_seconds)
+        entries, removed = entries + part.entries, removed + part.removed
+    live = [f.path for f in files]
+    removed += drop_paths_not_in(session, live, before=scan_started)
+    rows = []
+    for f in files:
+        if not f.changed and f.path in known and known[f.path].stat == f.stat:
+            continue
+        stat = filestats.stat_one(vault, f.path) if not summary.dry_run else f.stat
+        if stat is None:
+            continue
+        # The facts' mtime is the file's now (a file this tick wrote has a newer one), as a rebuild reads it.
+        facts = None if f.facts is None else facts_at(f.facts, index.file_time(stat.mtime_ns))
+        rows.append(filestats.Entry(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, facts))
+    filestats.save(session, rows)
+    gone = set(known) - set(live)
+    filestats.forget(session, gone)
+    index.record_activity(session, tally.result())
+    summary.index = {
+        "refreshed": not summary.dry_run,
+        "files_reindexed": len(changed),
+        "entries_written": entries,
+        "removed": removed,
+        "catalogue_rows": len(rows),
+        "keys_restored": restored,
+    }
+
+
+def verify_signals(session: Session, signals: list[EntryRecord], verifier: Verifier, stats: dict[str, Any]) -> set[str]:
+    """Step 9: run each kept signal's allowed verify command; exit 0 mitigates it (in the index too). Returns their ids."""
+    passed: set[str] = set()
+    for r in signals:
+        command = r.meta.get("verify")
+        if not command:
+            continue
+        outcome = verifier.check(str(command))
+        stats[{PASS: "signals_verified_pass", FAIL: "signals_verified_fail", SKIP: "signals_verified_skip", ERROR: "signals_verified_error"}[outcome]] += 1
+        if outcome == PASS:
+            passed.add(r.id)
+    index.set_verified(session, passed)
+    return passed
+
+
+def _unverified(record: EntryRecord) -> EntryRecord:
+    """A signal as its file says it, when only last tick's verifier had mitigated it (it is verified again)."""
+    if record.meta.get("mitigated_by") != "verify":
+        return record
+    meta = {k: v for k, v in record.meta.items() if k not in ("mitigated_by", "file_status")}
+    return replace(record, status=record.meta.get("file_status"), meta=meta)
+
+
+def _hottest(records: list[EntryRecord]) -> list[EntryRecord]:
+    return hottest(records)
+
+
+def _signal_lines(text: str | None) -> set[str]:
+    return {ln for ln in (text or "").splitlines() if _SIGNAL_LINE.match(ln)}
+
+
+def _day_of(facts: dict[str, Any] | None) -> str:
+    return str((facts or {}).get("created") or "")[:10]
+
+
+def dashboards(session: Session, vault: Vault, arcs: list[_File]) -> dict[str, str]:
+    """``clusters/<date>/_dashboard.md`` of the date folders whose arcs changed (or that have none yet).
+
+    A dashboard lists the arcs created that day, hottest first, wherever they now live.
+    """
+    if not vault.exists(CLUSTERS_DIR):
+        return {}
+    folders = {p.name for p in vault.path(CLUSTERS_DIR).iterdir() if p.is_dir() and _DATE.fullmatch(p.name)}
+    touched = {_day_of(a.facts) for a in arcs if a.changed} | {_day_of(a.old_facts) for a in arcs if a.changed}
+    touched |= {d for d in folders if not vault.exists(f"{CLUSTERS_DIR}/{d}/_dashboard.md")}
+    days = sorted(touched & folders)
+    if not days:
+        return {}
+    by_day: dict[str, list[EntryRecord]] = {}
+    for a in feed_repo.arcs_created_on(session, days):
+        by_day.setdefault(str(a.meta.get("created") or "")[:10], []).append(a)
+    return {f"{CLUSTERS_DIR}/{day}/_dashboard.md": render_dashboard(day, _hottest(by_day.get(day, []))) for day in days}
+
+
+def run_tick(
+    session: Session,
+    vault: Vault,
+    settings: Settings,
+    *,
+    now: dt.datetime | None = None,
+    use_ai: bool = True,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    llm_transport: httpx.BaseTransport | None = None,
+) -> TickSummary:
+    """One deterministic keeper pass (module docstring); writes nothing with ``dry_run``; never commits."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    summary = TickSummary(now=iso(now) or "", dry_run=dry_run)
+    stats: dict[str, Any] = dict.fromkeys(STATS_KEYS, 0)
+    stats["dry_run"] = dry_run
+    summary.stats = stats
+    say = progress or (lambda _msg: None)
+    writer = _Writer(vault, summary, dry_run=dry_run)
+    rules = HeatRules(
+        promote=settings.promote_heat,
+        demote=settings.demote_heat,
+        graduate=settings.graduate_heat,
+        graduate_age_days=settings.graduate_age_days,
+        decay_start_days=settings.decay_start_days,
+        decay_interval_days=settings.decay_interval_days,
+    )
+
+    if not dry_run:
+        hold_keeper_lock(session)  # one keeper job at a time: a tick beside another tick or an apply waits for it
+    scan_started = scan_point(session)
+    savepoint = session.begin_nested() if dry_run else None  # a dry run computes in the database too, then rolls back
+    llm_half = use_ai and bool(settings.llm_base_url)
+    use_ai = use_ai and not llm_half  # with the LLM half the intents come from its one call, derived until then
+    try:
+        _pass(session, vault, settings, summary, writer, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
+        if llm_half:
+            run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, say=say)
+    finally:
+        if savepoint is not None:
+            savepoint.rollback()
+    return summary
+
+
+def _pass(
+    session: Session,
+    vault: Vault,
+    settings: Settings,
+    summary: TickSummary,
+    writer: _Writer,
+    rules: HeatRules,
+    *,
+    now: dt.datetime,
+    use_ai: bool,
+    scan_started: dt.datetime,
+    say: Progress,
+    llm_transport: httpx.BaseTransport | None,
+) -> None:
+    stats = summary.stats
+    say("draining the inbox")
+    inbox_moves = drain_inbox(vault, writer, stats, now)
+    say("scanning the vault")
+    files, known = scan(vault, session, inbox_moves if writer.dry_run else {}, summary)
+    arcs = [f for f in files if f.is_arc]
+    stats["arcs_scanned"] = summary.arcs_scanned = len(arcs)
+    boosts = replay_boosts(arcs, now)
+    say(f"scoring {len(arcs)} arcs ({summary.read_files} of {len(files)} files read)")
+    for n, arc in enumerate(arcs, 1):
+        keep_arc(vault, arc, now, rules, boosts, writer, summary)
+        if n % 5000 == 0:
+            say(f"scored {n} of {len(arcs)} arcs")
+    say("collecting markers")
+    index_changes(session, vault, files, known, scan_started, summary, key_ttl_seconds=settings.idempotency_ttl_seconds)
+    index.apply_mitigation(session, mitigation_sources(_arc_statuses(arcs)))
+
+    signal_rows = [_unverified(r) for r in feed_repo.entries_of_kinds(session, ["signal"])]
+    signals = collect_signals(signal_rows, now, stale_days=settings.stale_signal_days)
+    verified = verify_signals(session, signals.kept, Verifier.from_settings(settings, dry_run=writer.dry_run), stats)
+    kept_signals = [s for s in signals.kept if s.id not in verified]
+    stats.update(
+        signals_collected=signals.collected,
+        signals_deduped=signals.deduped,
+        signals_tombstoned_cleared=signals.cleared,
+        signals_tombstoned_mitigated=signals.mitigated + len(verified),
+        signals_tombstoned_stale=signals.stale,
+        signals_written=len(kept_signals),
+    )
+    blocks, stats["inject_blocks_collected"] = collect_injects(feed_repo.entries_of_kinds(session, ["inject"]), now, stale_days=settings.stale_inject_days)
+    stats["lessons_collected"] = feed_repo.count_of_kind(session, "lesson")
+    hot = feed_repo.hot_arcs(session, limit=HOT_ARCS)
+    stats["hot_arcs_written"] = len(hot)
+    summary.hot_arcs = [digest(a).cluster_id for a in hot]
+    lessons = feed_repo.recent_of_kind(session, "lesson", since=now - dt.timedelta(days=LESSON_DAYS), limit=MAX_LESSONS)
+    summary.signals, summary.lessons, summary.inject_blocks = len(kept_signals), len(lessons), len(blocks)
+
+    say("writing intents")
+    refs = {p.id: ProjectRef(p.key, p.repo, True, p.last_active) for p in feed_repo.active_projects(session, since=now - dt.timedelta(hours=ACTIVE_HOURS))}
+    project_arcs = {pid: feed_repo.top_arcs(session, ref.key, ref.repo, limit=INTENT_ARCS) for pid, ref in refs.items()}
+    if use_ai and not settings.llm_base_url:
+        summary.notes.append("no LLM configured (BRAIN_LLM_BASE_URL / INFERENCE_URL): deterministic tick, intents derived from hot arcs")
+    result = project_intents(settings, {pid: [digest(a) for a in arcs_] for pid, arcs_ in project_arcs.items()}, use_ai=use_ai, transport=llm_transport)
+    summary.active_projects = sorted(refs)
+    summary.llm_calls, summary.llm_error = result.llm_calls, result.error
+    for source in result.sources.values():
+        summary.intent_sources[source] = summary.intent_sources.get(source, 0) + 1
+
+    say("writing the feed")
+    old_signals = vault.read_text(SIGNALS_FILE) if vault.exists(SIGNALS_FILE) else None
+    files_out: dict[str, str] = {
+        HOT_ARCS_FILE: render_hot_arcs_file(hot, now, blurb_chars=settings.hot_arc_blurb_chars),
+        SIGNALS_FILE: render_signals_file(kept_signals, now),
+        INJECT_FILE: render_inject_file(blocks, now),
+        LESSONS_FILE: render_lessons_file(lessons, now),
+        FLEET_INTENT_FILE: render_fleet_intent_file(derive_intent([digest(a) for a in hot]), now, source="derived"),
+    }
+    for pid, ref in sorted(refs.items()):
+        top = project_arcs[pid][0] if project_arcs[pid] else None
+        focus = focus_line(digest(top) if top else None, (ref.last_active or now).strftime("%Y-%m-%d"))
+        files_out[project_intent_path(ref.id)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
+    written = [rel for rel, text in files_out.items() if writer.write(rel, text, feed=True)]
+    changed = {
+        "signals_changed": len(_signal_lines(old_signals) ^ _signal_lines(files_out[SIGNALS_FILE])),
+        **{k: stats[k] for k in ("heat_changes", "promotions", "demotions", "graduations", "inbox_drained")},
+    }
+    if any(changed.values()) or not vault.exists(LAST_TICK_DIFF_FILE):
+        writer.write(LAST_TICK_DIFF_FILE, render_last_tick_diff(now, changed), feed=True)
+    for rel in LEGACY_FEED_FILES:
+        if vault.exists(rel):
+            writer.remove(rel)
+            summary.files_written.append(f"{rel} (removed)")
+    intents = [rel for rel in written if kind_of_path(rel) == "intent"]
+    if intents:
+        write_file_records(session, intents, [r for rel in intents for r in records_for(rel, files_out[rel])])
+        if not writer.dry_run:
+            filestats.save(session, [_catalogue_row(vault, rel, files_out[rel]) for rel in intents])
+    for rel, text in dashboards(session, vault, arcs).items():
+        writer.write(rel, text)
+    if not writer.dry_run and search_docs.indexed(session, vault):
+        search_docs.rebuild_documents(session, vault)  # only files whose size or mtime changed are read
+
+
+def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
+    """The arcs as the mitigation set reads them: status and ``mitigates``."""
+    out = []
+    for a in arcs:
+        facts = a.facts or {}
+        if facts.get("mitigates"):
+            status = str(facts.get("status") or "").lower() or None
+            out.append(EntryRecord(id=a.path, kind="arc", vault_path=a.path, status=status, meta={"mitigates": facts["mitigates"]}))
+    return out
+
+
+def _catalogue_row(vault: Vault, rel: str, text: str) -> filestats.Entry:
+    stat = filestats.stat_one(vault, rel) or filestats.Stat(len(text.encode("utf-8")), 0)
+    return filestats.Entry(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), None)

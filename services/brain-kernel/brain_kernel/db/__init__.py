@@ -1,0 +1,1 @@
+"""Database connections and units of work."""

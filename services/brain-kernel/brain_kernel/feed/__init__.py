@@ -1,0 +1,1 @@
+"""Feed queries, stored answers."""

@@ -1,0 +1,156 @@
+"""Project feed service: the answer to ``GET /feed?project=P``, stored or computed.
+
+The steps, on a read session in autocommit mode:
+
+1. parse the reference (a malformed one fails before any database read);
+2. unless asked to compute afresh, look for a stored answer that is still
+   exact (``snapshots.fetch``); that statement also returns the read
+   point, taken before every read below;
+3. look the project up (unknown: fleet signals only, never stored;
+   ambiguous: the candidates, never stored);
+4. read P's memory in one statement (``feed_repo.project_memory``), assemble
+   it with the pure ``brain_core.feed``, and store the answer with the read
+   point, the scopes it depends on and the moment its window moves (ADR 0010).
+
+``warm`` computes and stores the default answers of the projects a keeper
+tick just refreshed, so session starts after a tick still get stored answers.
+
+The HTTP route only maps the outcome to a response.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from brain_core.feed.envelope import answer_body
+from brain_core.feed.keeper_files import global_feed
+from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
+from brain_core.keys import InvalidKey, parse_project_ref
+from brain_core.vault.layout import FEED_DIR
+from brain_kernel.feed import feed_repo, snapshots
+from brain_kernel.feed.snapshots import SnapshotKey
+from brain_kernel.identity.projects import EXACT, AmbiguousProject, resolve_project
+from brain_kernel.scope import Scope
+from brain_kernel.vault_store import Vault
+
+log = logging.getLogger("brain.feed")
+
+STORED, LIVE = "stored", "live"
+DEFAULT_TOP_N = 10
+DEFAULT_LESSON_DAYS = 14
+
+
+@dataclass(frozen=True)
+class FeedAnswer:
+    """A project feed answer: its JSON body without ``generated_at``, and where it came from."""
+
+    body: str
+    source: str
+
+
+def project_answer(
+    db: Session,
+    project: str,
+    *,
+    top_n: int,
+    lesson_days: int,
+    vault_root: str,
+    now: dt.datetime,
+    fresh: bool = False,
+    scope: Scope | None = None,
+) -> FeedAnswer:
+    """The feed of ``project`` (key or slug); InvalidKey when malformed, AmbiguousProject when shared.
+
+    ``fresh`` skips the stored answer (the result is still stored). ``scope``:
+    OutOfScope (before any stored answer is read) for a project outside it.
+    """
+    ref = project.strip()
+    if scope is not None and scope.restricted:
+        scope.check(ref)
+    asked_key, asked_slug = parse_project_ref(ref)
+    key = SnapshotKey(ref, top_n, lesson_days, vault_root)
+    if fresh:
+        point = snapshots.read_point(db)
+    else:
+        stored, point = snapshots.fetch(db, key, now=now)
+        if stored is not None:
+            return FeedAnswer(stored, STORED)
+    found = resolve_project(db, ref)
+    since = now - dt.timedelta(days=lesson_days)
+    if found.status != EXACT:  # unknown: never stored, since any well-formed string is one
+        subject = ProjectRef(key=found.key, repo=found.repo, known=False)
+        memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
+        payload = project_feed(subject, memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n, ref=ref)
+        return FeedAnswer(answer_body(payload), LIVE)
+    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
+    subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
+    payload = project_feed(
+        subject,
+        rows.memory,
+        now=now,
+        vault_root=vault_root,
+        lesson_days=lesson_days,
+        top_n=top_n,
+        key_is_unique=rows.key_is_unique,
+        ref=ref,
+    )
+    body = answer_body(payload)
+    scopes = {s for s in (asked_key, asked_slug, found.key, found.repo) if s}
+    try:
+        snapshots.store(db, key, point=point, scopes=scopes, valid_until=rows.memory.valid_until(lesson_days), body=body)
+    except DBAPIError as exc:  # a read-only database still answers, just without storing
+        log.warning("project feed answer not stored: %s", str(exc.orig or exc).splitlines()[0])
+    return FeedAnswer(body, LIVE)
+
+
+def feed_files(vault: Vault) -> list[tuple[str, str]]:
+    """The keeper's top-level ``brain-feed/*.md`` files as (vault path, text), sorted by name."""
+    folder = vault.path(FEED_DIR)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.md")):
+        if path.name.startswith(".") or not vault.contains(path) or not path.is_file():
+            continue  # a link out of the vault is never served (issue 18, defect 1)
+        try:
+            out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue  # removed between listing and reading: the next read sees the new set
+    return out
+
+
+def global_answer(db: Session, vault: Vault, *, now: dt.datetime, scope: Scope | None = None) -> dict[str, Any]:
+    """``GET /feed`` without a project: the keeper's files, the hottest arcs and the fleet inject blocks.
+
+    Those reach every project, so a restricted ``scope`` may not have them (its callers ask for its project's feed).
+    """
+    if scope is not None:
+        scope.require_unrestricted("the global feed")
+    return global_feed(feed_files(vault), feed_repo.hot_arcs(db, limit=10), feed_repo.inject_blocks(db), now=now, vault_root=str(vault.root))
+
+
+def warm(db: Session, projects: Iterable[str], *, vault_root: str, now: dt.datetime) -> dict[str, int]:
+    """Store the default answer of each project unless an exact one is stored already.
+
+    The keeper runs this after its refresh has committed (an answer read
+    inside the refresh's own transaction would be stale the moment it
+    commits), so the first session start after a tick is served a stored
+    answer. Returns counts: ``computed`` (and stored), ``stored`` (already
+    exact), ``skipped`` (ambiguous or malformed references).
+    """
+    counts = {"computed": 0, "stored": 0, "skipped": 0}
+    for ref in projects:
+        try:
+            answer = project_answer(db, ref, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=vault_root, now=now)
+        except (InvalidKey, AmbiguousProject):
+            counts["skipped"] += 1
+            continue
+        counts["computed" if answer.source == LIVE else "stored"] += 1
+    return counts

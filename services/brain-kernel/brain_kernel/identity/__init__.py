@@ -1,0 +1,1 @@
+"""Project identity: resolution, sessions, git facts, projects, pins."""

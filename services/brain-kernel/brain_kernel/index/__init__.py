@@ -1,0 +1,1 @@
+"""The index of the vault: entries, file stats, the one path for changed files."""

@@ -1,0 +1,1 @@
+"""Search: the word index, embeddings, embedders."""

@@ -1,0 +1,1 @@
+"""Keeper ticks: the queue, health, the LLM, the event bus."""
