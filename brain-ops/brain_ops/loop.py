@@ -56,7 +56,6 @@ Emit = Callable[[dict[str, Any]], None]
 
 EXTRACT, TICK, DRAIN, EMBED = "extract", "tick", "drain", "embed"
 SOURCE = "brain-ops-loop"  # the source of the loop's own ticks in tick_runs (the drain's are brain-drain)
-SCHEDULED = (EXTRACT, TICK, DRAIN)  # the order jobs due in one cycle run in
 # The longest sleep between checks: a clock that jumps (or a missed signal) is noticed within a minute.
 MAX_SLEEP_SECONDS = 60.0
 _STRING_CAP = 300

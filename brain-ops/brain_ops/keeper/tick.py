@@ -26,7 +26,7 @@ Steps, in upstream's order:
     content changed, so a tick over a vault where nothing crossed a threshold
     writes nothing.
 
-Then the index is refreshed from the same records (``replace_all``). With
+Then the index is refreshed from the files that changed (``index_changes``). With
 ``dry_run`` everything is computed and reported, and nothing is written:
 no file, no move, no index row, no verifier run. The function never
 commits; the command does. With an LLM endpoint and ``use_ai`` the LLM half
@@ -99,7 +99,6 @@ LESSON_DAYS = 7
 MAX_LESSONS = 30
 INTENT_ARCS = 5
 REINDEX_BATCH = 500  # changed files re-indexed per batch (memory bounded by the batch)
-ARC_CAPABLE = ("arc", "region", "signal")  # kinds of files that can hold an arc (a region doc or incident arc with a cluster_id)
 
 # Upstream's stats keys (UPSTREAM.md 5.4), every one always present.
 STATS_KEYS = (
@@ -222,13 +221,6 @@ class _Writer:
     def remove(self, rel: str) -> None:
         if not self.dry_run and self.vault.remove(rel):
             self.summary.vault_writes += 1
-
-
-def _mtime(vault: Vault, rel: str) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromtimestamp(vault.mtime(rel), tz=dt.timezone.utc)
-    except OSError:
-        return None
 
 
 # -- step 0: the inbox ------------------------------------------------------------------------
@@ -457,10 +449,6 @@ def _unverified(record: EntryRecord) -> EntryRecord:
     return replace(record, status=record.meta.get("file_status"), meta=meta)
 
 
-def _hottest(records: list[EntryRecord]) -> list[EntryRecord]:
-    return hottest(records)
-
-
 def _signal_lines(text: str | None) -> set[str]:
     return {ln for ln in (text or "").splitlines() if _SIGNAL_LINE.match(ln)}
 
@@ -485,7 +473,7 @@ def dashboards(session: Session, vault: Vault, arcs: list[_File]) -> dict[str, s
     by_day: dict[str, list[EntryRecord]] = {}
     for a in feed_repo.arcs_created_on(session, days):
         by_day.setdefault(str(a.meta.get("created") or "")[:10], []).append(a)
-    return {f"{CLUSTERS_DIR}/{day}/_dashboard.md": render_dashboard(day, _hottest(by_day.get(day, []))) for day in days}
+    return {f"{CLUSTERS_DIR}/{day}/_dashboard.md": render_dashboard(day, hottest(by_day.get(day, []))) for day in days}
 
 
 def run_tick(

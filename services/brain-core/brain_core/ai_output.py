@@ -38,7 +38,6 @@ EDGE_TYPES = ("parent", "child", "sibling", "unblocks", "supersedes", "related")
 SEVERITIES = ("info", "warning", "critical", "nuclear")
 FLEET_KEYS = frozenset({"fleet", "*", "all", "_fleet", "overall"})
 TITLE_MAX_CHARS = 80
-SECTION_NAMES = {1: "edges", 2: "merges", 3: "signals", 4: "intent", 5: "health", 6: "summaries"}
 
 _HEADING = re.compile(r"^#{1,6}\s*(?:\*\*)?\s*([1-6])\s*[.):]")
 _BULLET = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")

@@ -112,11 +112,6 @@ def belongs(record: EntryRecord, key: str, repo: str | None, *, key_is_unique: b
     return repo_matches(record.repo, record.project == key, repo, key_is_unique=held)
 
 
-def signal_is_active(record: EntryRecord) -> bool:
-    """A signal counts until it is marked resolved (or similar)."""
-    return (record.status or "active").lower() not in INACTIVE_SIGNAL_STATUSES
-
-
 def signal_is_fleet(record: EntryRecord) -> bool:
     """Fleet-wide signals: scope fleet, or no project at all."""
     return record.scope == "fleet" or not record.projects

@@ -116,9 +116,3 @@ def authenticate(header: str | None, entries: Sequence[TokenEntry]) -> Principal
     if found is None:
         return "invalid token"
     return Principal(found.name, found.projects)
-
-
-def bearer_refusal(header: str | None, entries: Sequence[TokenEntry]) -> str | None:
-    """Why a request with this ``Authorization`` header is refused (401), or None when it may pass."""
-    answer = authenticate(header, entries)
-    return answer if isinstance(answer, str) else None

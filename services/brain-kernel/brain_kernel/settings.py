@@ -181,10 +181,6 @@ class Settings(BaseSettings):
             return None
         return value.strip()
 
-    @property
-    def auth_enabled(self) -> bool:
-        return bool(self.tokens)
-
     @cached_property
     def token_entries(self) -> list[TokenEntry]:
         """The parsed ``BRAIN_TOKENS`` entries (token digests and their projects), parsed once."""

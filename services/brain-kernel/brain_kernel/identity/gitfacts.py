@@ -176,9 +176,6 @@ class _Lru:
         with self._lock:
             self._data.clear()
 
-    def __len__(self) -> int:
-        return len(self._data)
-
 
 _TOPLEVELS = _Lru(MAX_TOPLEVELS)
 _CONFIGS = _Lru(MAX_CONFIG_FILES)
@@ -188,11 +185,6 @@ def clear_caches() -> None:
     """Forget every answer kept by this process (benchmarks measure a fresh process with it)."""
     _TOPLEVELS.clear()
     _CONFIGS.clear()
-
-
-def cached_toplevels() -> int:
-    """How many repository toplevels this process keeps answers for."""
-    return len(_TOPLEVELS)
 
 
 # -- config files ------------------------------------------------------------------------------

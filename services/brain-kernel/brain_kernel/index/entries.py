@@ -12,9 +12,10 @@ the same rows (tests/test_reindex.py compares them):
 - ``refresh(paths)`` after a write (``brain cluster``, merges, backfill):
   those files' old rows are replaced by what the files hold now (none when a
   file is gone or became a ``.merged.md`` tombstone);
-- ``rebuild`` (``brain reindex``) and the keeper's ``replace_all``: every
-  file's rows are upserted, then the rows this pass did not rewrite are
-  deleted, but only those last written before the pass began.
+- ``rebuild`` (``brain reindex``): every file's rows are upserted, then the
+  rows this pass did not rewrite are deleted, but only those last written
+  before the pass began. The keeper's tick does the same with the files that
+  changed (``write_file_records``, then ``drop_paths_not_in``).
 
 Why a rebuild never drops an acknowledged write (ADR 0011): the pass reads
 the database clock before it reads the first file (``scan_point``), and
@@ -516,17 +517,6 @@ def set_verified(session: Session, ids: Iterable[str]) -> int:
     """Mark exactly ``ids`` as the signals this tick's verifier mitigated (earlier verifier marks are lifted)."""
     params = {"ids": sorted(set(ids))}
     return (session.execute(_VERIFIED, params).rowcount or 0) + (session.execute(_UNVERIFIED, params).rowcount or 0)
-
-
-def replace_all(session: Session, records: Iterable[EntryRecord], *, scan_started: dt.datetime) -> ReindexSummary:
-    """Make the entries table hold ``records`` and nothing else, keeping rows written since ``scan_started`` (no commit)."""
-    rows = _dedupe(records)
-    paths = {r.vault_path for r in rows}
-    summary = write_file_records(session, paths, rows, before=scan_started)
-    summary.removed += drop_paths_not_in(session, paths, before=scan_started)
-    apply_mitigation(session)
-    collect(session)  # bound the feed change log; answers read since the previous refresh stay servable
-    return summary
 
 
 REBUILD_BATCH = 500  # files per batch: memory stays bounded by the batch, not the vault
