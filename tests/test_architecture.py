@@ -172,6 +172,47 @@ def import_cycles(imports: list[Import]) -> list[list[str]]:
     return groups
 
 
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_name_uses(path: Path, source: str) -> list[str]:
+    """Where a module takes another project module's private name: ``from m import _x``, or ``m._x`` on a module it
+    imported (``import a.b``, ``import a.b as m``, ``from a import b``); dunders are public."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    bound: dict[str, str] = {}  # local name -> the project module it names
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _top(alias.name) in LAYER:
+                    local = alias.asname or alias.name.split(".", 1)[0]
+                    bound[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom):
+            for alias, target in zip(node.names, _resolve(source, node, is_package), strict=True):
+                if _top(target) not in LAYER:
+                    continue
+                owner = target.removesuffix(f".{alias.name}")
+                if _is_private(alias.name) and owner != source:
+                    out.append(f"{where}:{node.lineno} {source} imports {owner}.{alias.name}")
+                elif target in MODULES and target != owner:
+                    bound[alias.asname or alias.name] = target
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        parts, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            parts.append(value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in bound:
+            owner = ".".join([bound[value.id], *reversed(parts)])
+            if owner in MODULES and owner != source:
+                out.append(f"{where}:{node.lineno} {source} uses {owner}.{node.attr}")
+    return out
+
+
 def test_every_package_lives_in_a_folder_of_its_own_name() -> None:
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     assert "package-dir" not in config["tool"]["setuptools"], "no package-dir remapping: a folder is its package"
@@ -200,6 +241,37 @@ def test_the_layering_check_catches_an_upward_import(tmp_path: Path) -> None:
     sibling = tmp_path / "sibling.py"
     sibling.write_text("import brain_ops.keeper.tick\n")
     assert layering_violations(imports_of(sibling, "brain_api.sibling"))
+
+
+def test_no_module_uses_another_modules_private_name() -> None:
+    """A name with a leading underscore belongs to its module: a helper two modules share is public in one home."""
+    violations = [v for name, path in MODULES.items() for v in private_name_uses(path, name)]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_private_name_check_catches_a_borrowed_helper(tmp_path: Path) -> None:
+    """The rule itself can fail: each way of reaching into another module is reported, public and dunder names are not."""
+    fake = tmp_path / "borrower.py"
+    fake.write_text(
+        "import brain_kernel.db.engine\n"
+        "import brain_kernel.db.models as models\n"
+        "from brain_kernel.feed import feed_repo\n"
+        "from brain_kernel.feed.feed_repo import _helper, member\n"
+        "from . import _sibling\n"
+        "def f():\n"
+        "    return feed_repo._columns, models._now(), brain_kernel.db.engine._SECONDARY_INDEXES, feed_repo.__name__, member\n"
+    )
+    found = private_name_uses(fake, "brain_kernel.search.borrower")
+    assert sorted(v.split(" ", 1)[1] for v in found) == [
+        "brain_kernel.search.borrower imports brain_kernel.feed.feed_repo._helper",
+        "brain_kernel.search.borrower imports brain_kernel.search._sibling",
+        "brain_kernel.search.borrower uses brain_kernel.db.engine._SECONDARY_INDEXES",
+        "brain_kernel.search.borrower uses brain_kernel.db.models._now",
+        "brain_kernel.search.borrower uses brain_kernel.feed.feed_repo._columns",
+    ]
+    own = tmp_path / "own.py"
+    own.write_text("import httpx\nclass C:\n    _x = 1\n    def f(self):\n        return self._x, httpx._client, C._x\n")
+    assert private_name_uses(own, "brain_kernel.own") == []
 
 
 def test_the_cycle_check_catches_a_loop() -> None:

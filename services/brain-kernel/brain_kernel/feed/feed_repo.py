@@ -348,7 +348,7 @@ def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
         select(*_COLUMNS)
         .where(
             Entry.kind == "arc",
-            or_(Entry.meta["cluster_id"].astext == cluster_id, Entry.vault_path.like(f"%/{_like(cluster_id)}.md")),
+            or_(Entry.meta["cluster_id"].astext == cluster_id, Entry.vault_path.like(f"%/{escape_like(cluster_id)}.md")),
         )
         .order_by(Entry.vault_path)
         .limit(1)
@@ -363,7 +363,8 @@ def entries_of_kinds(session: Session, kinds: Sequence[str]) -> list[EntryRecord
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
-def _like(text: str) -> str:
+def escape_like(text: str) -> str:
+    """``text`` with the LIKE wildcards (and the escape character) escaped, to match it literally in a pattern."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
@@ -387,7 +388,7 @@ def project_entries(session: Session, key: str, repo: str | None, *, prefix: str
     """
     stmt = select(*_COLUMNS).where(member(key, repo, key_owned_sql(key, repo)))
     if prefix:
-        stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
+        stmt = stmt.where(Entry.vault_path.like(escape_like(prefix.strip("/")) + "%"))
     return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
 
 
@@ -399,7 +400,7 @@ def records_at(session: Session, paths: Sequence[str] | None, *, prefix: str = "
             return []
         stmt = stmt.where(Entry.vault_path.in_(list(paths)))
     elif prefix:
-        stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
+        stmt = stmt.where(Entry.vault_path.like(escape_like(prefix.strip("/")) + "%"))
     return [_record_at(r, 0) for r in session.execute(stmt.order_by(Entry.vault_path, Entry.id))]
 
 

@@ -81,7 +81,7 @@ from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
 from brain_kernel.db.engine import defer_indexes, restore_indexes
 from brain_kernel.db.models import Entry
-from brain_kernel.feed.feed_repo import _like, key_owned_sql, member
+from brain_kernel.feed.feed_repo import escape_like, key_owned_sql, member
 from brain_kernel.index.filestats import walk
 from brain_kernel.search.file_scan import SKIP_DIRS
 from brain_kernel.vault_store import Vault
@@ -1016,7 +1016,7 @@ def search(
         key, repo = project
         stmt = select(Entry.id, Entry.vault_path).where(member(key, repo, key_owned_sql(key, repo)))
         if prefix:
-            stmt = stmt.where(Entry.vault_path.like(_like(prefix.strip("/")) + "%"))
+            stmt = stmt.where(Entry.vault_path.like(escape_like(prefix.strip("/")) + "%"))
         compiled = stmt.compile(dialect=session.connection().dialect)
         member_sql = str(compiled)
         params.update({f"m_{k}": v for k, v in compiled.params.items()})
