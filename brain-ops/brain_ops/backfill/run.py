@@ -513,7 +513,7 @@ class _Follow:
         filestats.save(
             self.db,
             [
-                filestats.Entry(
+                filestats.StatRow(
                     rel, st.size, st.mtime_ns, filestats.digest(t), kind_of_path(rel), arc_facts_of(rel, t, st.mtime_ns, meta=doc.meta if doc else None)
                 )
                 for rel, t, doc, st in batch

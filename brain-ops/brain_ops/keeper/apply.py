@@ -362,7 +362,7 @@ def _index(run: _Run, touched: list[str], summary: ApplySummary) -> None:
             gone.append(rel)
             continue
         text = run.texts[rel]
-        rows.append(filestats.Entry(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), arc_facts_of(rel, text, stat.mtime_ns)))
+        rows.append(filestats.StatRow(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), arc_facts_of(rel, text, stat.mtime_ns)))
     filestats.save(run.session, rows)
     filestats.forget(run.session, gone)
     summary.index = {"refreshed": True, "files": len(touched), "entries_written": result.entries, "removed": result.removed}

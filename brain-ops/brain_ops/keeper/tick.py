@@ -265,7 +265,7 @@ def _read(vault: Vault, f: _File) -> str:
     return vault.read_text(f.source or f.path)
 
 
-def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, filestats.Entry]]:
+def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, filestats.StatRow]]:
     """Step 1: the live documents; only files whose size or mtime differ from the catalogue are read.
 
     Returns the files in scan order and the catalogue as it was. A file read
@@ -377,7 +377,7 @@ def index_changes(
     session: Session,
     vault: Vault,
     files: list[_File],
-    known: dict[str, filestats.Entry],
+    known: dict[str, filestats.StatRow],
     scan_started: dt.datetime,
     summary: TickSummary,
     *,
@@ -411,7 +411,7 @@ def index_changes(
             continue
         # The facts' mtime is the file's now (a file this tick wrote has a newer one), as a rebuild reads it.
         facts = None if f.facts is None else facts_at(f.facts, index.file_time(stat.mtime_ns))
-        rows.append(filestats.Entry(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, facts))
+        rows.append(filestats.StatRow(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, facts))
     filestats.save(session, rows)
     gone = set(known) - set(live)
     filestats.forget(session, gone)
@@ -628,6 +628,6 @@ def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
     return out
 
 
-def _catalogue_row(vault: Vault, rel: str, text: str) -> filestats.Entry:
+def _catalogue_row(vault: Vault, rel: str, text: str) -> filestats.StatRow:
     stat = filestats.stat_one(vault, rel) or filestats.Stat(len(text.encode("utf-8")), 0)
-    return filestats.Entry(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), None)
+    return filestats.StatRow(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), None)

@@ -70,8 +70,7 @@ from brain_kernel.db.engine import defer_indexes, restore_indexes
 from brain_kernel.db.models import Entry, Project, SessionRow
 from brain_kernel.feed.snapshots import collect
 from brain_kernel.identity.projects import known_projects
-from brain_kernel.index.filestats import Entry as CatalogueEntry
-from brain_kernel.index.filestats import catalogued, digest, forget, save, stat_files
+from brain_kernel.index.filestats import StatRow, catalogued, digest, forget, save, stat_files
 from brain_kernel.search import search_docs
 from brain_kernel.vault_store import Vault
 
@@ -569,7 +568,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None,
     def write(
         batch: list[str],
         records: list[EntryRecord],
-        entries: list[CatalogueEntry],
+        entries: list[StatRow],
         texts: list[tuple[str, str]],
         spans: dict[str, search_docs.Spans],
         prepared: Future[dict[str, search_docs.Prepared]] | None,
@@ -606,7 +605,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None,
         inflight: Future[None] | None = None
         for batch in search_docs.batches(paths, REBUILD_BATCH, size_of, REBUILD_BYTES):
             records: list[EntryRecord] = []
-            entries: list[CatalogueEntry] = []
+            entries: list[StatRow] = []
             texts: list[tuple[str, str]] = []
             spans: dict[str, search_docs.Spans] = {}  # each log split once: its records' entries give the search segments
             kept: list[KeptKey] = []
@@ -627,9 +626,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None,
                     kept.extend(kept_keys(rel, text_, found, since=keys_since))
                 stat = stats.get(rel)
                 if stat is not None:
-                    entries.append(
-                        CatalogueEntry(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns, meta=meta))
-                    )
+                    entries.append(StatRow(rel, stat.size, stat.mtime_ns, digest(text_), kind_of_path(rel), arc_facts_of(rel, text_, stat.mtime_ns, meta=meta)))
             prepared = None
             if helper is not None:
                 todo = [(rel, t, spans.get(rel)) for rel, t in texts]

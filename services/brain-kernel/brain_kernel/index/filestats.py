@@ -40,7 +40,7 @@ class Stat:
 
 
 @dataclass(frozen=True)
-class Entry:
+class StatRow:
     """One catalogue row."""
 
     path: str
@@ -120,10 +120,10 @@ def stat_one(vault: Vault, rel: str) -> Stat | None:
     return Stat(info.st_size, info.st_mtime_ns)
 
 
-def load(session: Session) -> dict[str, Entry]:
+def load(session: Session) -> dict[str, StatRow]:
     """Every catalogue row by path."""
     rows = session.execute(select(VaultFile.path, VaultFile.size, VaultFile.mtime_ns, VaultFile.sha256, VaultFile.kind, VaultFile.arc))
-    return {r[0]: Entry(*r) for r in rows}
+    return {r[0]: StatRow(*r) for r in rows}
 
 
 def catalogued(session: Session) -> set[str]:
@@ -141,7 +141,7 @@ def _upsert() -> Any:
     )
 
 
-def save(session: Session, entries: Iterable[Entry]) -> int:
+def save(session: Session, entries: Iterable[StatRow]) -> int:
     """Insert or update rows (a row that would not change is not written); returns how many were given."""
     rows = [{"path": e.path, "size": e.size, "mtime_ns": e.mtime_ns, "sha256": e.sha256, "kind": e.kind, "arc": storable(e.arc)} for e in entries]
     for start in range(0, len(rows), BATCH):
