@@ -10,15 +10,35 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from brain_core.arcs import ARC_KEYS, ArcSession, arc_title, cluster_id_for, plan_clusters, render_arc
+from brain_core.arcs import ArcSession, arc_title, cluster_id_for, plan_clusters, render_arc
 from brain_core.vault import frontmatter
-from brain_core.vault.records import arc_record
+from brain_core.vault.records import arc_record_of
 from brain_kernel.db.models import Entry
 from brain_ops.cluster import run_cluster
 from tests.conftest import brain
 from tests.test_extract import NOW, T0, World
 
 H = dt.timedelta(hours=1)
+# A new arc's frontmatter keys, in DESIGN section 6 order.
+ARC_KEYS = (
+    "cluster_id",
+    "title",
+    "region",
+    "status",
+    "heat",
+    "source_sessions",
+    "project",
+    "projects",
+    "repo",
+    "worktrees",
+    "cwd",
+    "git_branch",
+    "project_source",
+    "created",
+    "signals",
+    "edges",
+    "synthesized",
+)
 
 
 def s(sid: str, start: dt.datetime, *, project: str | None = "api", repo: str | None = "acme/api", minutes: int = 30, **kw: object) -> ArcSession:
@@ -105,9 +125,9 @@ def test_rendered_arc_is_valid_yaml_with_every_key() -> None:
     assert meta["edges"] == [] and meta["synthesized"] is False
 
 
-def test_arc_record_reads_new_legacy_and_tombstoned_arcs() -> None:
+def test_an_arc_index_row_reads_new_legacy_and_tombstoned_arcs() -> None:
     plan = plan_clusters([s("a", T0), s("b", T0 + H, minutes=45)])[0]
-    record = arc_record(render_arc(plan), plan.vault_path)
+    record = arc_record_of(frontmatter.parse(render_arc(plan)), plan.vault_path)
     assert record is not None
     assert record.id == f"arc:{plan.vault_path}" and record.kind == "arc"
     assert (record.project, record.projects, record.repo) == ("api", ("api",), "acme/api")
@@ -125,16 +145,16 @@ def test_arc_record_reads_new_legacy_and_tombstoned_arcs() -> None:
             "summary": "A merged arc.",
         }
     )
-    rec = arc_record(merged, "clusters/2026-01-01/arc-1.md")
+    rec = arc_record_of(frontmatter.parse(merged), "clusters/2026-01-01/arc-1.md")
     assert rec is not None and rec.projects == ("api", "web") and rec.heat == 7.5 and rec.content == "A merged arc."
 
     legacy = "---\ncluster_id: c-old\ntitle: Old arc\nheat: 3\nproject: package\ncreated: 2025-01-02\n---\nbody\n"
-    old = arc_record(legacy, "clusters/2025-01-02/c-old.md")
+    old = arc_record_of(frontmatter.parse(legacy), "clusters/2025-01-02/c-old.md")
     assert old is not None and old.project is None and old.projects == () and old.meta["legacy_project"] == "package"
     assert old.occurred_at == dt.datetime(2025, 1, 2, tzinfo=dt.timezone.utc)
 
-    assert arc_record(render_arc(plan), "clusters/2026-01-01/arc-1.merged.md") is None
-    assert arc_record("no frontmatter at all", "clusters/x/y.md") is not None
+    assert arc_record_of(frontmatter.parse(render_arc(plan)), "clusters/2026-01-01/arc-1.merged.md") is None
+    assert arc_record_of(frontmatter.parse("no frontmatter at all"), "clusters/x/y.md") is not None
 
 
 # -- brain cluster on a vault -----------------------------------------------------

@@ -29,7 +29,7 @@ import yaml
 from typer.testing import CliRunner
 
 from brain_cli.cli import app
-from brain_cli.commands.init import parse_env, render_env, template_names
+from brain_cli.commands.init import _ASSIGNMENT, parse_env, render_env
 from brain_kernel.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,6 +51,11 @@ CHART_MANAGED = {
     "CODEX_HOME", "BRAIN_LLM_API_KEY", "INFERENCE_API_KEY", "BRAIN_EMBED_API_KEY", "LLM_API_KEY", "REDIS_URL", "HOME",
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
 }  # fmt: skip
+
+
+def _template_names(text: str) -> set[str]:
+    """Every variable a template names, set or commented, read by ``brain init``'s own line rule."""
+    return {match["name"] for line in text.splitlines() if (match := _ASSIGNMENT.match(line.strip()))}
 
 
 def _settings_names() -> set[str]:
@@ -408,7 +413,7 @@ def test_every_env_name_of_the_deployment_is_a_setting(rendered: dict[str, list[
             unknown = set(service.get("environment", {})) - settings
             assert not unknown, f"compose.yml {name} sets {sorted(unknown)}, which the settings object does not read"
     # .env.example: every name is a setting or one compose.yml fills its ${...} with; every ${...} is documented.
-    env_names = set(template_names((REPO / ".env.example").read_text()))
+    env_names = _template_names((REPO / ".env.example").read_text())
     interpolated = _interpolated()
     assert not env_names - settings - interpolated, f".env.example names {sorted(env_names - settings - interpolated)}, read by nothing"
     assert not interpolated - env_names, f"compose.yml uses {sorted(interpolated - env_names)}, which .env.example does not document"

@@ -16,7 +16,7 @@ from brain_core.membership import belongs
 from brain_core.text import clip_words, has_lone_surrogate_char, one_line, storable
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import kind_of_path
-from brain_core.vault.records import arc_record, inject_record, intent_record, project_activity
+from brain_core.vault.records import arc_record_of, inject_record, intent_record, project_activity
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -66,7 +66,7 @@ def test_heat_and_the_index_read_the_same_last_activity() -> None:
     legacy = {"title": "Old", "last_activity": "2026-01-09T00:00:00Z", "created": "2025-12-01T00:00:00Z"}
     fresh = {"title": "New", "updated": "2026-11-29T09:00:00Z", "signals": {"last_active": "2026-11-28T10:00:00Z"}}
     for meta, expected in ((legacy, dt.datetime(2026, 1, 9, tzinfo=dt.timezone.utc)), (fresh, dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc))):
-        record = arc_record(frontmatter.render(meta, "body\n"), "clusters/2026-11-28/arc-x.md")
+        record = arc_record_of(frontmatter.parse(frontmatter.render(meta, "body\n")), "clusters/2026-11-28/arc-x.md")
         assert record is not None
         assert arc_activity(meta).last_active == record.occurred_at == expected
 
@@ -280,7 +280,7 @@ def test_intent_files_round_trip_to_index_records() -> None:
 
 def test_vault_paths_map_to_entry_kinds() -> None:
     assert kind_of_path("clusters/2026-11-28/arc-1.md") == "arc"
-    assert kind_of_path("clusters/2026-11-28/arc-1.merged.md") == "arc"  # arc_record returns None for it
+    assert kind_of_path("clusters/2026-11-28/arc-1.merged.md") == "arc"  # arc_record_of returns None for it
     assert kind_of_path("left/reference/lessons-2026-11-28.md") == "lesson"
     assert kind_of_path("left/decisions/ADR-0001-x.md") == "decision"
     assert kind_of_path("amygdala/20261128-120000-alert-x.md") == "signal"

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from brain_core.redact import REDACTED, scrub
 from brain_core.times import parse_time
 from brain_core.vault import frontmatter
-from brain_core.vault.records import arc_record
+from brain_core.vault.records import arc_record_of
 from brain_kernel.db.models import Entry
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -143,7 +143,7 @@ def test_hostile_arc_frontmatter_is_validated_where_it_is_read(client, settings:
         "---\ncluster_id: bad-arc\ntitle: Bad arc\nheat: .nan\nstatus: active\nproject: ../../amygdala\nprojects: [../../amygdala, api]\n"
         "repo: org1/api\nproject_source: git\ncreated: '0001-01-01T00:00:00+05:00'\n---\nbody\n",
     )
-    record = arc_record(vault.read_text("clusters/2026-01-02/bad-arc.md"), "clusters/2026-01-02/bad-arc.md")
+    record = arc_record_of(frontmatter.parse(vault.read_text("clusters/2026-01-02/bad-arc.md")), "clusters/2026-01-02/bad-arc.md")
     assert record is not None and record.heat == 0.0 and record.project == "api" and record.projects == ("api",)
     assert parse_time("0001-01-01T00:00:00+05:00") is None and parse_time("9999-12-31T23:59:59-05:00") is None
     assert brain(settings, "reindex").exit_code == 0

@@ -175,8 +175,3 @@ def test_attrs_are_validated_and_must_agree() -> None:
     for bad in ({"project": "../etc"}, {"project": "a b"}, {"repo": "justname"}, {"project": "web", "repo": "org1/api"}, {"project": "x", "worktree": "a/b"}):
         with pytest.raises(InvalidKey):
             core.from_attrs(bad, None)
-
-
-def test_first_hit_never_invents_a_project() -> None:
-    assert core.first_hit([None, None], "/home/dev/api").source == "unresolved"
-    assert core.first_hit([None, core.from_transcript("https://github.com/o/n", "/x")], "/x").source == "transcript"

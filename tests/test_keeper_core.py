@@ -17,7 +17,7 @@ from brain_core.heat import ArcActivity, HeatRules, age_days, arc_activity, heat
 from brain_core.membership import inject_applies, inject_is_fleet, inject_is_live, signal_is_fleet
 from brain_core.vault import frontmatter
 from brain_core.vault.inline import parse_attrs, parse_markers
-from brain_core.vault.records import arc_record, document_records, inline_records
+from brain_core.vault.records import arc_record_of, document_records, inline_records
 from brain_core.vault.regions import (
     CONSCIOUS_DIR,
     UNCONSCIOUS_DIR,
@@ -619,7 +619,7 @@ def test_inject_lines() -> None:
 
 
 def test_dashboard_table() -> None:
-    arc = arc_record(ARC_TEXT, ARC_PATH)
+    arc = arc_record_of(frontmatter.parse(ARC_TEXT), ARC_PATH)
     assert arc is not None
     assert render_dashboard("2026-11-28", [arc]).splitlines() == [
         "# Cluster Dashboard \u2014 2026-11-28",

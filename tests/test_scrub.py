@@ -10,14 +10,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from brain_core.arcs import ArcSession, build_plan, render_arc
-from brain_core.redact import REDACTED, scrub_document, scrub_report
-from brain_core.transcripts import parse_claude, parse_codex
+from brain_core.redact import REDACTED, scrub_document
 from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry
 from brain_kernel.vault_store import Vault
 from tests.conftest import brain, make_settings
 from tests.test_extract import NOW, T0, World
-from tests.transcript_factory import claude_lines, codex_lines, write_codex
+from tests.transcript_factory import claude_lines, codex_lines, parse_claude, parse_codex, write_codex
 
 # Fake credentials of the real shapes: an AWS key id (AKIA + 16 upper-case alphanumerics), a GitHub token
 # (ghp_ + 36 alphanumerics) and an OpenAI key assigned to its variable.
@@ -53,11 +52,11 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 # -- the core ------------------------------------------------------------------------------------------------
 
 
-def test_scrub_report_counts_each_kind_and_a_rescrub_counts_nothing() -> None:
-    result = scrub_report(FIRST)
+def test_a_scrub_counts_each_kind_and_a_rescrub_counts_nothing() -> None:
+    result = scrub_document(FIRST)
     assert result.text == f"Deploy {REDACTED} {REDACTED} with OPENAI_API_KEY={REDACTED} on staging"
     assert result.kinds == {"assignment": 1, "aws": 1, "github": 1} and result.removed == 3
-    again = scrub_report(result.text + " password=" + REDACTED + f" https://u:{REDACTED}@host/x")
+    again = scrub_document(result.text + " password=" + REDACTED + f" https://u:{REDACTED}@host/x")
     assert again.removed == 0 and again.kinds == {}
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from brain_core.transcripts import ClaudeParser, codex_id_from_name, is_boilerplate, parse_claude, parse_codex
+from brain_core.transcripts import ClaudeParser, codex_id_from_name, is_boilerplate
 from tests.conftest import REPO_ROOT
-from tests.transcript_factory import claude_lines, codex_lines
+from tests.transcript_factory import claude_lines, codex_lines, parse_claude, parse_codex
 
 DATA = REPO_ROOT / "tests" / "data"
 CLAUDE_SAMPLE = DATA / "claude" / "projects" / "-home-dev-src-agentihooks-profiles-package" / "5f0c3f7e-2d5b-4c55-9a51-0d8d1b3f9e21.jsonl"

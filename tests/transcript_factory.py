@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary
 from tests.gitrepo import add_worktree, git, make_repo
 
-__all__ = ["add_worktree", "claude_lines", "codex_lines", "git", "make_repo", "write_claude", "write_codex"]
+__all__ = ["add_worktree", "claude_lines", "codex_lines", "git", "make_repo", "parse_claude", "parse_codex", "write_claude", "write_codex"]
 
 
 def _iso(when: dt.datetime) -> str:
@@ -160,6 +160,17 @@ def write_codex(codex_dir: Path, session_id: str, cwd: str, start: dt.datetime, 
     return path
 
 
-def new_id() -> str:
-    """A fresh session id (UUID4, as both tools use)."""
-    return str(uuid.uuid4())
+def parse_claude(lines: Iterable[bytes | str], session_id: str = "") -> SessionSummary:
+    """Summarise a Claude Code transcript given its lines (session id: the file stem)."""
+    return _parse(ClaudeParser(session_id), lines)
+
+
+def parse_codex(lines: Iterable[bytes | str], session_id: str = "") -> SessionSummary:
+    """Summarise a Codex rollout given its lines (session id from ``session_meta``, else the argument)."""
+    return _parse(CodexParser(session_id), lines)
+
+
+def _parse(parser: ClaudeParser | CodexParser, lines: Iterable[bytes | str]) -> SessionSummary:
+    for line in lines:
+        parser.feed(line)
+    return parser.finish()

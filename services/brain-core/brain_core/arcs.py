@@ -13,7 +13,7 @@ give the same id and the same file: a rerun rewrites nothing. ``render_arc``
 writes arc files through the one frontmatter codec; ``refresh_changes``
 computes the targeted frontmatter edits when an existing arc gains sessions;
 ``arc_last_active`` is the one rule for an arc's last activity, shared by heat
-and the arc's index row (``brain_core.vault.records.arc_record``).
+and the arc's index row (``brain_core.vault.records.arc_record_of``).
 
 The prompts and title hints a bundle carries are scrubbed of secrets again
 as they are read (``ArcSession.from_mapping``): a bundle written by an
@@ -43,25 +43,6 @@ DEFAULT_BRIDGE_MINUTES = 24 * 60
 TITLE_CHARS = 80
 DEFAULT_REGION = "frontal-lobe"
 DEFAULT_STATUS = "active"
-ARC_KEYS = (
-    "cluster_id",
-    "title",
-    "region",
-    "status",
-    "heat",
-    "source_sessions",
-    "project",
-    "projects",
-    "repo",
-    "worktrees",
-    "cwd",
-    "git_branch",
-    "project_source",
-    "created",
-    "signals",
-    "edges",
-    "synthesized",
-)
 
 
 @dataclass(frozen=True)

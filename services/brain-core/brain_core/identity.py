@@ -511,11 +511,3 @@ def from_layout(path: str | None, patterns: Iterable[str], cwd: str | None, user
             continue
         return ProjectIdentity(key, None, None, None, cwd, "layout")
     return None
-
-
-def first_hit(candidates: Iterable[ProjectIdentity | None], cwd: str | None) -> ProjectIdentity:
-    """The first resolved candidate (in DESIGN order), else unresolved."""
-    for candidate in candidates:
-        if candidate is not None and candidate.project is not None:
-            return candidate
-    return unresolved(cwd)

@@ -25,8 +25,8 @@ What is replaced by ``<REDACTED_SECRET>``:
 What ``brain extract`` and ``brain cluster`` mine from transcripts (prompts,
 title hints) goes through ``scrub`` where the parser keeps it, so arcs, their
 dashboards, the hot table and the index only ever get scrubbed text.
-``scrub_report`` is the same rule counting what it replaced, by kind, for
-audits; ``scrub_document`` applies it to a whole vault file (``brain scrub``).
+``scrub_document`` applies the same rule to a whole vault file and counts
+what it replaced, by kind (``brain scrub``).
 """
 
 from __future__ import annotations
@@ -106,15 +106,11 @@ def _scrub(text: str, private_key: re.Pattern[str]) -> Scrubbed:
     return Scrubbed(out, dict(sorted(found.items())))
 
 
-def scrub_report(text: str) -> Scrubbed:
-    """``scrub`` of ``text``, with the count of secrets replaced by kind (``aws``, ``github``, ``assignment``, ...)."""
-    return _scrub(text, _PRIVATE_KEY)
-
-
 def scrub_document(text: str) -> Scrubbed:
-    """``scrub_report`` of a whole vault file: a key block cut short ends at its line (and the key lines after it).
+    """``scrub`` of a whole vault file, with the count of secrets replaced by kind (``aws``, ``github``, ...).
 
-    Every byte outside a replaced secret is kept, line ends included.
+    A key block cut short ends at its line (and the key lines after it). Every
+    byte outside a replaced secret is kept, line ends included.
     """
     return _scrub(text, _PRIVATE_KEY_LINES)
 

@@ -24,7 +24,6 @@ import datetime as dt
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,12 +205,6 @@ class _Parser:
         self.s = SessionSummary(session_id=session_id, agent=self.agent)
         self._last_compaction: dt.datetime | None = None
         self._seen_prompt = False
-
-    def feed_all(self, lines: Iterable[bytes | str]) -> SessionSummary:
-        """Consume every line and return the summary."""
-        for line in lines:
-            self.feed(line)
-        return self.finish()
 
     def feed(self, line: bytes | str) -> None:
         """Consume one line; never raises on bad input."""
@@ -502,16 +495,6 @@ class CodexParser(_Parser):
             for text, when in self._event_prompts:
                 self.user_text(text, when)
         return self.s
-
-
-def parse_claude(lines: Iterable[bytes | str], session_id: str = "") -> SessionSummary:
-    """Summarise a Claude Code transcript given its lines (session id: the file stem)."""
-    return ClaudeParser(session_id).feed_all(lines)
-
-
-def parse_codex(lines: Iterable[bytes | str], session_id: str = "") -> SessionSummary:
-    """Summarise a Codex rollout given its lines (session id from ``session_meta``, else the argument)."""
-    return CodexParser(session_id).feed_all(lines)
 
 
 _ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I)

@@ -50,7 +50,6 @@ class KeyRow:
 
 
 _TABLE = IdempotencyKey.__table__
-_COLUMNS = (_TABLE.c.state, _TABLE.c.body_hash, _TABLE.c.created_at, _TABLE.c.status_code, _TABLE.c.response)
 
 
 # The three statements of every marker write as SQL text, run by the driver: the statement building and
@@ -78,12 +77,6 @@ ON CONFLICT (key) DO NOTHING"""
 
 def _row(found: Any) -> KeyRow | None:
     return KeyRow(found.state, found.body_hash, found.created_at, found.status_code, dict(found.response or {})) if found is not None else None
-
-
-def lookup(session: Session, key: str) -> KeyRow | None:
-    """The key's row when it is remembered and not expired."""
-    stmt = select(*_COLUMNS).where(_TABLE.c.key == key, _TABLE.c.expires_at > func.now())
-    return _row(session.execute(stmt).first())
 
 
 def reserve(session: Session, key: str, *, scope: str, body_hash: str, ttl_seconds: int, at: dt.datetime) -> bool:

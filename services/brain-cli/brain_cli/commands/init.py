@@ -49,16 +49,6 @@ def parse_env(text: str) -> dict[str, str]:
     return values
 
 
-def template_names(text: str) -> list[str]:
-    """Every variable a template names, set or commented, in order."""
-    names: list[str] = []
-    for line in text.splitlines():
-        match = _ASSIGNMENT.match(line.strip())
-        if match and match["name"] not in names:
-            names.append(match["name"])
-    return names
-
-
 @dataclass
 class Rendered:
     """An env file's new text and what went into it."""

@@ -237,8 +237,8 @@ def _arc_repo(value: Any) -> str | None:
         return None
 
 
-def arc_record(text: str, vault_path: str) -> EntryRecord | None:
-    """Index entry of an arc file; None for merge tombstones.
+def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | None:
+    """Index entry of an arc file, already parsed (the keeper parses every arc once); None for merge tombstones.
 
     Attribution is trusted only from arcs written with project fields
     (``projects`` or ``project_source`` present). Older arcs carry a
@@ -246,11 +246,6 @@ def arc_record(text: str, vault_path: str) -> EntryRecord | None:
     read as unattributed (kept in ``meta.legacy_project``) until the backfill
     rewrites them.
     """
-    return arc_record_of(frontmatter.parse(text), vault_path)
-
-
-def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | None:
-    """``arc_record`` for an arc already parsed (the keeper parses every arc once)."""
     if is_tombstone(vault_path):
         return None
     meta = doc.meta

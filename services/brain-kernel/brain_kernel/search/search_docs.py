@@ -265,11 +265,6 @@ def index_codes(session: Session) -> IndexCodes:
     return IndexCodes(min((codes for codes, _ in rows), default=0), common)
 
 
-def short_codes(session: Session) -> bool:
-    """Whether every indexed vault root's segments carry the codes of short grams (then short tokens use the GIN index)."""
-    return index_codes(session).version >= SHORT_CODES
-
-
 @dataclass(frozen=True)
 class Segment:
     """Consecutive lines of a document: 1-based first and last line, the log entry they are (if any), the text."""
