@@ -160,7 +160,7 @@ def database_mb(url: str) -> float:
 
 # The tables whose rows a rebuild makes from the vault (the change log's compaction and the rebuild's own
 # record, ``feed_changes`` and ``vault_search_state``, are bookkeeping, reported apart).
-DATA_TABLES = ("entries", "projects", "project_counts", "vault_catalogue", "vault_documents", "vault_segments")
+DATA_TABLES = ("entries", "projects", "project_counts", "vault_file_stats", "vault_documents", "vault_segments")
 
 
 def rows_written(url: str) -> dict[str, int]:

@@ -144,7 +144,7 @@ _RESET = (
     "DELETE FROM idempotency_keys",
     "DELETE FROM content_embeddings",
     "DELETE FROM tick_requests",
-    "DELETE FROM vault_catalogue",
+    "DELETE FROM vault_file_stats",
     "DELETE FROM tick_runs",
 )
 

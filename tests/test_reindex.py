@@ -138,7 +138,7 @@ _VERSIONS = {  # each table a rebuild writes, by its key: a rewritten row moves 
     "entries": "id",
     "projects": "id",
     "project_counts": "id::text",
-    "vault_catalogue": "path",
+    "vault_file_stats": "path",
     "vault_documents": "path",
     "vault_segments": "path || ':' || first_line",
 }
@@ -180,7 +180,7 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     after = _row_versions(db)
     moved = {table: sorted(k for k, v in rows.items() if before[table].get(k) != v) for table, rows in after.items()}
     assert moved["vault_documents"] == sorted([arc, "notes/plain.md"])
-    assert moved["vault_catalogue"] == [arc]  # notes are not catalogued: they hold no entry
+    assert moved["vault_file_stats"] == [arc]  # notes are not catalogued: they hold no entry
     assert [k.split(":")[0] for k in moved["vault_segments"]] == [arc]  # the touched note's text is the same
     assert len(moved["entries"]) == 1 and moved["projects"] == []
 
@@ -196,7 +196,7 @@ def test_a_rebuild_after_ticks_rewrites_no_catalogue_row(client, settings: Setti
     where = ("--vault", str(settings.vault), "--database-url", str(settings.database_url))
     for command in (("reindex",), ("tick", "--no-ai"), ("tick", "--no-ai")):
         assert (result := brain(settings, *command, *where)).exit_code == 0, result.stderr
-    rows = text("SELECT path, ctid::text, arc->>'mtime' FROM vault_catalogue ORDER BY path")
+    rows = text("SELECT path, ctid::text, arc->>'mtime' FROM vault_file_stats ORDER BY path")
     before = db.execute(rows).all()
     assert any(path.startswith("frontal-lobe/") for path, _, _ in before)  # the tick moved (wrote) the arc
     assert brain(settings, "reindex", *where).exit_code == 0
@@ -308,7 +308,7 @@ def test_search_segments_made_by_a_worker_process_are_the_ones_made_in_process(
         _post(client, "lesson", f"lesson {i} with a\ttab, a back\\slash and ünïcödé", repo="org1/api")
     Path(vault.path("notes")).mkdir(exist_ok=True)
     Path(vault.path("notes/odd.md")).write_bytes(b"crlf line\r\n\\N is not null\r\n\ttabbed\\t\n")
-    db.execute(text("TRUNCATE entries, vault_documents, vault_segments, vault_catalogue CASCADE"))
+    db.execute(text("TRUNCATE entries, vault_documents, vault_segments, vault_file_stats CASCADE"))
     db.commit()
     segments = text("select path, first_line, last_line, entry_id, content, lowered, grams from vault_segments order by path, first_line")
     made: list[list[tuple[object, ...]]] = []

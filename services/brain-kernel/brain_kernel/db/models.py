@@ -405,9 +405,9 @@ __all__ = [
 
 
 class VaultFile(Base):
-    """What the keeper and reindex last read of one vault file (revision 0007)."""
+    """What the keeper and reindex last read of one vault file: its file stats (revisions 0007, 0016)."""
 
-    __tablename__ = "vault_catalogue"
+    __tablename__ = "vault_file_stats"
 
     path: Mapped[str] = mapped_column(Text, primary_key=True)
     size: Mapped[int] = mapped_column(BigInteger, nullable=False)
