@@ -30,7 +30,7 @@ def test_claude_sample_parses_with_boilerplate_skipped() -> None:
     assert s.duration_minutes == 7.0
     assert s.joy_markers == 1 and s.error_markers >= 1
     assert s.title_hint == "Fix flaky auth test"
-    assert s.lines_skipped == 0
+    assert (s.lines_malformed, s.lines_non_utf8, s.lines_unknown) == (0, 0, 0)  # no line skipped
 
 
 def test_codex_sample_parses_with_repository_url_and_context_skipped() -> None:
@@ -46,7 +46,7 @@ def test_codex_sample_parses_with_repository_url_and_context_skipped() -> None:
     assert (s.num_assistant_turns, s.num_tool_calls) == (1, 1)
     assert s.top_tools == {"shell": 1}
     assert s.duration_minutes == 3.0
-    assert s.lines_skipped == 0
+    assert (s.lines_malformed, s.lines_non_utf8, s.lines_unknown) == (0, 0, 0)  # no line skipped
 
 
 def test_malformed_non_utf8_and_unknown_lines_are_counted_not_fatal() -> None:

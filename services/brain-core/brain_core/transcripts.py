@@ -165,11 +165,6 @@ class SessionSummary:
         """True when the transcript holds at least one turn or a timestamp."""
         return self.num_turns > 0 or self.start is not None
 
-    @property
-    def lines_skipped(self) -> int:
-        """Lines skipped for any reason (malformed, non-UTF-8, unknown type)."""
-        return self.lines_malformed + self.lines_non_utf8 + self.lines_unknown
-
     def activity(self) -> dict[str, Any]:
         """The activity fields of the extract bundle, JSON-ready."""
         return {
