@@ -11,7 +11,7 @@ deployed kernel sees it: 70% in the session index, 15% only as Claude Code
 transcripts on disk (found by session id), 15% only in the arc's own session
 table (a folder inside a repository, a third of them deleted from disk since).
 
-The index and the vault catalogue are built first (``brain reindex``, not
+The index and the file stats are built first (``brain reindex``, not
 timed), as a deployed kernel has them. Then ``brain backfill`` runs as a
 subprocess on that database (``BRAIN_TEST_DATABASE_URL`` when set, else an
 embedded Postgres under ``.brain/``), and again. Reported: wall time and

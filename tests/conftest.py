@@ -398,7 +398,7 @@ class PlantedImage:
     def restore(self, settings: Settings) -> object:
         """This memory in ``settings``'s vault (its database is cloned by ``database_url``): a fresh copy of the record.
 
-        ``copytree`` keeps every file's mtime, so the vault catalogue finds the
+        ``copytree`` keeps every file's mtime, so the file stats find the
         files exactly as the planting tick recorded them.
         """
         if settings.vault.exists():

@@ -172,7 +172,7 @@ def test_apply_reads_bullets_backticks_and_both_arrows_and_applies_each_section(
     again = world.apply(answer)
     assert again["vault_writes"] == 0 and again["files_written"] == [] and _snapshot(world.settings.vault) == settled
     assert again["merges"][0]["result"] == "already merged"
-    # ... and the next incremental tick finds the catalogue current (it reads no file); it only rescores A, which now holds two sessions.
+    # ... and the next incremental tick finds the file stats current (it reads no file); it only rescores A, which now holds two sessions.
     tick = run_tick(world.db, world.vault, world.settings, now=NOW, use_ai=False)
     assert tick.read_files == 0 and tick.skipped == [] and tick.stats["arcs_scanned"] == 3
     assert [m for m in tick.moves if b in m["from"]] == [] and tick.arcs_updated <= 1

@@ -143,7 +143,7 @@ class World:
 def world(tmp_path: Path, database_url: str, db: Session) -> World:
     w = World(tmp_path, database_url)
     record_session(db, "s-indexed", ProjectIdentity("agentihub", "the-cloud-clockwork/agentihub", str(w.hub), None, str(w.hub), "git"))
-    index.rebuild(db, w.vault)  # the kernel as deployed: the index and catalogue built from the vault before the backfill
+    index.rebuild(db, w.vault)  # the kernel as deployed: the index and file stats built from the vault before the backfill
     db.commit()
     return w
 

@@ -1,4 +1,4 @@
-"""The incremental tick (ADR 0016): the vault catalogue lets a tick read only what changed.
+"""The incremental tick (ADR 0016): the file stats let a tick read only what changed.
 
 An unchanged vault is not read and not written; a changed, added, deleted or
 renamed file is picked up; a file touched without a change is read but not
@@ -44,12 +44,12 @@ def _paths(db: Session) -> set[str]:
 
 
 def test_an_unchanged_vault_is_not_read_and_not_written(ticked: Vault, settings: Settings, db: Session) -> None:
-    catalogued = set(db.scalars(select(VaultFile.path)))
-    assert f"frontal-lobe/conscious/{WEB_ARC}.md" in catalogued and "bridge/connections.md" in catalogued
+    with_stats = set(db.scalars(select(VaultFile.path)))
+    assert f"frontal-lobe/conscious/{WEB_ARC}.md" in with_stats and "bridge/connections.md" in with_stats
     before = entry_rows(db)
     again = run_tick(db, ticked, settings, now=LATER, use_ai=False)
     db.commit()
-    assert again.read_files == 0 and again.scanned_files == len(catalogued)  # every live file, the intents too
+    assert again.read_files == 0 and again.scanned_files == len(with_stats)  # every live file, the intents too
     assert again.vault_writes == 0 and again.files_written == [] and again.index["files_reindexed"] == 0
     assert entry_rows(db) == before
 
@@ -73,8 +73,8 @@ def test_a_changed_added_deleted_and_renamed_file_is_picked_up(ticked: Vault, se
     assert "bridge/links.md" in paths and "bridge/connections.md" not in paths
     assert "amygdala/20261129-110000-warning-disk-full.md" not in paths
     assert "MARKERSIGNAL" not in ticked.read_text("brain-feed/signals.md")
-    catalogued = set(db.scalars(select(VaultFile.path)))
-    assert "bridge/links.md" in catalogued and "bridge/connections.md" not in catalogued
+    with_stats = set(db.scalars(select(VaultFile.path)))
+    assert "bridge/links.md" in with_stats and "bridge/connections.md" not in with_stats
     tick_rows = entry_rows(db)
     rebuild(db, ticked)
     db.commit()
@@ -87,13 +87,13 @@ def test_a_file_touched_without_a_change_is_read_but_not_reindexed(ticked: Vault
     before = entry_rows(db)
     summary = run_tick(db, ticked, settings, now=LATER, use_ai=False)
     db.commit()
-    assert summary.read_files == 0 and summary.index["files_reindexed"] == 0 and summary.index["catalogue_rows"] == 1
+    assert summary.read_files == 0 and summary.index["files_reindexed"] == 0 and summary.index["file_stats_rows"] == 1
     assert entry_rows(db) == before
     again = run_tick(db, ticked, settings, now=LATER, use_ai=False)
-    assert again.index["catalogue_rows"] == 0  # the new mtime is known now
+    assert again.index["file_stats_rows"] == 0  # the new mtime is known now
 
 
-def test_an_arc_that_only_ages_is_scored_from_the_catalogue(ticked: Vault, settings: Settings, db: Session) -> None:
+def test_an_arc_that_only_ages_is_scored_from_its_file_stats(ticked: Vault, settings: Settings, db: Session) -> None:
     web = f"frontal-lobe/conscious/{WEB_ARC}.md"
     later = NOW + dt.timedelta(hours=30)  # 34 h old: +1 instead of +3, and complete instead of active (no +2)
     summary = run_tick(db, ticked, settings, now=later, use_ai=False)

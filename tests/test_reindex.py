@@ -172,7 +172,7 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     db.commit()
     assert _row_versions(db) == before
 
-    # Touched without a change: the stamp moves in the catalogue and the search index, nothing else.
+    # Touched without a change: the stamp moves in the file stats and the search index, nothing else.
     os.utime(vault.path("notes/plain.md"), ns=(10**18, 10**18))
     vault.write_atomic(arc, frontmatter.update(vault.read_text(arc), {"summary": "Rebuilt twice"}))
     rebuild(db, vault)
@@ -180,14 +180,14 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     after = _row_versions(db)
     moved = {table: sorted(k for k, v in rows.items() if before[table].get(k) != v) for table, rows in after.items()}
     assert moved["vault_documents"] == sorted([arc, "notes/plain.md"])
-    assert moved["vault_file_stats"] == [arc]  # notes are not catalogued: they hold no entry
+    assert moved["vault_file_stats"] == [arc]  # notes have no file stats: they hold no entry
     assert [k.split(":")[0] for k in moved["vault_segments"]] == [arc]  # the touched note's text is the same
     assert len(moved["entries"]) == 1 and moved["projects"] == []
 
 
-def test_a_rebuild_after_ticks_rewrites_no_catalogue_row(client, settings: Settings, db: Session) -> None:
+def test_a_rebuild_after_ticks_rewrites_no_file_stats_row(client, settings: Settings, db: Session) -> None:
     """A tick that rewrites an arc records the file's new mtime in its facts, as a rebuild reads it: the rebuild that
-    follows finds the catalogue as it would write it."""
+    follows finds the file stats as it would write them."""
     from tests.conftest import brain
 
     vault = Vault(settings.vault)

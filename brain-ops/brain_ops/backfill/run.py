@@ -17,7 +17,7 @@ Why a rerun and a killed run converge: the decision is a function of the
 evidence, and a file that already says it is not written; the audit line
 of a change is appended before its write, so a change is never unaudited
 (a killed run may log one twice). The index follows the files written, and
-also every live arc whose size or mtime differs from the vault catalogue
+also every live arc whose size or mtime differs from its file stats
 (what a killed run wrote but never committed), through the same
 ``write_file_records`` a tick uses, with the catalogue and the search index:
 the stored feed answers are invalidated by the index's own triggers and the
@@ -29,7 +29,7 @@ also writes their attribution into the vault, entry by entry
 order, so a rerun finds only the entries left.
 
 Each arc is read and parsed once: the edited arc's document is derived from
-that parse (``frontmatter.edit``) and feeds the index rows, the catalogue
+that parse (``frontmatter.edit``) and feeds the index rows, the file stats
 facts and the search index. Writes go through a few threads (``_Writer``)
 and are taken back in order, so the audit still precedes every write.
 
@@ -447,7 +447,7 @@ class _Writer:
 
 
 class _Follow:
-    """The index, the catalogue and the search index follow the live arcs written, and those a killed run left stale.
+    """The index, the file stats and the search index follow the live arcs written, and those a killed run left stale.
 
     Written files are refreshed in batches of ``INDEX_BATCH`` as their writes
     complete, from the text and the document the run already holds (no file

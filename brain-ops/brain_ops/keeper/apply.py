@@ -3,7 +3,7 @@
 The answer is parsed by ``brain_core.ai_output`` and every edit is a pure
 text function of ``brain_core.vault.ai_edits``; this module finds the files,
 holds the new texts of one run (so several edits of one arc compose), writes
-them and keeps the index, the vault catalogue and the search index current
+them and keeps the index, the file stats and the search index current
 in the same run. Order as upstream: edges, merges (and splits), signals,
 summaries, intent, health, then ``last-tick-diff.md``.
 

@@ -155,7 +155,7 @@ class TickSummary:
     files_written: list[str] = field(default_factory=list)
     vault_writes: int = 0
     scanned_files: int = 0
-    read_files: int = 0  # files whose size or mtime differed from the catalogue (read and hashed)
+    read_files: int = 0  # files whose size or mtime differed from their file stats (read and hashed)
     skipped: list[str] = field(default_factory=list)
     index: dict[str, Any] = field(default_factory=dict)
     feed_answers: dict[str, int] = field(default_factory=dict)  # ``brain tick`` fills it after the commit (project_feeds.warm)
@@ -168,7 +168,7 @@ class TickSummary:
 
 @dataclass
 class _File:
-    """One live document as the tick holds it: where it is, what the catalogue knows, whether it changed."""
+    """One live document as the tick holds it: where it is, what its file stats say, whether it changed."""
 
     path: str
     kind: str | None
@@ -266,9 +266,9 @@ def _read(vault: Vault, f: _File) -> str:
 
 
 def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, filestats.StatRow]]:
-    """Step 1: the live documents; only files whose size or mtime differ from the catalogue are read.
+    """Step 1: the live documents; only files whose size or mtime differ from their file stats are read.
 
-    Returns the files in scan order and the catalogue as it was. A file read
+    Returns the files in scan order and the file stats as they were. A file read
     whose hash matches its row is unchanged (only its stat is refreshed).
     """
     disk = filestats.stat_files(vault)
@@ -383,7 +383,7 @@ def index_changes(
     *,
     key_ttl_seconds: int | None = None,
 ) -> None:
-    """Re-index the files that changed (in batches), drop the rows of files gone, keep the catalogue current.
+    """Re-index the files that changed (in batches), drop the rows of files gone, keep the file stats current.
 
     ``key_ttl_seconds``: the idempotency keys the markers of those files keep
     are remembered when the table lacks them, as ``brain reindex`` does (ADR 0035).
@@ -421,7 +421,7 @@ def index_changes(
         "files_reindexed": len(changed),
         "entries_written": entries,
         "removed": removed,
-        "catalogue_rows": len(rows),
+        "file_stats_rows": len(rows),
         "keys_restored": restored,
     }
 
@@ -610,7 +610,7 @@ def _pass(
     if intents:
         write_file_records(session, intents, [r for rel in intents for r in records_for(rel, files_out[rel])])
         if not writer.dry_run:
-            filestats.save(session, [_catalogue_row(vault, rel, files_out[rel]) for rel in intents])
+            filestats.save(session, [_stat_row(vault, rel, files_out[rel]) for rel in intents])
     for rel, text in dashboards(session, vault, arcs).items():
         writer.write(rel, text)
     if not writer.dry_run and search_docs.indexed(session, vault):
@@ -628,6 +628,6 @@ def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
     return out
 
 
-def _catalogue_row(vault: Vault, rel: str, text: str) -> filestats.StatRow:
+def _stat_row(vault: Vault, rel: str, text: str) -> filestats.StatRow:
     stat = filestats.stat_one(vault, rel) or filestats.Stat(len(text.encode("utf-8")), 0)
     return filestats.StatRow(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), None)

@@ -162,7 +162,7 @@ def age_days(activity: ArcActivity, now: dt.datetime) -> int | None:
     return None if hours is None else int(hours // 24)
 
 
-# -- the facts of an arc a tick keeps between runs (the vault catalogue) ------------------------
+# -- the facts of an arc a tick keeps between runs (the file stats) -----------------------------
 
 # Frontmatter keys heat, status, moves, the replay boost and the mitigation set read.
 FACT_KEYS = (

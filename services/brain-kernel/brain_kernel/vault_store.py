@@ -84,7 +84,7 @@ class Vault:
         return candidate
 
     def listed(self, rel: str) -> Path:
-        """``path`` of a file a vault walk listed (``catalogue.walk``: no symlink on the way), its folder resolved once.
+        """``path`` of a file a vault walk listed (``filestats.walk``: no symlink on the way), its folder resolved once.
 
         A job touching thousands of files in a few folders resolves a few paths, not one per file
         (``path`` stats every component); the folder is still checked to stay in the vault.

@@ -49,7 +49,7 @@ def backfill(
     known project (legacy). Writes project, projects, repo, worktrees and project_source and
     no other byte; an arc whose sessions say "no project" (home folder, a folder outside any
     repository) is cleared, one with no surviving evidence is left as it is (unverifiable),
-    a knowledge arc (no sessions) stays unattributed. The index, the catalogue and the stored
+    a knowledge arc (no sessions) stays unattributed. The index, the file stats and the stored
     feed answers follow. Sessions of markers that name no project are recorded, which
     attributes those markers in the index; --rewrite-markers also writes their project
     into the vault files, entry by entry. Safe to rerun; a killed run rerun ends in the same state.

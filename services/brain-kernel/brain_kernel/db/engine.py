@@ -99,7 +99,7 @@ def hold_keeper_lock(session: Session) -> None:
 
 
 # A table's secondary indexes (none backs a constraint: the primary key and any unique one stay), as the
-# catalogue defines them, so what is rebuilt is exactly what the migrations made.
+# system catalogs (pg_index) define them, so what is rebuilt is exactly what the migrations made.
 _SECONDARY_INDEXES = """SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
  WHERE i.indrelid = CAST(:table AS regclass) AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
  ORDER BY c.relname"""

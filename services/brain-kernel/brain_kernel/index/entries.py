@@ -70,7 +70,7 @@ from brain_kernel.db.engine import defer_indexes, restore_indexes
 from brain_kernel.db.models import Entry, Project, SessionRow
 from brain_kernel.feed.snapshots import collect
 from brain_kernel.identity.projects import known_projects
-from brain_kernel.index.filestats import StatRow, catalogued, digest, forget, save, stat_files
+from brain_kernel.index.filestats import StatRow, digest, forget, known_paths, save, stat_files
 from brain_kernel.search import search_docs
 from brain_kernel.vault_store import Vault
 
@@ -334,7 +334,7 @@ ARC_CAPABLE_KINDS = ("arc", "region", "signal")
 
 
 def live_vault_files(listed: Iterable[str]) -> list[str]:
-    """The files that can hold entries (``catalogue.stat_files``'s paths) as the keeper scans them: tombstoned
+    """The files that can hold entries (``filestats.stat_files``'s paths) as the keeper scans them: tombstoned
     raw files and second copies of an arc left out (``regions.live_paths`` decides, in its own order), so a
     full rebuild indexes the documents a tick reads."""
     paths = list(listed)
@@ -529,7 +529,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None,
     Files are read, parsed and written in batches (memory bounded by a batch,
     not by the vault); unchanged rows are not rewritten; rows of files no
     longer live are deleted; the mitigation set is applied once at the end.
-    The vault catalogue is refreshed too, so the next tick reads only what
+    The file stats are refreshed too, so the next tick reads only what
     changes after this. Into an empty index (a first build) the tables'
     secondary indexes are built once after the load (``db.defer_indexes``),
     and the tables stay locked until the caller commits. Each batch is
@@ -546,7 +546,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None,
     deferred = defer_indexes(session, "entries")  # a first build into an empty index: its indexes built once, after the load
     stats = stat_files(vault)
     files = live_vault_files(stats)  # one walk of the vault lists and stats its files
-    known = catalogued(session)  # the files the catalogue knew, for the rows of those gone
+    known = known_paths(session)  # the files the file stats knew, for the rows of those gone
     tally = ActivityTally()
     fresh = deferred is not None
 
@@ -675,7 +675,7 @@ def _records_of(rel: str, text_: str, summary: ReindexSummary) -> tuple[list[Ent
 
 
 def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """The catalogue facts of a file that is an arc (None for any other file); ``meta``: its frontmatter, already parsed."""
+    """The facts the file stats keep of a file that is an arc (None for any other file); ``meta``: its frontmatter, already parsed."""
     kind = kind_of_path(rel)
     if kind not in ARC_CAPABLE_KINDS:
         return None
@@ -687,7 +687,7 @@ def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any]
 
 
 def file_time(mtime_ns: int) -> dt.datetime:
-    """A file's mtime (nanoseconds) as an aware time: what an arc's catalogue facts hold as ``mtime``."""
+    """A file's mtime (nanoseconds) as an aware time: what an arc's facts in the file stats hold as ``mtime``."""
     return dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.timezone.utc)
 
 

@@ -1,7 +1,7 @@
-"""The vault catalogue (``vault_catalogue``, revision 0007): what the keeper last read of each file.
+"""The file stats (``vault_file_stats``, revisions 0007 and 0016): what the keeper last read of each file.
 
 A tick stats every file that can hold entries (``stat_files``, one ``scandir``
-walk, no reads) and compares it with the catalogue (``load``): a file whose
+walk, no reads) and compares it with the file stats (``load``): a file whose
 size and mtime match its row is unchanged and is not read; one that differs is
 read, and counts as changed only when its content hash differs too. An arc's
 row keeps the facts its heat comes from (``brain_core.heat.arc_facts``), so an
@@ -33,7 +33,7 @@ BATCH = 1000
 
 @dataclass(frozen=True)
 class Stat:
-    """A file's size and mtime as the catalogue compares them."""
+    """A file's size and mtime as the file stats compare them."""
 
     size: int
     mtime_ns: int
@@ -41,7 +41,7 @@ class Stat:
 
 @dataclass(frozen=True)
 class StatRow:
-    """One catalogue row."""
+    """One row of the file stats."""
 
     path: str
     size: int
@@ -56,7 +56,7 @@ class StatRow:
 
 
 def digest(text: str) -> str:
-    """The content hash the catalogue keeps (SHA-256 of the UTF-8 text)."""
+    """The content hash the file stats keep (SHA-256 of the UTF-8 text)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -121,13 +121,13 @@ def stat_one(vault: Vault, rel: str) -> Stat | None:
 
 
 def load(session: Session) -> dict[str, StatRow]:
-    """Every catalogue row by path."""
+    """Every file-stats row by path."""
     rows = session.execute(select(VaultFile.path, VaultFile.size, VaultFile.mtime_ns, VaultFile.sha256, VaultFile.kind, VaultFile.arc))
     return {r[0]: StatRow(*r) for r in rows}
 
 
-def catalogued(session: Session) -> set[str]:
-    """The path of every catalogue row (without the arcs' facts: a rebuild needs only which files it knew)."""
+def known_paths(session: Session) -> set[str]:
+    """The path of every file-stats row (without the arcs' facts: a rebuild needs only which files it knew)."""
     return set(session.scalars(select(VaultFile.path)))
 
 
