@@ -13,9 +13,11 @@ BIN := $(VENV)/bin
 serve: $(VENV)/.installed
 	$(BIN)/brain serve
 
+# vulture: dead code in services/, brain-ops/ and migrations/ (settings in pyproject.toml's [tool.vulture]).
 test: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/vulture
 	$(BIN)/pytest
 
 $(VENV)/.installed: pyproject.toml constraints.txt

@@ -27,7 +27,7 @@ def _url() -> str:
     return normalise_url(url)
 
 
-def _compare_type(ctx, inspected_column, metadata_column, inspected_type, metadata_type):
+def _compare_type(ctx, _inspected_column, _metadata_column, inspected_type, metadata_type):
     # The vector dimension is a deployment setting (BRAIN_EMBED_DIM), not model drift.
     if isinstance(metadata_type, Vector):
         return not isinstance(inspected_type, Vector)

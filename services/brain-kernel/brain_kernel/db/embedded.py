@@ -185,7 +185,7 @@ def forget_dead_holders(data_dir: Path) -> list[int]:
 def raise_on_sigterm() -> None:
     """Turn SIGTERM into KeyboardInterrupt so ``finally`` blocks stop the database."""
 
-    def _handler(signum: int, frame: FrameType | None) -> None:
+    def _handler(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _handler)

@@ -1,0 +1,52 @@
+"""Names vulture cannot see used: read by a framework, a serializer or SQL, or called only from bench/.
+
+vulture (settings in pyproject.toml's [tool.vulture]) parses this file with the code it scans and never runs
+it; each line below is a use of its name. A name goes here with the reason it is not dead. Decorated entry
+points (FastAPI routes, pydantic validators) and names a framework looks up (Alembic's, pydantic's) are
+ignored in the settings instead.
+"""
+
+from fastapi import FastAPI
+from model2vec import StaticModel
+
+from brain_api.routes.markers import MarkerOut
+from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
+from brain_kernel.identity.resolver import clear_git_caches
+from brain_kernel.settings import child_environment
+from brain_ops.amygdala_watch import AmygdalaSummary
+from brain_ops.embed import EmbedSummary
+from brain_ops.keeper.tick import TickSummary
+
+# Fields of the JSON summaries the commands print (``as_dict``): set by the job, read by whoever runs it.
+AmygdalaSummary.acknowledged
+AmygdalaSummary.alert_writes
+EmbedSummary.pruned
+TickSummary.arcs_updated
+TickSummary.feed_answers
+TickSummary.llm_tick
+TickSummary.scanned_files
+
+# Fields of an HTTP answer: FastAPI serialises the model.
+MarkerOut.idempotent_replay
+MarkerOut.body_mismatch
+
+# Columns that only SQL reads or fills (server defaults, raw statements), or that keep a row's history.
+LearnedRoot.learned_at
+FeedSnapshot.built
+FeedSnapshot.built_xmin
+FeedChange.xid
+FeedHorizon.horizon
+VaultDocument.name_lower
+VaultDocument.name_grams
+VaultSearchState.rebuilt_at
+
+# FastAPI calls ``app.openapi()`` for the schema; create_app replaces it.
+FastAPI.openapi
+
+# build_offline_embedder.py sets what StaticModel.save_pretrained writes into the model's config.
+StaticModel.base_model_name
+StaticModel.language
+
+# Called by the benchmarks (bench/) as well as the tests: a fresh process's caches, a child's environment.
+clear_git_caches
+child_environment
