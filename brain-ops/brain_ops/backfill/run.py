@@ -436,7 +436,7 @@ class _Writer:
         if self.after_write is not None:
             self.after_write(rel)
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: Any, _exc: Any, _tb: Any) -> None:
         try:
             if exc_type is None:
                 while self.pending:
