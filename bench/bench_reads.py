@@ -1,4 +1,4 @@
-"""Benchmark: the read routes at a year of fleet history (issue 14), through a real ``brain serve``.
+"""Benchmark: the read routes at a year of fleet history, through a real ``brain serve``.
 
 For each size (x1: 20,000 arcs and 60,000 lessons over 60 days; x4: 80,000
 and 240,000 over 240 days; x16: 100,000 and 1,000,000 over 365 days; 200

@@ -1,4 +1,4 @@
-"""Benchmark: every job and read route at a year of fleet history (issue 14), x1 / x4 / x16, in one run.
+"""Benchmark: every job and read route at a year of fleet history, x1 / x4 / x16, in one run.
 
 For each size the vault is written in its own formats (``bench_reads``'s
 dataset: 200 projects, one key in ten shared by two owners; x1 = 20,000 arcs

@@ -1,4 +1,4 @@
-"""Benchmark: session starts as the fleet makes them, while markers arrive (issue 14's honest session-start bench).
+"""Benchmark: session starts as the fleet makes them, while markers arrive (every read counts).
 
 The dataset is ``bench_reads``'s x1 (200 projects, 20,000 arcs, 60,000
 lessons, plus one hot project of 10,000 arcs and 90,000 lessons; the rows

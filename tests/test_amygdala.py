@@ -54,7 +54,7 @@ def _event(event: str = "", *, message: str = "", title: str = "", stream: str =
         (_event("service_down"), NUCLEAR),
         (_event("backup", message="possible DATA  LOSS on shard 3"), NUCLEAR),
         (_event("deploy", message="all fine", priority="urgent"), NUCLEAR),
-        (_event("ci", message="download finished"), None),  # upstream's substring test said nuclear (defect 19)
+        (_event("ci", message="download finished"), None),  # upstream's substring test said nuclear (ADR 0018)
         (_event("ci", message="shutdown of the old pods complete"), None),
         (_event("worker", message="worker crashed twice"), CRITICAL),
         (_event("probe", title="Request timeouts on /feed"), CRITICAL),
@@ -72,7 +72,7 @@ def test_classification_matches_whole_words(event: BusEvent, expected: str | Non
 
 
 def test_keeper_tick_events_raise_the_alert_but_file_no_incident() -> None:
-    """Defect 19: upstream excluded brain-cron only, so every bad drain tick filed an incident arc."""
+    """Upstream excluded brain-cron only, so every bad drain tick filed an incident arc (ADR 0018)."""
     for source in ("brain-cron", "brain-drain", "brain-cli", "brain-ops-loop"):
         alarm = Alarm(_event("brain.tick.complete", severity="nuclear", source=source), NUCLEAR)
         assert not makes_incident(alarm)
@@ -158,7 +158,7 @@ def _stream(settings: Settings) -> redis.Redis:
 
 
 def test_events_on_the_bus_raise_and_later_clear_signal(client, settings: Settings, clock: ManualClock, redis_url: str) -> None:
-    """Issue 15's acceptance: events on a real Redis stream raise /signal; a quiet clear window clears it."""
+    """Events on a real Redis stream raise /signal; a quiet clear window clears it (ADR 0018)."""
     s = _bus_settings(settings, redis_url)
     vault, bus, r = Vault(s.vault), EventBus.from_settings(s), _stream(s)
     try:
@@ -171,7 +171,7 @@ def test_events_on_the_bus_raise_and_later_clear_signal(client, settings: Settin
         raised = client.get("/signal").json()
         assert (raised["active"], raised["severity"], raised["title"]) == (True, "critical", "AMYGDALA ALERT")
         assert raised["content"].startswith("## [NUCLEAR] ") and "### Active signals (2 total)" in raised["content"]
-        [arc] = first.incident_arcs  # the drain tick's event files none (defect 19)
+        [arc] = first.incident_arcs  # the drain tick's event files none
         assert arc.startswith("amygdala/") and arc.endswith("-api-down.md")
         assert frontmatter.parse(vault.read_text(arc)).meta["source_stream"] == "events:health"
         assert r.xpending("events:health", "amygdala")["pending"] == 0  # acknowledged after the writes

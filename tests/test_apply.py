@@ -146,7 +146,7 @@ def test_apply_reads_bullets_backticks_and_both_arrows_and_applies_each_section(
     assert hooks_intent.body.strip() == "Finish the hook relay and ship it to the rigs. Then tidy the tests." and hooks_intent.meta["source"] == "llm"
     assert world.vault.exists(f"brain-feed/projects/{RIG}/intent.md")
     assert {"section": "intent", "line": "nobody/unknown", "reason": "not exactly one known project"} in out["refused"]
-    # Health with the real counts (defect 12), recorded once.
+    # Health with the index's real counts, recorded once.
     assert out["health"] == {"score": 7, "reason": "healthy, one stale signal", "arcs": 3, "signals": 1, "lessons": 1}
     rows = [json.loads(line) for line in world.vault.read_text("brain-feed/health.jsonl").splitlines()]
     assert len(rows) == 1 and rows[0]["arcs"] == 3
@@ -193,7 +193,7 @@ def test_an_exact_upstream_answer_and_a_messy_one(world: World, tmp_path: Path) 
     assert messy["sections"] == [1, 2, 3, 5] and messy["edges_applied"] == 1  # two lines for one pair: one edge, parent
     reasons = {(r["section"], r["reason"]) for r in messy["refused"]}
     assert ("edges", "unknown edge type 'depends'") in reasons and ("signals", "unknown severity 'apocalyptic'") in reasons
-    assert ("signals", "no signal has that exact source") in reasons  # "disk" is not "disk-full" (defect 13)
+    assert ("signals", "no signal has that exact source") in reasons  # "disk" is not "disk-full": sources match exactly
     assert messy["unparsed"] == [{"section": "edges", "line": "this line is not an edge"}]
     assert messy["health"]["score"] == 4 and messy["health"]["reason"] == "the vault is drifting"
 
@@ -227,7 +227,7 @@ def test_llm_tick_prompts_once_with_a_scrubbed_project_table_and_applies_the_ans
     prompt = body["messages"][0]["content"]
     assert "| # | Arc ID | Heat | Region | Status | Project | Title | Sessions | Markers |" in prompt
     assert f"| {HOOKS} |" in prompt and "## Unsynthesized Arcs" in prompt and "Respond ONLY with the 6 sections" in prompt
-    assert SECRET not in prompt and "<REDACTED_SECRET>" in prompt  # defect 15
+    assert SECRET not in prompt and "<REDACTED_SECRET>" in prompt  # the prompt is scrubbed (ADR 0017)
     applied = summary.llm_tick["apply"]["result"]
     assert applied["merges_applied"] == 1 and applied["edges_applied"] == 2 and applied["health"]["score"] == 7
     audit = summary.llm_tick["apply"]["ai_output"]

@@ -197,7 +197,7 @@ def test_compose_refuses_to_start_without_the_generated_secrets(compose: Path, s
 
 
 def test_every_setting_in_env_reaches_every_kernel_container(compose: Path, stack: Path) -> None:
-    """Upstream's intervals never reached its containers (defect 20); here .env is every kernel container's environment."""
+    """Upstream's intervals never reached its containers; here .env is every kernel container's environment."""
     env = stack / ".env"
     env.write_text(env.read_text().replace("# TICK_INTERVAL_SECONDS=7200", "TICK_INTERVAL_SECONDS=600"))
     done = _run(compose, "--profile", "amygdala", "config", "--format", "json", cwd=stack)

@@ -1,4 +1,4 @@
-"""A bounded schemathesis run against the app's OpenAPI schema (issue 18): no 5xx, no answer the schema does not allow.
+"""A bounded schemathesis run against the app's OpenAPI schema: no 5xx, no answer the schema does not allow.
 
 Every operation gets a few generated requests (derandomized, so a failure
 replays), through the real app over ASGI on the run's shared database; the

@@ -1,6 +1,6 @@
-"""Hardening (issue 18): the secret scrub, input limits, and the defects found by trying to break the kernel.
+"""Hardening (ADR 0021): the secret scrub, input limits, and the defects found by trying to break the kernel.
 
-Each defect test names its number in the issue; each failed before its fix.
+Each defect's test says what broke; each failed before its fix.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_limits_answer_4xx_before_any_write(client, settings: Settings) -> None:
     fat = client.post("/marker", json={"type": "lesson", "content": "x", "attrs": {"notes": "y" * 20_000}})
     assert fat.status_code == 400
     assert not list(Vault(settings.vault).iter_files("left/reference"))  # nothing was written
-    long_slug = "/".join(["a" * 100] * 28)  # defect 2: 500, then every reindex failed
+    long_slug = "/".join(["a" * 100] * 28)  # it was a 500, then every reindex failed
     r = client.post("/marker", json={"type": "lesson", "content": "x", "attrs": {"repo": long_slug}})
     assert r.status_code == 201 and r.json()["project"] is None  # lenient attrs: an unusable repo is ignored, as upstream
     assert client.post("/sessions", json={"session_id": "s1", "repo": long_slug, "cwd": ""}).status_code == 422
@@ -95,7 +95,7 @@ def test_limits_answer_4xx_before_any_write(client, settings: Settings) -> None:
 
 
 def test_lone_surrogates_answer_400_and_write_nothing(client, settings: Settings) -> None:
-    """Defect 8."""
+    """A lone surrogate anywhere in a marker cannot be written as UTF-8: refused, nothing written."""
     for body in (
         '{"type": "lesson", "content": "bad \\ud800 text"}',
         '{"type": "lesson", "content": "ok", "attrs": {"title": "\\ud800"}}',
@@ -108,7 +108,7 @@ def test_lone_surrogates_answer_400_and_write_nothing(client, settings: Settings
 
 
 def test_dot_files_and_folders_are_not_served(client, settings: Settings) -> None:
-    """Defect 9: .git/config held a token in a remote URL."""
+    """A vault's .git/config held a token in a remote URL."""
     git = Path(settings.vault) / ".git"
     git.mkdir()
     (git / "config").write_text('[remote "origin"]\n\turl = https://x:ghp_secret@github.com/o/n\n')
@@ -119,7 +119,7 @@ def test_dot_files_and_folders_are_not_served(client, settings: Settings) -> Non
 
 
 def test_links_out_of_the_vault_are_never_served(client, settings: Settings, tmp_path: Path) -> None:
-    """Defect 1: brain-feed/zz.md -> /some/secret was served to every client."""
+    """A link brain-feed/zz.md -> /some/secret was served to every client."""
     secret = tmp_path / "secret.md"
     secret.write_text("---\nid: zz\ntitle: stolen\n---\nTHE-SECRET\n")
     vault = Vault(settings.vault)
@@ -136,7 +136,7 @@ def test_links_out_of_the_vault_are_never_served(client, settings: Settings, tmp
 
 
 def test_hostile_arc_frontmatter_is_validated_where_it_is_read(client, settings: Settings) -> None:
-    """Defect 4: heat .nan, a created date UTC cannot hold, and a project that is a path."""
+    """Heat .nan, a created date UTC cannot hold, and a project that is a path."""
     vault = Vault(settings.vault)
     vault.write_atomic(
         "clusters/2026-01-02/bad-arc.md",
@@ -154,7 +154,7 @@ def test_hostile_arc_frontmatter_is_validated_where_it_is_read(client, settings:
 
 
 def test_yaml_aliases_are_never_expanded() -> None:
-    """Defect 5: 361 bytes of aliases took 3.5 s to parse."""
+    """361 bytes of aliases took 3.5 s to parse."""
     levels = ["a: &a [x,x,x,x,x,x,x,x,x]"] + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]
     text = "---\n" + "\n".join(levels) + "\ntitle: ok\n---\nbody\n"
     started = time.perf_counter()
@@ -171,7 +171,7 @@ def test_token_settings_refuse_a_value_with_no_token(tmp_path: Path) -> None:
 
 
 def test_a_bad_transcript_record_or_a_nul_never_stops_extract_reindex_or_tick(client, settings: Settings, tmp_path: Path) -> None:
-    """Defect 3: a stamp UTC cannot hold stopped extract; a NUL that reached an arc stopped reindex and tick for the whole vault."""
+    """A stamp UTC cannot hold stopped extract; a NUL that reached an arc stopped reindex and tick for the whole vault."""
     repo = make_repo(settings.user_home / "dev" / "api", "git@github.com:acme/api.git")
     start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
     lines = claude_lines("s-bad", str(repo), start, ["Fix the \x00 parser", "Then the \ud800 one", "Commit it"], branch="ma\x00in")
@@ -208,7 +208,7 @@ def test_a_bad_transcript_record_or_a_nul_never_stops_extract_reindex_or_tick(cl
 
 
 def test_an_out_of_range_lesson_header_skips_that_entry_and_keeps_the_day(settings: Settings, db) -> None:
-    """Defect 7: one hand-edited stamp no calendar holds dropped every project's lessons of that day."""
+    """One hand-edited stamp no calendar holds dropped every project's lessons of that day."""
     rel = "left/reference/lessons-2026-01-05.md"
     Vault(settings.vault).write_atomic(
         rel,
@@ -291,7 +291,7 @@ def test_serve_forks_its_workers_and_a_worker_killed_outright_is_replaced_by_a_f
 
 
 def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_the_database(tmp_path: Path) -> None:
-    """Defect 6: workers kept serving and the port taken; later clean stops left the embedded Postgres running."""
+    """Workers kept serving and the port taken; later clean stops left the embedded Postgres running."""
     settings = make_settings(tmp_path, None)  # no database URL: the embedded Postgres under BRAIN_HOME
     proc, base = _start_server(settings, workers=2)
     port = int(base.rsplit(":", 1)[1])
@@ -328,7 +328,7 @@ def _lessons(c, ref: str) -> tuple[str, str]:
 
 
 def test_a_squatted_key_answers_409_until_the_catalog_pins_it(settings: Settings, tmp_path: Path) -> None:
-    """Defect 10: one marker with ``repo: evil/api`` makes ``?project=api`` a 409 and takes ``api``'s repo-less
+    """One marker with ``repo: evil/api`` makes ``?project=api`` a 409 and takes ``api``'s repo-less
     lessons out of ``org/api``'s feed; a catalog entry ``{key: api, repo: org/api}`` pins the key: 200 for
     ``org/api``, its repo-less lessons back (the stored answer recomputed), the squatter's lessons not in it."""
     from fastapi.testclient import TestClient

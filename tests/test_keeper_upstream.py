@@ -205,7 +205,7 @@ def test_one_tick_on_an_upstream_vault(upstream_vault: Vault, settings: Settings
     assert vault.exists(web) and not vault.exists(f"clusters/2026-11-29/{WEB_ARC}.md")
     assert _meta(vault, web)["heat"] == 10 and _meta(vault, web)["status"] == "active"  # 3 + 4 + 2 + 1 + 2, clamped
     assert _meta(vault, "left/projects/web/2026-11-20-web-notes.md")["heat"] == 0  # inserted (it had none)
-    assert "heat" not in _meta(vault, "bridge/connections.md")  # a standing document gets no heat (defect 8)
+    assert "heat" not in _meta(vault, "bridge/connections.md")  # a standing document gets no heat: arcs only (ADR 0014)
     # 2. Replay boost: 4 days old gives 0, tools +4, its session +1, joy +1, the newer arc's replay +1.
     assert _meta(vault, f"frontal-lobe/conscious/{REPLAYED}.md")["heat"] == 7
     assert stats["promotions"] >= 1 and stats["heat_changes"] >= 5
@@ -224,7 +224,7 @@ def test_one_tick_on_an_upstream_vault(upstream_vault: Vault, settings: Settings
     assert "- **[warning]** (login-ci) Login CI is flaky on main _(project: acme/web)_" in text
     assert "- **[critical]** (cert-expiry) Certificate expires on Friday _(project: acme/web)_" in text
     assert "- **[info]** (fleet-wide) FLEETSIGNAL: the shared runner pool is being resized _(fleet)_" in text
-    assert "- **[warning]** (df) MARKERSIGNAL: disk 91% full _(project: infra)_" in text  # a POST /marker file takes part (defect 3)
+    assert "- **[warning]** (df) MARKERSIGNAL: disk 91% full _(project: infra)_" in text  # a POST /marker file takes part, as inline signals do
     assert stats["signals_tombstoned_mitigated"] == 2 and stats["signals_tombstoned_cleared"] == 1
     assert stats["signals_tombstoned_stale"] == 2  # last week's warning, and the graduated incident's nuclear signal
     assert stats["signals_written"] == 4 and stats["signals_collected"] == 9 and stats["signals_deduped"] == 0
@@ -279,7 +279,7 @@ def test_dry_run_leaves_every_byte_of_the_vault(upstream_vault: Vault, settings:
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["dry_run"] is True and summary["stats"]["dry_run"] is True and summary["vault_writes"] == 0
     assert summary["stats"]["inbox_drained"] == 1 and summary["stats"]["arcs_scanned"] == 6  # computed as a real run would
-    assert "no LLM configured" in result.stderr  # without --no-ai and no endpoint: deterministic, and it says so (defect 10)
+    assert "no LLM configured" in result.stderr  # without --no-ai and no endpoint: deterministic, and it says so (ADR 0017)
     assert _tree(Path(settings.vault)) == before
 
 

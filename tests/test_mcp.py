@@ -222,7 +222,7 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     assert set(arc) == {"cluster_id", "title", "region", "heat", "status", "path", "score", "preview"}
     assert arc["cluster_id"] == cluster_id and isinstance(arc["heat"], int) and arc["path"].endswith(f"{cluster_id}.md") and len(arc["preview"]) <= 200
     assert answers["too_hot"] == {"query": word, "count": 0, "arcs": []}
-    assert answers["other_arcs"]["arcs"] == [] and "outside" in answers["other_refused"]["error"]  # scoped tokens (issue 18)
+    assert answers["other_arcs"]["arcs"] == [] and "outside" in answers["other_refused"]["error"]  # scoped tokens (ADR 0021)
 
     tick = answers["tick"]
     assert set(tick) == {"job_id", "status", "no_ai", "waited", "note"}

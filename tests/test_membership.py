@@ -37,7 +37,7 @@ PROJECTS = [
     KnownProject("solo", None),  # only ever mentioned
 ]
 KEYS = ["api", "web", "frontend", "infra", "tools", "solo", "ghost"]
-# The catalog's pins (defect 10): a shared key pinned to one of its repos, a unique one, one to a repo no row has.
+# The catalog's pins (ADR 0021): a shared key pinned to one of its repos, a unique one, one to a repo no row has.
 PINS = {"api": "org1/api", "web": "acme/web", "solo": "acme/solo"}
 REPOS = [None, "org1/api", "org2/api", "acme/web", "acme/tools", "other/api"]
 

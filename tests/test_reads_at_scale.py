@@ -1,4 +1,4 @@
-"""Read routes bounded by their answer (issue 14, revision 0008): the feed's ordered reads and the projects aggregate.
+"""Read routes bounded by their answer (ADR 0008, revision 0008): the feed's ordered reads and the projects aggregate.
 
 - The feed statement splits P's rows in two: rows that list exactly their own
   project, read by ``project = key`` through ordered btrees, and the few

@@ -1,4 +1,4 @@
-"""Scoped tokens (issue 18, ADR 0021): two projects, three tokens (every project, org1/api only, org2/web only).
+"""Scoped tokens (ADR 0021): two projects, three tokens (every project, org1/api only, org2/web only).
 
 One vault and index are planted per test through the real app (markers, an
 arc per project, ``brain reindex``); each route that returns memory is
@@ -150,7 +150,7 @@ def _marker(w: World) -> None:
     other = w.post(API, "/marker", {"type": "lesson", "content": "not mine", "attrs": {"repo": "org2/web"}})
     assert other.status_code == 403
     squat = w.post(API, "/marker", {"type": "lesson", "content": "squat", "attrs": {"repo": "evil/web"}})
-    assert squat.status_code == 403  # defect 10: a restricted token creates no project outside its scope
+    assert squat.status_code == 403  # a restricted token creates no project outside its scope (ADR 0033)
     bare = w.post(API, "/marker", {"type": "lesson", "content": f"{WORD} unattributed lesson"})
     assert bare.status_code == 201 and bare.json()["project"] == "api"
     # Idempotency keys are namespaced by token: the same key from another token is another write.

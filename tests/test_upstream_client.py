@@ -416,7 +416,7 @@ def test_the_same_body_twice_without_a_key_is_written_once(client, settings: Set
 
 
 def test_markers_reposted_on_every_stop_are_written_once_across_workers(served: Served) -> None:
-    """Upstream kept keys per process (defect 1); the hooks re-post the same first markers on every Stop."""
+    """Upstream kept keys per process (here Postgres keeps them: ADR 0005); the hooks re-post the same first markers on every Stop."""
     token = unique()
     marker = Marker("lesson", f"Re-posted on every Stop\n{token}", {})
     http = BrainHttp(served.base, urllib_sender())

@@ -14,7 +14,7 @@ specification, with nothing of the kernel in it:
 - the feed (brain_adapter): ``parse_feed`` reads the three buckets, the
   shaping helpers build what the ``brain`` channel holds, ``BrainAdapter``
   publishes only when the client's own hash changes (and clears the channel
-  on an empty list, defect 21 included).
+  on an empty list, and after a failed fetch, as upstream's client does).
 - the alert poll (amygdala_hook): ``AmygdalaHook.poll``.
 - the marker writer (brain_writer_hook): block markers from a transcript,
   the POST body and key, the outbox files and their drain, the Stop hook.
@@ -326,7 +326,7 @@ class BrainAdapter:
         """``published``, ``unchanged`` or ``cleared``."""
         self.entries = fetch_feed(self.http, self.project)
         if not self.entries:
-            self.channel = []  # defect 21: a failed fetch clears the channel too (the persisted hash stays)
+            self.channel = []  # as upstream's client: a failed fetch clears the channel too (the persisted hash stays)
             return "cleared"
         new = client_hash(self.entries)
         if new == self.persisted_hash:

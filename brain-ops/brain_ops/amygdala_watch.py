@@ -19,7 +19,7 @@ failed stays pending for this consumer and is read again (the first cycle
 and the one after a failure read the pending ones first). One pass reads
 what is waiting without blocking (up to 1000 events); ``--continuous``
 blocks up to ``AMYGDALA_POLL_INTERVAL`` seconds per read (upstream never
-used its poll interval, defect 19), waits 30 s after a failure, and stops
+used its poll interval; ADR 0018), waits 30 s after a failure, and stops
 cleanly on SIGTERM or SIGINT after the cycle it is in. Time comes from the
 clock passed in, so tests move it instead of sleeping.
 """

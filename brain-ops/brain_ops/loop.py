@@ -14,7 +14,7 @@ Jobs, each run from the same functions the one-shot commands call:
 - **embed** (``brain embed --prune``) after each successful tick and after a
   drain that ran at least one successful tick (UPSTREAM.md 5.9, 5.10).
 
-Upstream's intervals never reached its containers (defect 20); here they are
+Upstream's intervals never reached its containers; here they are
 settings, and the flags of ``brain ops-loop`` override them. Ticks and drains
 keep a fixed grid (start, start + interval, ...): a slot missed while another
 job ran is skipped, never caught up in a burst. The scheduler is pure

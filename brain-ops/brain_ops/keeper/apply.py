@@ -22,7 +22,7 @@ summaries, intent, health, then ``last-tick-diff.md``.
   ``brain-feed/projects/<id>/intent.md``, through the keeper's renderers,
   capped at whole sentences and scrubbed of secrets.
 - **Health**: one row in ``brain-feed/health.jsonl`` with the index's real
-  arc, active signal and lesson counts (defect 12), once per answer.
+  arc, active signal and lesson counts (ADR 0017), once per answer.
 
 Why a rerun changes nothing: every edit returns None when the file already
 says it, a merge is skipped once A holds ``## Merged from <B>`` or B's

@@ -11,7 +11,7 @@ by ``brain_ops.keeper.apply`` (the same code as ``brain apply``), whose intents
 replace the derived ones for the projects the answer names.
 
 It degrades instead of failing (upstream crashed on an empty URL or a read
-timeout, defect 10, and returned early after an AI error): without an
+timeout, and returned early after an AI error; ADR 0017): without an
 endpoint the tick stays deterministic; an endpoint that fails or answers
 nothing usable leaves the deterministic half's files as they are, with the
 error in the summary. A dry run makes no call (upstream's rule).

@@ -10,7 +10,7 @@ Steps, in upstream's order:
    the same selection a full reindex uses).
 2. **Replay boost**: an arc named by a newer arc's ``replayed_from`` gets +1.
 3. **Heat** (``brain_core.heat``, upstream's formula) and status, for arcs
-   only (upstream's defect 8); ``created`` backfilled and ``heat`` inserted
+   only (upstream scored standing documents too; ADR 0014); ``created`` backfilled and ``heat`` inserted
    when missing, with targeted frontmatter edits (every other byte stays).
 4. **Promote and demote** as moves between ``clusters/`` and
    ``frontal-lobe/{conscious,unconscious}/``; 6. **graduate** by region;

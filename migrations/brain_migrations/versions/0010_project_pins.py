@@ -1,4 +1,4 @@
-"""The catalog's key pins (issue 18, defect 10): ``project_pins`` (key -> repo).
+"""The catalog's key pins (ADR 0021): ``project_pins`` (key -> repo).
 
 A catalog entry with a key and a repo pins that key to the repository: the
 lookup resolves the key to it and the key's entries that name no repo belong

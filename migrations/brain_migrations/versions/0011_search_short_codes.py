@@ -1,4 +1,4 @@
-"""The search index's code version (issue 14): ``vault_search_state.codes``.
+"""The search index's code version (ADR 0023): ``vault_search_state.codes``.
 
 Version 2 segments carry, besides the codes of their words' trigrams, the
 codes of their bigrams and characters, so a token of one or two characters

@@ -1,4 +1,4 @@
-"""The search segments' code arrays are stored out of line uncompressed (issue 14): ``STORAGE EXTERNAL``.
+"""The search segments' code arrays are stored out of line uncompressed (ADR 0027): ``STORAGE EXTERNAL``.
 
 A segment's row is its text twice (as written and lower-cased) and its gram
 codes, about 400 four-byte integers: most rows pass the 2 kB at which

@@ -1,4 +1,4 @@
-"""The search index leaves out common short codes (issue 14): ``vault_search_state.common``.
+"""The search index leaves out common short codes (ADR 0029): ``vault_search_state.common``.
 
 Version 3 segments carry the codes of version 2 but the ASCII characters and
 bigrams that more than a tenth of a sample of the vault's segments held when

@@ -50,7 +50,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if app.state.engine is not None:
             try:
-                pins.refresh(app.state.engine, settings)  # the catalog's key pins (issue 18, defect 10)
+                pins.refresh(app.state.engine, settings)  # the catalog's key pins (ADR 0021)
             except DBAPIError as exc:  # the database is down: it answers 503 per request, pins as last written
                 log.warning("catalog pins not refreshed: %s", str(exc.orig or exc).splitlines()[0])
         yield
@@ -141,7 +141,7 @@ _ERRORS = {
 
 
 def _documented_errors(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI schema with every operation's error bodies as they are answered (issue 18)."""
+    """The OpenAPI schema with every operation's error bodies as they are answered: the fuzz run holds every answer to it."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes)

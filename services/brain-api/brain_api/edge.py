@@ -1,4 +1,4 @@
-"""The app's edge: what every request meets before routing, auth or body parsing (issue 18).
+"""The app's edge: what every request meets before routing, auth or body parsing (ADR 0021).
 
 ``RequestEdge`` is one ASGI middleware with two rules:
 

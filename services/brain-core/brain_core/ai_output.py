@@ -2,7 +2,7 @@
 
 Sections start at headings numbered 1 to 6 (``### 1. Missing Edges`` ...;
 any heading level, ``1.``, ``1)`` or ``1:``); text before the first is
-ignored. Upstream needed exact line shapes (defect 14); here every line is
+ignored. Upstream needed exact line shapes (ADR 0017); here every line is
 first cleaned of list bullets (``-``, ``*``, ``+``, ``•``, ``1.``), bold
 markers and a backtick pair around the whole line, and both ``->`` and ``→``
 are accepted wherever upstream wanted ``→``:

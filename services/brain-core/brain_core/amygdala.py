@@ -9,7 +9,7 @@ critical, warning) or None; ``render_alert`` is the text of
 window. ``tick_event`` is the other direction: the ``brain.tick.complete``
 event a keeper tick publishes (UPSTREAM.md 5.3).
 
-Upstream's defects 19 are fixed here: keywords match whole words (``down``
+Two of upstream's defects are fixed here (ADR 0018): keywords match whole words (``down``
 is not found in ``download``), and the keeper's own tick events (sources
 ``brain-cron``, ``brain-drain`` and this kernel's tick sources) never become
 incident arcs, so a bad tick raises the alert without filing an incident
@@ -171,7 +171,7 @@ def render_alert(found: Sequence[Alarm]) -> str:
 
 
 def makes_incident(alarm: Alarm) -> bool:
-    """Nuclear and critical events make incident arcs, except the keeper's own tick events (defect 19)."""
+    """Nuclear and critical events make incident arcs, except the keeper's own tick events (ADR 0018)."""
     return alarm.severity in (NUCLEAR, CRITICAL) and alarm.event.source not in TICK_SOURCES
 
 

@@ -13,7 +13,7 @@ import re
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,99}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A slug ends up in index rows, B-tree keys and file names: 28 segments of 100 characters made an index
-# row too large and 41 a file name too long (issue 18, defect 2). Real nested groups are far shorter.
+# row too large and 41 a file name too long. Real nested groups are far shorter.
 MAX_SLUG_CHARS = 200
 MAX_SLUG_SEGMENTS = 8
 

@@ -32,14 +32,14 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ATTR_LIMITS = {"session_id": 200, "source": 200, "target": 200, "cwd": 4096, "scope": 200, "status": 32}
 _KEY_SAFE = re.compile(r"^[\x21-\x7e]{1,128}$")
-# Input limits (issue 18): answered 400 before anything is reserved or written.
+# Input limits (ADR 0021): answered 400 before anything is reserved or written.
 MAX_ATTRS = 64
 MAX_ATTR_KEY_CHARS = 128
 MAX_ATTRS_JSON_CHARS = 16_384
 
 
 def has_lone_surrogate(value: Any) -> bool:
-    """Whether a JSON value holds a lone surrogate anywhere (it cannot be written as UTF-8: defect 8)."""
+    """Whether a JSON value holds a lone surrogate anywhere (it cannot be written as UTF-8)."""
     if isinstance(value, str):
         return has_lone_surrogate_char(value)
     if isinstance(value, Mapping):
@@ -110,7 +110,7 @@ def idempotency_key(header: str | None, body_digest: str) -> str:
     """The key a write is remembered under: the header trimmed, else the body hash; never a refusal.
 
     A header that is blank after trimming counts as absent (upstream keyed
-    every such request on ``""``, defect 5). A key that is not 1-128 visible
+    every such request on ``""``). A key that is not 1-128 visible
     ASCII characters is stored as a digest of itself, so it still dedupes.
     """
     text = (header or "").strip()
@@ -218,7 +218,7 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
     status = (_text(attrs, "status") or "").lower() or None
     return MarkerRequest(
         type=marker_type,
-        content=scrub(text),  # secrets never reach the vault (defect 15); the body hash is of what was sent
+        content=scrub(text),  # secrets never reach the vault (ADR 0021); the body hash is of what was sent
         title=scrub(title),
         body_hash=body_hash(type_, content, attrs),
         identity=identity,

@@ -7,7 +7,7 @@ all, or the key is a secondary project of a merged arc) and P's key is
 unique. A key shared by two projects therefore only ever matches by slug: an
 ``api`` lesson with no repo reaches neither ``org1/api`` nor ``org2/api``.
 
-Pins (issue 18, defect 10): the operator's catalog may pin a key to one
+Pins (ADR 0021): the operator's catalog may pin a key to one
 repository (an entry with a key and a repo). A pinned key's entries that name
 no repo for it belong to the pinned project only, unique or not, so a second
 repository carrying the key (``evil/api`` next to ``org/api``) neither takes

@@ -1,11 +1,11 @@
 """Secret scrubbing (pure): tokens and credential assignments replaced before text leaves the kernel.
 
-Upstream scrubbed only the AI output, intents and summaries (UPSTREAM.md 5.8,
-defect 15); the keeper's prompt, which quotes arc titles, prompts and signal
+Upstream scrubbed only the AI output, intents and summaries (UPSTREAM.md 5.8);
+the keeper's prompt, which quotes arc titles, prompts and signal
 text, went to the model as it was. ``scrub`` is the one rule, used on the
 prompt, the recorded AI output, intents and summaries, and on every vault
 write: markers (content and title), inbox notes, the amygdala's alert text
-(issue 18).
+(ADR 0021).
 
 What is replaced by ``<REDACTED_SECRET>``:
 

@@ -38,9 +38,9 @@ def has_lone_surrogate_char(value: str) -> bool:
 def storable(value: Any) -> Any:
     """``value`` as Postgres can hold it: in every string (mapping keys too), NULs and lone surrogates become U+FFFD.
 
-    Applied where index rows are built from vault files and transcripts (issue 18,
-    defect 3), so one hand-edited or mined file holding ``\\0`` is indexed, not a
-    stop of the whole rebuild; the file itself is left as it is.
+    Applied where index rows are built from vault files and transcripts (ADR 0021),
+    so one hand-edited or mined file holding ``\\0`` is indexed, not a stop of
+    the whole rebuild; the file itself is left as it is.
     """
     if isinstance(value, str):
         # Tested at C speed first: the pattern, run on every row's strings, was a third of a rebuild's writer thread.

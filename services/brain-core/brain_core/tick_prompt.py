@@ -6,11 +6,11 @@ edge map (one line per pair with its strongest type, 500 lines at most),
 active signals, a sample of 10 distinct lessons, the unsynthesized arcs
 (the hottest 25 without a summary, with what opened them and a few of their
 markers), the previous intent as whole sentences (upstream hard-cut it at
-700 characters mid-sentence, heading included: defect 11), the active
+700 characters mid-sentence, heading included), the active
 projects the intent map may name, and the tasks asking for the six sections
 ``brain_core.ai_output`` parses. Over 400,000 characters the edge map, then
 the arc table, is replaced by a placeholder, then the text is cut. The whole
-prompt goes through ``brain_core.redact.scrub`` (defect 15).
+prompt goes through ``brain_core.redact.scrub`` (ADR 0017).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def opened_with(body: str, fallback: str = "") -> str:
 
 
 def previous_intent(body: str, max_chars: int = PREVIOUS_INTENT_CHARS) -> str:
-    """The last intent as whole sentences within ``max_chars``, without its heading (defect 11)."""
+    """The last intent as whole sentences within ``max_chars``, without its heading."""
     text = " ".join(ln.strip() for ln in body.splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
     return cap_intent(text, max_chars) if text else ""
 

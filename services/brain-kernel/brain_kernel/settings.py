@@ -124,7 +124,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("AMYGDALA_STREAMS"),
     )
     amygdala_group: str = Field("amygdala", min_length=1, validation_alias=AliasChoices("AMYGDALA_GROUP"))
-    # Unset: ``amygdala-<host name>``, so a one-shot and a continuous amygdala never share a consumer (defect 19).
+    # Unset: ``amygdala-<host name>``, so a one-shot and a continuous amygdala never share a consumer (ADR 0018).
     amygdala_consumer: str | None = Field(None, validation_alias=AliasChoices("AMYGDALA_CONSUMER"))
     amygdala_clear_window: float = Field(900.0, gt=0, validation_alias=AliasChoices("AMYGDALA_CLEAR_WINDOW"))
     amygdala_poll_interval: float = Field(5.0, gt=0, le=300, validation_alias=AliasChoices("AMYGDALA_POLL_INTERVAL"))
@@ -144,7 +144,7 @@ class Settings(BaseSettings):
     @field_validator("tokens", mode="before")
     @classmethod
     def _some_token(cls, value: Any) -> Any:
-        # "," or " , " or "[]" would otherwise parse to no token at all, which means auth off (issue 18).
+        # "," or " , " or "[]" would otherwise parse to no token at all, which means auth off (ADR 0021).
         parsed = _split_list(value)
         if isinstance(value, str) and value.strip() and not parsed:
             raise ValueError("BRAIN_TOKENS is set but holds no token; unset it to turn auth off")

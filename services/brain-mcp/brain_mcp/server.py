@@ -8,7 +8,7 @@ streamable-HTTP app serves ``/mcp`` statelessly (upstream's proxy default,
 ``MCP_PROXY_STATELESS=true``), so any replica answers any request; with
 tokens configured every request but ``GET /ping`` must carry
 ``Authorization: Bearer <token>`` (401 JSON otherwise, the API's rule),
-where upstream's proxy ran with no key at all (defect 20). The token's
+where upstream's proxy ran with no key at all. The token's
 principal (its projects, ADR 0021) is resolved once by ``BearerAuth`` and
 read by every tool from ``PRINCIPAL``; over stdio the server acts for the
 local operator (every project), as the CLI does.

@@ -30,7 +30,7 @@ router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
 
 
 def _storable(value: Any) -> Any:
-    """Refuse (422) text Postgres cannot store: a NUL, or a lone surrogate (issue 18, found by the fuzz run)."""
+    """Refuse (422) text Postgres cannot store: a NUL, or a lone surrogate (found by the fuzz run)."""
     if has_lone_surrogate(value) or "\\u0000" in json.dumps(value, default=str):
         raise ValueError("text holds a NUL or a lone surrogate")
     return value

@@ -1,7 +1,7 @@
 """The feed envelope (pure): the entry shape clients read, buckets, priorities, hashes, stored bodies.
 
 Every entry lands in exactly one of upstream's buckets, by id (UPSTREAM.md
-1.4, with its defect 5 fixed: a prefix test, never a substring anywhere):
+1.4, but by a prefix test where upstream matched a substring anywhere):
 ``hot_arcs`` for ids starting ``hot-arcs``, ``inject_blocks`` for ``inject``
 and ids starting ``inject``, ``entries`` for the rest. Clients read the
 three buckets in that order, deduplicate by id and drop items without an id

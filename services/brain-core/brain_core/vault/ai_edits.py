@@ -8,13 +8,13 @@ rewritten in place, every other byte kept.
 - ``add_edge``: one ``<!-- @edge type=T target=X -->`` per target, under
   ``## Edges`` (added at the end when missing).
 - ``set_signal``: the ``@signal`` markers whose ``source`` attribute is
-  exactly the source (upstream matched a prefix, defect 13), and a signal
+  exactly the source (upstream matched a prefix; ADR 0017), and a signal
   file whose frontmatter ``source`` is: the severity replaced, every other
   attribute kept; a clear sets ``severity=resolved`` and appends
   ``(CLEARED: reason)`` to the content once.
 - ``add_summary``: ``summary`` and ``synthesized: true``, never over an
   existing summary.
-- ``merge_arcs``: A absorbs B (UPSTREAM.md 5.6, without defect 7): B's body
+- ``merge_arcs``: A absorbs B (UPSTREAM.md 5.6, keeping both projects: ADR 0017): B's body
   under ``## Merged from <B>``, without its ``@edge`` markers and without
   blocks whose content A already holds; A's frontmatter gains the union of
   both arcs' projects, repos, worktrees and source sessions (A's primary

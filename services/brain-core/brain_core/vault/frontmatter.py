@@ -27,7 +27,7 @@ _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = "---"
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-\.]*)\s*:(.*)$")
 # A YAML anchor (``&name``) where a node may start. No file the kernel writes has one, and aliases to
-# anchors expand without bound (361 bytes took 3.5 s; a deeper bomb grew past 3 GB: issue 18, defect 5),
+# anchors expand without bound (361 bytes took 3.5 s; a deeper bomb grew past 3 GB),
 # so a block with an anchor is never handed to the YAML parser: its lines are read flat, as text.
 _ANCHOR = re.compile(r"(?:^|[\s\[\{,:?-])&[^\s\[\]\{\},]")
 
@@ -102,7 +102,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date)):
         return value.isoformat()
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # .nan/.inf stay text: no JSON, SQL or heat arithmetic takes them (issue 18, defect 4)
+        return str(value)  # .nan/.inf stay text: no JSON, SQL or heat arithmetic takes them
     if isinstance(value, list):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

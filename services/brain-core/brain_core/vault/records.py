@@ -87,7 +87,7 @@ def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[Entry
     as milestones (``brain`` comment, or a header saying "milestone") count.
     An entry whose header stamp no calendar holds (``2026-13-45T99:99:99Z``,
     year 99999: a hand edit) is left out and reported, never a reason to drop
-    the rest of the file (issue 18, defect 7).
+    the rest of the file (ADR 0021).
     """
     folder = blocks_project(vault_path) if kind == "milestone" else None
     path_project = valid_ref(folder, None)[0] if folder else None
@@ -217,7 +217,7 @@ def _heat(value: Any) -> float:
 
 
 def _arc_key(value: Any) -> str | None:
-    """An arc's project key as marker input is validated (``../../amygdala`` is no project: defect 4)."""
+    """An arc's project key as marker input is validated (``../../amygdala`` is no project)."""
     text = text_or_none(value)
     if text is None:
         return None

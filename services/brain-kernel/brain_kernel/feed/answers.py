@@ -118,7 +118,7 @@ def feed_files(vault: Vault) -> list[tuple[str, str]]:
     out = []
     for path in sorted(folder.glob("*.md")):
         if path.name.startswith(".") or not vault.contains(path) or not path.is_file():
-            continue  # a link out of the vault is never served (issue 18, defect 1)
+            continue  # a link out of the vault is never served (ADR 0021)
         try:
             out.append((f"{FEED_DIR}/{path.name}", path.read_text(encoding="utf-8", errors="replace")))
         except OSError:

@@ -1,4 +1,4 @@
-"""The catalog's key pins in the index (``project_pins``, revision 0010; issue 18, defect 10).
+"""The catalog's key pins in the index (``project_pins``, revision 0010; ADR 0021).
 
 A catalog entry with a key and a repo pins the key to that repository
 (``brain_core.identity.catalog_pins``): ``?project=<key>`` resolves to it

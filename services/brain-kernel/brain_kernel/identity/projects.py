@@ -6,7 +6,7 @@ A slug is exact. A short key is exact when one distinct project carries it
 uniqueness rule of ``brain_core.membership``, which the feed's membership
 filter and ``GET /projects`` use too. A key the operator's catalog pins to
 a repository (``project_pins``, ``brain_kernel.identity.pins``) resolves to that
-repository however many others carry it (issue 18, defect 10).
+repository however many others carry it (ADR 0021).
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def store_docs(
     keys_of: dict[str, list[str]] = {}
     for doc in docs:
         keys_of.setdefault(doc.producer, []).append(doc.key)
-    for producer, keys in keys_of.items():  # a store replaces the same producer's chunks only (upstream defect 16)
+    for producer, keys in keys_of.items():  # a store replaces the same producer's chunks only (ADR 0013)
         delete_keys(session, producer, keys, owner=owner)
     _copy_rows(session, [(doc, idx, piece, vector) for (doc, idx, piece), vector in zip(chunked, vectors, strict=True)], content_type)
     return len(chunked)

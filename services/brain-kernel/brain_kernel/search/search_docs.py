@@ -427,7 +427,7 @@ def _appended(path: str, raw: bytes, held: tuple[str, int, int]) -> list[Segment
 
 
 def _stored(text_: str) -> bytes:
-    return storable(text_).encode("utf-8")  # NULs and lone surrogates as U+FFFD, as every index row (defect 3)
+    return storable(text_).encode("utf-8")  # NULs and lone surrogates as U+FFFD, as every index row
 
 
 def _write(

@@ -1,7 +1,7 @@
 """SQL repository of the tick queue: keeper ticks requested through ``POST /tick``, run by ``brain tick-drain``.
 
 Upstream kept one JSON file per request under ``brain-feed/ticks/`` and found
-a job by substring match on file names (defect 5); here a request is a row of
+a job by substring match on file names; here a request is a row of
 ``tick_requests`` keyed by a random 12-hex-digit id, looked up by exact match,
 with its outcome (the tick summary or the error) kept on the row. A request
 moves ``pending`` -> ``running`` (claimed by one drain) -> ``completed`` or
