@@ -325,3 +325,73 @@ def test_no_sys_path_tricks() -> None:
         if p.name != "test_architecture.py" and ("sys.path.insert" in p.read_text() or "sys.path.append" in p.read_text())
     ]
     assert not offenders, offenders
+
+
+# The derived stores' writers (ADR 0038): only the index package (and the search index's own module) calls them;
+# every other writer of the vault goes through ``brain_kernel.index.changes.sync_changes``.
+DERIVED_STORE_WRITES = {
+    "brain_kernel.index.entries": {"upsert_entries", "write_file_records", "delete_entries_at", "drop_paths_not_in"},
+    "brain_kernel.index.filestats": {"save", "forget"},
+    "brain_kernel.search.search_docs": {"upsert_documents", "delete_documents", "rebuild_documents"},
+}
+
+
+def _may_write_derived_stores(source: str) -> bool:
+    return source.startswith("brain_kernel.index.") or source == "brain_kernel.search.search_docs"
+
+
+def derived_store_writes(path: Path, source: str) -> list[str]:
+    """Where a module outside the index package reaches a derived store's writer: imported by name, or called on its module."""
+    if _may_write_derived_stores(source):
+        return []
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    bound: dict[str, str] = {}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in DERIVED_STORE_WRITES and alias.asname:
+                    bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            for alias, target in zip(node.names, _resolve(source, node, is_package), strict=True):
+                owner = target.removesuffix(f".{alias.name}")
+                if alias.name in DERIVED_STORE_WRITES.get(owner, ()):
+                    out.append(f"{where}:{node.lineno} {source} imports {owner}.{alias.name}")
+                elif target in DERIVED_STORE_WRITES:
+                    bound[alias.asname or alias.name] = target
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            module = bound[node.value.id]
+            if node.attr in DERIVED_STORE_WRITES[module]:
+                out.append(f"{where}:{node.lineno} {source} calls {module}.{node.attr}")
+    return out
+
+
+def test_only_the_one_path_writes_the_derived_stores() -> None:
+    """Index entries, file stats and search documents change only through ``index.changes.sync_changes`` (and a rebuild)."""
+    violations = [v for name, path in MODULES.items() for v in derived_store_writes(path, name)]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_derived_store_check_catches_a_writer_by_hand(tmp_path: Path) -> None:
+    """The rule itself can fail: a route upserting entries or saving file stats itself is reported, the one path is not."""
+    fake = tmp_path / "writer.py"
+    fake.write_text(
+        "from brain_kernel.index.entries import upsert_entries\n"
+        "from brain_kernel.index import filestats\n"
+        "from brain_kernel.search import search_docs as docs\n"
+        "from brain_kernel.index.changes import sync_changes\n"
+        "def write(db, vault, rows):\n"
+        "    upsert_entries(db, rows)\n"
+        "    filestats.save(db, [])\n"
+        "    docs.upsert_documents(db, [])\n"
+        "    filestats.stat_one(vault, 'a.md')\n"
+        "    sync_changes(db, vault, ['a.md'])\n"
+    )
+    found = derived_store_writes(fake, "brain_api.routes.writer")
+    assert len(found) == 3, found
+    assert any("imports brain_kernel.index.entries.upsert_entries" in v for v in found)
+    assert any("calls brain_kernel.index.filestats.save" in v for v in found)
+    assert any("calls brain_kernel.search.search_docs.upsert_documents" in v for v in found)

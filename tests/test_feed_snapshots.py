@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
@@ -25,11 +26,11 @@ from sqlalchemy.orm import Session
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault import frontmatter
 from brain_core.vault.logs import log_file_header, render_log_entry
-from brain_kernel import http_client
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.feed import snapshots
 from brain_kernel.feed.snapshots import SnapshotKey
-from brain_kernel.index.entries import refresh, touch_project
+from brain_kernel.index.changes import sync_changes
+from brain_kernel.index.entries import touch_project
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from tests.conftest import ManualClock, Served
@@ -144,12 +145,12 @@ def test_an_index_refresh_drops_only_the_answers_whose_rows_changed(client, plan
     web_arc = db.execute(text("select vault_path from entries where kind = 'arc' and repo = 'acme/web' order by vault_path limit 1")).scalar()
     for ref in ("acme/web", "acme/billing"):
         _read(client, ref)
-    refresh(db, vault, [web_arc])  # the file is unchanged: its rows are rewritten as they were
+    sync_changes(db, vault, [web_arc])  # the file is unchanged: its rows are rewritten as they were
     db.commit()
     assert [_read(client, ref)[1] for ref in ("acme/web", "acme/billing")] == ["stored", "stored"]
     t = token()
     vault.write_atomic(web_arc, frontmatter.update(vault.read_text(web_arc), {"summary": f"Now about {t}"}))
-    refresh(db, vault, [web_arc])
+    sync_changes(db, vault, [web_arc])
     db.commit()
     feed, source = _read(client, "acme/web")
     assert source == "live" and t in json.dumps(feed)
@@ -163,7 +164,7 @@ def test_a_stored_answer_expires_when_its_oldest_lesson_leaves_the_window(client
     rel = f"left/reference/lessons-{at.date().isoformat()}.md"
     req = parse_request("lesson", f"Soon out of the window {t}.", {"repo": "acme/web"}, max_chars=4096)
     vault.append(rel, render_log_entry("lesson", req, Attribution("web", "acme/web"), marker_id=uuid.uuid4().hex, at=at), header=log_file_header("lesson", rel))
-    refresh(db, vault, [rel])
+    sync_changes(db, vault, [rel])
     db.commit()
     feed, source = _read(client, "acme/web", lesson_days=1)
     assert source == "live" and t in json.dumps(feed)
@@ -214,7 +215,7 @@ def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> l
         target = rng.choice(("all", "acme/web", "infra", "tools/cli"))
         rel = f"brain-feed/inject/r{uuid.uuid4().hex[:8]}.md"
         vault.write_atomic(rel, frontmatter.render({"id": rel, "title": f"Inject {token()}", "target": target}, "Body.\n"))
-        refresh(db, vault, [rel])
+        sync_changes(db, vault, [rel])
         db.commit()
         return f"inject for {target}"
 
@@ -231,7 +232,7 @@ def _mutations(client, settings: Settings, db: Session, rng: random.Random) -> l
 
     def rewrite_unchanged() -> str:
         path = db.execute(text("select vault_path from entries order by random() limit 1")).scalar()
-        refresh(db, vault, [path])
+        sync_changes(db, vault, [path])
         db.commit()
         return f"refresh {path}"
 
@@ -425,14 +426,14 @@ def test_every_write_is_in_the_next_read_across_workers(served: Served) -> None:
     """
     base = served.base
     refs = ["acme/web", "acme/billing"]
-    with http_client.client(base_url=base, timeout=60) as warmup:
+    with httpx.Client(base_url=base, timeout=60) as warmup:
         for ref in refs:
             warmup.post("/marker", json={"type": "lesson", "content": f"First {token()}.", "attrs": {"repo": ref}}).raise_for_status()
 
     def client_loop(n: int) -> list[str]:
         problems: list[str] = []
         ref = refs[n % 2]
-        with http_client.client(base_url=base, timeout=60) as c:
+        with httpx.Client(base_url=base, timeout=60) as c:
             for i in range(15):
                 t = token()
                 c.post("/marker", json={"type": "lesson", "content": f"Lesson {t}.", "attrs": {"repo": ref}}).raise_for_status()
@@ -445,7 +446,7 @@ def test_every_write_is_in_the_next_read_across_workers(served: Served) -> None:
     with ThreadPoolExecutor(8) as pool:
         problems = [p for result in pool.map(client_loop, range(8)) for p in result]
     assert not problems, problems[:5]
-    with http_client.client(base_url=base, timeout=60) as c:
+    with httpx.Client(base_url=base, timeout=60) as c:
         for ref in refs:
             served = c.get("/feed", params={"project": ref})
             fresh = c.get("/feed", params={"project": ref}, headers={"Cache-Control": "no-cache"})

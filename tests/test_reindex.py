@@ -16,7 +16,8 @@ from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry, Project
 from brain_kernel.index import entries as index
-from brain_kernel.index.entries import entry_rows, rebuild, refresh
+from brain_kernel.index.changes import sync_changes
+from brain_kernel.index.entries import entry_rows, rebuild
 from brain_kernel.search import search_docs
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -63,20 +64,20 @@ def test_incremental_refresh_after_writes_equals_a_full_rebuild(client, settings
 
     a = _arc(vault, "s-a", "api", "org1/api", "Build the parser for tokens")
     b = _arc(vault, "s-b", "web", "acme/web", "Polish the landing page copy")
-    refresh(db, vault, [a, b])
+    sync_changes(db, vault, [a, b])
     db.commit()
 
     # A keeper-style targeted edit, then a merge that tombstones b into a.
     vault.write_atomic(a, frontmatter.update(vault.read_text(a), {"heat": 7.5, "status": "active", "summary": "Parser work"}))
-    refresh(db, vault, [a])
+    sync_changes(db, vault, [a])
     stone = b.replace(".md", ".merged.md")
     vault.write_atomic(stone, frontmatter.update(vault.read_text(b), {"merged_into": a.rsplit("/", 1)[-1][:-3]}))
     os.remove(vault.path(b))
     vault.write_atomic(a, frontmatter.update(vault.read_text(a), {"projects": ["api", "web"]}))
-    refresh(db, vault, [a, b, stone])
+    sync_changes(db, vault, [a, b, stone])
     vault.write_atomic("brain-feed/inject/x.md", "---\nid: x\ntitle: X\ntarget: all\n---\nhello\n")
     vault.write_atomic("brain-feed/projects/org1/api/intent.md", "---\nid: intent-org1-api\nproject: api\nrepo: org1/api\n---\nShip it.\n")
-    refresh(db, vault, ["brain-feed/inject/x.md", "brain-feed/projects/org1/api/intent.md"])
+    sync_changes(db, vault, ["brain-feed/inject/x.md", "brain-feed/projects/org1/api/intent.md"])
     db.commit()
     incremental = entry_rows(db)
 

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 from brain_core.markers import Attribution, parse_request
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.index import entries as index
-from brain_kernel.index.entries import follow_search, rebuild
+from brain_kernel.index.changes import SEARCH, sync_changes
+from brain_kernel.index.entries import rebuild
 from brain_kernel.marker_service import write_marker
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -72,7 +73,7 @@ def test_a_rebuild_finishes_when_a_follow_claimed_a_new_file_and_waits_on_a_log_
 
     def follow_both() -> None:
         try:
-            follow_search(follow, vault, [log, signal])
+            sync_changes(follow, vault, [log, signal], stores=frozenset({SEARCH}))
             follow.commit()
         except BaseException as exc:  # reported by the test thread
             follow.rollback()

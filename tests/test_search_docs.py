@@ -235,7 +235,7 @@ def test_an_entry_appended_to_a_log_adds_only_its_segments(client, indexed: Vaul
     rel = post(client, "lesson", "A first lesson of the day, indexed by its write hook.", repo="org1/api")["vault_path"]
     db.commit()
     before = {row[0]: row[1] for row in db.execute(text("SELECT first_line, xmin::text FROM vault_segments WHERE path = :p"), {"p": rel})}
-    assert before  # the marker's write hook (brain_kernel.index.entries.follow_search) indexed the log
+    assert before  # the marker's write hook (brain_kernel.index.changes.sync_changes) indexed the log
     assert post(client, "lesson", "An appended lesson about quuxly retries.", repo="org1/api")["vault_path"] == rel
     assert search_docs.upsert_documents(db, [(rel, indexed.read_text(rel))]) == 0  # the hook did it already
     db.commit()

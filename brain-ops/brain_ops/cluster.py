@@ -24,7 +24,7 @@ from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, is_tombstone
 from brain_kernel.errors import ConfigError
-from brain_kernel.index.entries import refresh
+from brain_kernel.index.changes import sync_changes
 from brain_kernel.vault_store import Vault
 
 Progress = Callable[[int, int], None]
@@ -165,7 +165,7 @@ def run_cluster(
         for sid in (final or plan).session_ids:
             existing.owner.setdefault(sid, rel)
     if db is not None and not dry_run:
-        refresh(db, vault, written)  # the feed sees the arcs before the next reindex
+        sync_changes(db, vault, written)  # the feed sees the arcs before the next reindex
     return {
         "dry_run": dry_run,
         "vault": str(vault.root),

@@ -22,9 +22,9 @@ is already the placeholder is neither replaced nor counted), so a rerun
 writes nothing; the audit line of a change is flushed before its write, so a
 change is never unaudited (a killed run may log one twice). The index
 follows the files written through the kernel's one path: live documents by
-``index.refresh`` (entries and the search index; the stored feed answers are
+``index.changes.sync_changes`` (entries, file stats and the search index; the stored feed answers are
 invalidated by the index's triggers), the rest (dashboards, feed tables,
-second copies) by ``index.follow_search``; the next tick re-reads them
+second copies) by its search store only; the next tick re-reads them
 because their size and mtime moved. ``dry_run`` writes no file and no row;
 the function never commits.
 """
@@ -44,8 +44,9 @@ from brain_core.redact import Scrubbed, scrub_document
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, kind_of_path
 from brain_kernel.db.engine import hold_keeper_lock
-from brain_kernel.index import entries as index
 from brain_kernel.index import filestats
+from brain_kernel.index.changes import SEARCH, sync_changes
+from brain_kernel.index.entries import live_vault_files
 from brain_kernel.vault_store import Vault
 
 Progress = Callable[[int, int], None]
@@ -177,11 +178,9 @@ def run_scrub(
 def _follow(db: Session, vault: Vault, summary: ScrubSummary) -> None:
     """The index follows the files written: live documents' rows and search text, the others' search text."""
     written = summary.files_written
-    live = set(index.live_vault_files(filestats.stat_files(vault)))
+    live = set(live_vault_files(filestats.stat_files(vault)))
     documents = [rel for rel in written if rel in live]
-    entries = removed = 0
-    if documents:
-        result = index.refresh(db, vault, documents)
-        entries, removed = result.entries, result.removed
-    index.follow_search(db, vault, [rel for rel in written if rel not in live])
+    result = sync_changes(db, vault, documents)
+    sync_changes(db, vault, [rel for rel in written if rel not in live], stores=frozenset({SEARCH}))  # they hold no entries
+    entries, removed = result.entries, result.removed
     summary.index = {"refreshed": True, "files": len(written), "entries_written": entries, "removed": removed}

@@ -18,8 +18,8 @@ evidence, and a file that already says it is not written; the audit line
 of a change is appended before its write, so a change is never unaudited
 (a killed run may log one twice). The index follows the files written, and
 also every live arc whose size or mtime differs from its file stats
-(what a killed run wrote but never committed), through the same
-``write_file_records`` a tick uses, with the catalogue and the search index:
+(what a killed run wrote but never committed), through the kernel's one
+path to the derived stores (``index.changes.sync_changes``: entries, file stats, search):
 the stored feed answers are invalidated by the index's own triggers and the
 next tick reads nothing. Markers with a session id and no project are
 attributed in the index by recording their sessions (found in transcripts)
@@ -76,16 +76,16 @@ from brain_core.markers import Attribution
 from brain_core.membership import KnownProject
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
-from brain_core.vault.records import parsed_document, parsed_records, records_for
+from brain_core.vault.records import parsed_document
 from brain_core.vault.regions import live_paths
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.identity.projects import known_projects
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.sessions import SessionRecord, record_sessions, stored_identities
 from brain_kernel.identity.transcript_files import TranscriptFile, find_transcripts, read_summary
-from brain_kernel.index import entries as index
 from brain_kernel.index import filestats
-from brain_kernel.index.entries import ARC_CAPABLE_KINDS, arc_facts_of
+from brain_kernel.index.changes import Changed, sync_changes
+from brain_kernel.index.entries import ARC_CAPABLE_KINDS, scan_point
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 
@@ -281,7 +281,7 @@ def run_backfill(
     codex = Path(codex_dir).expanduser() if codex_dir else settings.resolved_codex_dir
     resolver = IdentityResolver(settings, db, learn=not dry_run, batch=db is not None)
     evidence = _Evidence(settings, db, resolver, claude, codex)
-    started = index.scan_point(db) if db is not None else None  # rows a marker write adds from here on are kept
+    started = scan_point(db) if db is not None else None  # rows a marker write adds from here on are kept
     disk = filestats.stat_files(vault)
     rels = _files(vault, disk, ARC_CAPABLE_KINDS, only)
     resolver.preload()  # from here resolutions read no row: the session is lent to the follower's thread
@@ -506,21 +506,9 @@ class _Follow:
     def _write(self, batch: list[tuple[str, str, frontmatter.Document | None, filestats.Stat]]) -> None:
         if not batch:
             return
-        rels = [rel for rel, *_ in batch]
-        records = [r for rel, t, doc, _ in batch for r in (parsed_records(rel, doc) if doc is not None else records_for(rel, t))]
-        part = index.write_file_records(self.db, rels, records, before=self.before)
+        part = sync_changes(self.db, self.vault, [Changed(rel, t, doc, st) for rel, t, doc, st in batch], before=self.before)
         self.entries, self.removed = self.entries + part.entries, self.removed + part.removed
-        filestats.save(
-            self.db,
-            [
-                filestats.StatRow(
-                    rel, st.size, st.mtime_ns, filestats.digest(t), kind_of_path(rel), arc_facts_of(rel, t, st.mtime_ns, meta=doc.meta if doc else None)
-                )
-                for rel, t, doc, st in batch
-            ],
-        )
-        index.follow_search(self.db, self.vault, rels, texts={rel: t for rel, t, _, _ in batch})
-        self.done.update(rels)
+        self.done.update(rel for rel, *_ in batch)
 
     def finish(self, summary: BackfillSummary) -> dict[str, Any]:
         for rel in sorted(self.stale - self.done - {rel for rel, *_ in self.batch}):

@@ -78,9 +78,9 @@ from brain_core.vault.regions import canonical_id, live_paths
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.feed import feed_repo
 from brain_kernel.identity.projects import EXACT, lookup_project
-from brain_kernel.index import entries as index
 from brain_kernel.index import filestats
-from brain_kernel.index.entries import ARC_CAPABLE_KINDS, arc_facts_of
+from brain_kernel.index.changes import Changed, sync_changes
+from brain_kernel.index.entries import ARC_CAPABLE_KINDS
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 
@@ -352,19 +352,10 @@ def _write(run: _Run, summary: ApplySummary) -> list[str]:
 
 
 def _index(run: _Run, touched: list[str], summary: ApplySummary) -> None:
-    """The index, the vault catalogue and the search index follow the files this run touched."""
+    """The derived stores follow the files this run touched, from the texts it holds (the kernel's one path)."""
     touched = [p for p in touched if not p.rsplit("/", 1)[-1].startswith("_")]  # dashboards hold no entries (the scan skips them)
-    result = index.refresh(run.session, run.vault, [p for p in touched if kind_of_path(p) or is_tombstone(p)])
-    rows, gone = [], []
-    for rel in touched:
-        stat = filestats.stat_one(run.vault, rel)
-        if stat is None or is_tombstone(rel) or not kind_of_path(rel):
-            gone.append(rel)
-            continue
-        text = run.texts[rel]
-        rows.append(filestats.StatRow(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), arc_facts_of(rel, text, stat.mtime_ns)))
-    filestats.save(run.session, rows)
-    filestats.forget(run.session, gone)
+    changed = [Changed(rel, run.texts[rel]) if rel in run.texts and rel not in run.removed else rel for rel in touched]
+    result = sync_changes(run.session, run.vault, changed)
     summary.index = {"refreshed": True, "files": len(touched), "entries_written": result.entries, "removed": result.removed}
 
 

@@ -84,9 +84,9 @@ from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.feed import feed_repo
 from brain_kernel.index import entries as index
 from brain_kernel.index import filestats
-from brain_kernel.index.entries import ARC_CAPABLE_KINDS, arc_facts_of, drop_paths_not_in, scan_point, write_file_records
+from brain_kernel.index.changes import ENTRIES, FILE_STATS, Changed, catch_up_search, drop_missing, sync_changes, sync_file_stats
+from brain_kernel.index.entries import ARC_CAPABLE_KINDS, arc_facts_of, scan_point
 from brain_kernel.index.filestats import Stat
-from brain_kernel.search import search_docs
 from brain_kernel.settings import Settings
 from brain_kernel.ticks.verifier import ERROR, FAIL, PASS, SKIP, Verifier
 from brain_kernel.vault_store import Vault
@@ -355,22 +355,24 @@ def keep_arc(vault: Vault, arc: _File, now: dt.datetime, rules: HeatRules, boost
 # -- the index, from the files that changed ---------------------------------------------------
 
 
-def _records(vault: Vault, files: list[_File], summary: TickSummary, keys: list[KeptKey], keys_since: dt.datetime | None) -> list[EntryRecord]:
-    records: list[EntryRecord] = []
+def _changes(vault: Vault, files: list[_File], summary: TickSummary, keys: list[KeptKey], keys_since: dt.datetime | None) -> list[Changed]:
+    """The files of one batch with the rows the tick parsed from them (an unreadable file keeps no rows)."""
+    out: list[Changed] = []
     for f in files:
+        text, records = "", []
         try:
             text = _read(vault, f)
             f.sha256 = filestats.digest(text)
             if f.is_arc or f.kind == "region":
-                records.extend(document_records(frontmatter.parse(text), f.path, "arc" if f.is_arc else f.kind))
+                records = document_records(frontmatter.parse(text), f.path, "arc" if f.is_arc else f.kind)
             else:
-                found = records_for(f.path, text)
-                records.extend(found)
+                records = records_for(f.path, text)
                 if keys_since is not None:
-                    keys.extend(kept_keys(f.path, text, found, since=keys_since))
+                    keys.extend(kept_keys(f.path, text, records, since=keys_since))
         except Exception as exc:  # one bad file must not stop the tick
             summary.skipped.append(f"{f.path}: {type(exc).__name__}: {exc}")
-    return records
+        out.append(Changed(f.path, text, records=records))
+    return out
 
 
 def index_changes(
@@ -385,6 +387,8 @@ def index_changes(
 ) -> None:
     """Re-index the files that changed (in batches), drop the rows of files gone, keep the file stats current.
 
+    Through the kernel's one path (``sync_changes``); the search index
+    catches up once at the end of the pass (``catch_up_search``).
     ``key_ttl_seconds``: the idempotency keys the markers of those files keep
     are remembered when the table lacks them, as ``brain reindex`` does (ADR 0035).
     """
@@ -394,14 +398,21 @@ def index_changes(
     keys_since = scan_started - dt.timedelta(seconds=key_ttl_seconds) if key_ttl_seconds else None
     for start in range(0, len(changed), REINDEX_BATCH):
         batch = changed[start : start + REINDEX_BATCH]
-        paths = [f.path for f in batch] + [f.moved_from for f in batch if f.moved_from]
         keys: list[KeptKey] = []
-        part = write_file_records(session, paths, _records(vault, batch, summary, keys, keys_since), before=scan_started, tally=tally)
+        part = sync_changes(
+            session,
+            vault,
+            _changes(vault, batch, summary, keys, keys_since),
+            removed=[f.moved_from for f in batch if f.moved_from],
+            stores=frozenset({ENTRIES}),
+            before=scan_started,
+            tally=tally,
+        )
         if keys and key_ttl_seconds:
             restored += idempotency.restore(session, keys, ttl_seconds=key_ttl_seconds)
         entries, removed = entries + part.entries, removed + part.removed
     live = [f.path for f in files]
-    removed += drop_paths_not_in(session, live, before=scan_started)
+    removed += drop_missing(session, live, known, before=scan_started)
     rows = []
     for f in files:
         if not f.changed and f.path in known and known[f.path].stat == f.stat:
@@ -410,18 +421,16 @@ def index_changes(
         if stat is None:
             continue
         # The facts' mtime is the file's now (a file this tick wrote has a newer one), as a rebuild reads it.
-        facts = None if f.facts is None else facts_at(f.facts, index.file_time(stat.mtime_ns))
-        rows.append(filestats.StatRow(f.path, stat.size, stat.mtime_ns, f.sha256, f.kind, facts))
-    filestats.save(session, rows)
-    gone = set(known) - set(live)
-    filestats.forget(session, gone)
+        facts = {} if f.facts is None else facts_at(f.facts, index.file_time(stat.mtime_ns))
+        rows.append(Changed(f.path, stat=stat, sha256=f.sha256, facts=facts, kind=f.kind))
+    stats_written = sync_file_stats(session, vault, rows)
     index.record_activity(session, tally.result())
     summary.index = {
         "refreshed": not summary.dry_run,
         "files_reindexed": len(changed),
         "entries_written": entries,
         "removed": removed,
-        "file_stats_rows": len(rows),
+        "file_stats_rows": stats_written,
         "keys_restored": restored,
     }
 
@@ -607,14 +616,13 @@ def _pass(
             writer.remove(rel)
             summary.files_written.append(f"{rel} (removed)")
     intents = [rel for rel in written if kind_of_path(rel) == "intent"]
-    if intents:
-        write_file_records(session, intents, [r for rel in intents for r in records_for(rel, files_out[rel])])
-        if not writer.dry_run:
-            filestats.save(session, [_stat_row(vault, rel, files_out[rel]) for rel in intents])
+    if intents:  # a dry run wrote no file: its intents' rows, not their file stats
+        stores = frozenset({ENTRIES} if writer.dry_run else {ENTRIES, FILE_STATS})
+        sync_changes(session, vault, [Changed(rel, files_out[rel], facts={}) for rel in intents], stores=stores)
     for rel, text in dashboards(session, vault, arcs).items():
         writer.write(rel, text)
-    if not writer.dry_run and search_docs.indexed(session, vault):
-        search_docs.rebuild_documents(session, vault)  # only files whose size or mtime changed are read
+    if not writer.dry_run:
+        catch_up_search(session, vault)  # only files whose size or mtime changed are read
 
 
 def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
@@ -626,8 +634,3 @@ def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
             status = str(facts.get("status") or "").lower() or None
             out.append(EntryRecord(id=a.path, kind="arc", vault_path=a.path, status=status, meta={"mitigates": facts["mitigates"]}))
     return out
-
-
-def _stat_row(vault: Vault, rel: str, text: str) -> filestats.StatRow:
-    stat = filestats.stat_one(vault, rel) or filestats.Stat(len(text.encode("utf-8")), 0)
-    return filestats.StatRow(rel, stat.size, stat.mtime_ns, filestats.digest(text), kind_of_path(rel), None)

@@ -42,7 +42,8 @@ from brain_kernel.db.engine import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.transcript_files import TranscriptLocator, read_summary
-from brain_kernel.index.entries import follow_search, touch_project, upsert_entries
+from brain_kernel.index.changes import ENTRIES, SEARCH, sync_changes
+from brain_kernel.index.entries import touch_project
 from brain_kernel.scope import Scope
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -208,7 +209,8 @@ def post_marker(
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at, key=_marker_key(idempotency_key, shown_key, req))
-    upsert_entries(db, written.records, fresh=fresh)  # a new reservation's entry is new: no pre-read
+    # Its own rows only (a log holds others'); a new reservation's entry is new: no pre-read. Search follows after the commit.
+    sync_changes(db, vault, appended={written.vault_path: written.records}, stores=frozenset({ENTRIES}), fresh=fresh)
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
     body = {
@@ -248,7 +250,7 @@ def search_follow(factory: sessionmaker[Session], vault: Vault) -> Callable[[lis
 
     def follow(paths: list[str]) -> None:
         with unit_of_work(factory) as db:
-            follow_search(db, vault, paths)
+            sync_changes(db, vault, paths, stores=frozenset({SEARCH}))
 
     return follow
 

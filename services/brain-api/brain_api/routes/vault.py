@@ -32,7 +32,7 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
 from brain_kernel.feed import feed_repo
 from brain_kernel.identity.projects import EXACT
-from brain_kernel.index.entries import follow_search
+from brain_kernel.index.changes import sync_changes
 from brain_kernel.scope import Scope, search_members
 from brain_kernel.search import search_docs
 from brain_kernel.search.file_scan import SKIP_DIRS, search_project, search_vault
@@ -278,7 +278,7 @@ def write_inbox(
     except OSError as exc:
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
     try:  # the note is written: a database outage only delays its search entry to the next tick
-        follow_search(db, vault, [rel])
+        sync_changes(db, vault, [rel])
     except DBAPIError:
         db.rollback()
     return {"path": rel, "size_bytes": size, "artifact_refs": ref_list, "tags": tag_list}

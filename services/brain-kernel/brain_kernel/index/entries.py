@@ -9,9 +9,10 @@ Two ways the vault reaches the index, through the same per-file parser
 (``brain_core.vault.records.records_for``) and the same upsert, so they give
 the same rows (tests/test_reindex.py compares them):
 
-- ``refresh(paths)`` after a write (``brain cluster``, merges, backfill):
-  those files' old rows are replaced by what the files hold now (none when a
-  file is gone or became a ``.merged.md`` tombstone);
+- ``brain_kernel.index.changes.sync_changes`` after a write (every writer of
+  the vault): those files' old rows are replaced by what the files hold now
+  (none when a file is gone or became a ``.merged.md`` tombstone), with
+  their file stats and search documents;
 - ``rebuild`` (``brain reindex``): every file's rows are upserted, then the
   rows this pass did not rewrite are deleted, but only those last written
   before the pass began. The keeper's tick does the same with the files that
@@ -35,7 +36,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
-from pathlib import Path
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -689,40 +689,3 @@ def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any]
 def file_time(mtime_ns: int) -> dt.datetime:
     """A file's mtime (nanoseconds) as an aware time: what an arc's facts in the file stats hold as ``mtime``."""
     return dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.timezone.utc)
-
-
-def refresh(session: Session, vault: Vault, paths: Iterable[str | Path]) -> ReindexSummary:
-    """Re-read the given files and replace their rows (deleted files lose theirs); no commit."""
-    rels = sorted({vault.rel(vault.path(p)) for p in paths})
-    scratch = ReindexSummary()
-    records: list[EntryRecord] = []
-    for rel in rels:
-        records.extend(read_records(vault, rel, scratch) if kind_of_path(rel) else [])
-    summary = write_file_records(session, rels, records)
-    summary.files, summary.skipped = len(rels), scratch.skipped
-    follow_search(session, vault, rels)
-    return summary
-
-
-def follow_search(session: Session, vault: Vault, rels: Iterable[str], *, texts: Mapping[str, str] | None = None) -> None:
-    """Keep the search index (``brain_kernel.search.search_docs``) current for these files, once a rebuild built it.
-
-    ``texts``: files' texts (as ``Vault.read_text`` gives them) already read, which are not read again.
-    """
-    wanted = sorted(set(rels))
-    if not wanted or not search_docs.indexed(session, vault):
-        return
-    given, present, gone = [], [], []
-    for rel in wanted:
-        if texts is not None and rel in texts:
-            given.append((rel, texts[rel]))
-            continue
-        try:
-            present.append((rel, vault.read_text(rel)))
-        except FileNotFoundError:
-            gone.append(rel)
-        except (OSError, UnicodeDecodeError):
-            continue
-    search_docs.upsert_documents(session, given)
-    search_docs.upsert_documents(session, present, reread=vault)  # read again under the row lock: a concurrent append may be newer
-    search_docs.delete_documents(session, gone)
