@@ -176,6 +176,9 @@ class _Lru:
         with self._lock:
             self._data.clear()
 
+    def __len__(self) -> int:
+        return len(self._data)
+
 
 _TOPLEVELS = _Lru(MAX_TOPLEVELS)
 _CONFIGS = _Lru(MAX_CONFIG_FILES)
