@@ -48,7 +48,7 @@ from brain_core.vault.records import lesson_records
 from brain_kernel.db.engine import normalise_url, read_session_factory
 from brain_kernel.db.models import Entry
 from brain_kernel.feed.answers import warm
-from brain_kernel.index.entries import rebuild
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head

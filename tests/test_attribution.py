@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry
-from brain_kernel.index.entries import entry_rows, rebuild
+from brain_kernel.index.entries import entry_rows
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from tests.conftest import brain

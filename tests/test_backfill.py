@@ -26,8 +26,9 @@ from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry
 from brain_kernel.feed import answers
 from brain_kernel.identity.sessions import record_session
-from brain_kernel.index import entries as index
 from brain_kernel.index import filestats
+from brain_kernel.index.entries import entry_rows
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_ops.backfill import run as backfill_job
@@ -143,7 +144,7 @@ class World:
 def world(tmp_path: Path, database_url: str, db: Session) -> World:
     w = World(tmp_path, database_url)
     record_session(db, "s-indexed", ProjectIdentity("agentihub", "the-cloud-clockwork/agentihub", str(w.hub), None, str(w.hub), "git"))
-    index.rebuild(db, w.vault)  # the kernel as deployed: the index and file stats built from the vault before the backfill
+    rebuild(db, w.vault)  # the kernel as deployed: the index and file stats built from the vault before the backfill
     db.commit()
     return w
 
@@ -215,9 +216,9 @@ def test_each_mislabelled_arc_gets_its_real_project_and_nothing_else_changes(wor
     assert rows[world.path("home")] == (None, None)
     lesson = db.scalars(select(Entry).where(Entry.vault_path == world.lesson)).one()
     assert (lesson.project, lesson.repo) == ("agentihub", hub)  # its session found in a transcript and recorded
-    held = index.entry_rows(db)
-    index.rebuild(db, world.vault)
-    assert index.entry_rows(db) == held
+    held = entry_rows(db)
+    rebuild(db, world.vault)
+    assert entry_rows(db) == held
     stats, known = filestats.stat_files(world.vault), filestats.load(db)
     assert all(known[rel].stat == stats[rel] for rel in known)
     db.rollback()
@@ -228,12 +229,12 @@ def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Ses
     monkeypatch.setattr(backfill_job, "ARC_CHUNK", 3)  # arcs read three ahead, their sessions looked up on that thread
     before = world.snapshot()
     mtimes = {rel: world.vault.path(rel).stat().st_mtime_ns for rel in before}
-    rows = index.entry_rows(db)
+    rows = entry_rows(db)
     planned: list[dict] = []
     dry = _run(world, db, dry_run=True, plan=planned.append)
     db.commit()
     assert world.snapshot() == before and {rel: world.vault.path(rel).stat().st_mtime_ns for rel in before} == mtimes
-    assert index.entry_rows(db) == rows
+    assert entry_rows(db) == rows
     assert dry.files_written == 0 and dry.changed == len(planned) == 9
 
     def feed() -> answers.FeedAnswer:
@@ -266,7 +267,7 @@ def test_a_run_killed_between_files_and_rerun_ends_as_an_uninterrupted_run(
     shutil.copytree(world.vault.root, pristine)
     _run(world, db)
     expected = world.snapshot()
-    expected_rows = index.entry_rows(db)
+    expected_rows = entry_rows(db)
     db.rollback()
 
     class Killed(Exception):
@@ -287,7 +288,7 @@ def test_a_run_killed_between_files_and_rerun_ends_as_an_uninterrupted_run(
         db.rollback()  # the process died: nothing it sent the database was committed
         _run(world, db)
         assert world.snapshot() == expected, kill_at
-        assert index.entry_rows(db) == expected_rows, kill_at
+        assert entry_rows(db) == expected_rows, kill_at
         db.rollback()
 
 
@@ -322,7 +323,7 @@ def _with_markers(world: World, db: Session) -> dict[str, str]:
     world.vault.append(world.lesson, "\n" + KERNEL_LESSON)
     world.vault.path("daily/2026-11-20.md").write_text(MILESTONE)
     world.vault.path(SIGNAL_PATH).write_bytes(SIGNAL.encode())
-    index.rebuild(db, world.vault)
+    rebuild(db, world.vault)
     db.commit()
     return {rel: world.vault.path(rel).read_bytes().decode() for rel in (world.lesson, "daily/2026-11-20.md", SIGNAL_PATH)}
 
@@ -367,9 +368,9 @@ def test_rewrite_markers_tags_each_entry_its_session_resolves_and_changes_no_oth
     assert len(tagged) == 4  # s-indexed's lesson was attributed through the session index already; now its file says so
     assert {rid for rid in rows if rows[rid] != rows_before[rid]} <= tagged
     assert all(rows[rid][2:] == rows_before[rid][2:] for rid in rows)  # titles and contents as they were
-    held = index.entry_rows(db)
-    index.rebuild(db, world.vault)
-    assert index.entry_rows(db) == held
+    held = entry_rows(db)
+    rebuild(db, world.vault)
+    assert entry_rows(db) == held
     again = _run(world, db, rewrite_markers=True)
     assert (again.markers["entries_retagged"], again.markers["files_rewritten"]) == (0, 0)
     assert {rel: world.vault.path(rel).read_bytes().decode() for rel in before} == after
@@ -381,7 +382,7 @@ def test_a_run_killed_while_rewriting_markers_and_rerun_ends_as_an_uninterrupted
     pristine = tmp_path / "pristine"
     shutil.copytree(world.vault.root, pristine)
     _run(world, db, rewrite_markers=True)
-    expected, expected_rows = world.snapshot(), index.entry_rows(db)
+    expected, expected_rows = world.snapshot(), entry_rows(db)
     db.rollback()
 
     class Killed(Exception):
@@ -402,7 +403,7 @@ def test_a_run_killed_while_rewriting_markers_and_rerun_ends_as_an_uninterrupted
         db.rollback()
         _run(world, db, rewrite_markers=True)
         assert world.snapshot() == expected, kill_at
-        assert index.entry_rows(db) == expected_rows, kill_at
+        assert entry_rows(db) == expected_rows, kill_at
         db.rollback()
 
 

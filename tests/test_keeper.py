@@ -15,7 +15,8 @@ from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.feed.intent import sentences
 from brain_core.vault import frontmatter
-from brain_kernel.index.entries import entry_rows, rebuild
+from brain_kernel.index.entries import entry_rows
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.tick import run_tick

@@ -17,7 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from brain_kernel.db.models import Entry, VaultFile
-from brain_kernel.index.entries import entry_rows, rebuild
+from brain_kernel.index.entries import entry_rows
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.tick import run_tick

@@ -428,7 +428,7 @@ def test_purge_removes_only_expired_keys(db: Session) -> None:
 
 
 def test_a_full_reindex_gives_the_rows_the_requests_wrote(client, settings: Settings, db: Session) -> None:
-    from brain_kernel.index.entries import rebuild
+    from brain_kernel.index.rebuild import rebuild
     from brain_kernel.vault_store import Vault
 
     post(client, "lesson", "lesson body", project="org1/api", session_id="s1", source="codex")

@@ -15,9 +15,10 @@ from brain_cli.cli import app
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry, Project
-from brain_kernel.index import entries as index
+from brain_kernel.index import rebuild as rebuild_module
 from brain_kernel.index.changes import sync_changes
-from brain_kernel.index.entries import entry_rows, rebuild
+from brain_kernel.index.entries import entry_rows
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.search import search_docs
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -156,7 +157,7 @@ def test_a_rebuild_of_an_unchanged_vault_rewrites_no_row(client, settings: Setti
     """A rerun of ``brain reindex`` writes nothing when nothing changed (no dead tuples), and only what a change moves;
     with the segments made by a worker too (which a rerun gives only the documents the index does not hold)."""
     if apart:
-        monkeypatch.setattr(index, "PREPARE_APART_BYTES", 0)
+        monkeypatch.setattr(rebuild_module, "PREPARE_APART_BYTES", 0)
     vault = Vault(settings.vault)
     _post(client, "lesson", "a lesson about caching", repo="org1/api")
     _post(client, "decision", "use postgres", title="Use Postgres", repo="org1/api")
@@ -276,8 +277,8 @@ def test_a_first_build_loads_without_indexes_and_builds_them_once_after(client, 
         seen.append((_indexes(session), _entries_locked(session)))
         real(session, ddl)
 
-    real = index.restore_indexes
-    monkeypatch.setattr(index, "restore_indexes", restore)
+    real = rebuild_module.restore_indexes
+    monkeypatch.setattr(rebuild_module, "restore_indexes", restore)
     rebuild(db, vault)
     during, locked = seen[0]
     assert locked and {name for name, _ in during} < {name for name, _ in before}
@@ -318,7 +319,7 @@ def test_search_segments_made_by_a_worker_process_are_the_ones_made_in_process(
         raise AssertionError(f"segments made in the main process: {args[0]}")
 
     for apart in (0, 1 << 60):
-        monkeypatch.setattr(index, "PREPARE_APART_BYTES", apart)
+        monkeypatch.setattr(rebuild_module, "PREPARE_APART_BYTES", apart)
         with monkeypatch.context() as only_apart:
             if apart == 0:
                 only_apart.setattr(search_docs, "prepare", here)  # the spawned worker imports its own

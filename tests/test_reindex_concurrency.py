@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from brain_core.markers import Attribution, parse_request
 from brain_kernel.db.engine import normalise_url
-from brain_kernel.index import entries as index
+from brain_kernel.index import rebuild as rebuild_module
 from brain_kernel.index.changes import SEARCH, sync_changes
-from brain_kernel.index.entries import rebuild
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.marker_service import write_marker
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -62,7 +62,7 @@ def test_a_rebuild_finishes_when_a_follow_claimed_a_new_file_and_waits_on_a_log_
     db.commit()
     assert _marker(vault, "lesson", "Appended after the first build.") == log
     signal = _marker(vault, "signal", "Created after the first build.", title="Disk", severity="alert")
-    monkeypatch.setattr(index, "REBUILD_BATCH", 1)  # each file its own batch, in the rebuild's order: the log first
+    monkeypatch.setattr(rebuild_module, "REBUILD_BATCH", 1)  # each file its own batch, in the rebuild's order: the log first
     db.execute(text("SET deadlock_timeout = '100ms'"))  # the rebuild's backend finds a cycle before the follow's (1 s)
 
     engine = create_engine(normalise_url(str(settings.database_url)))

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.textsearch import tokens
 from brain_kernel.identity.projects import EXACT, resolve_project
-from brain_kernel.index.entries import rebuild
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.search import search_docs
 from brain_kernel.search.file_scan import search_project, search_vault
 from brain_kernel.settings import Settings

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
-from brain_kernel.index.entries import rebuild
+from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 

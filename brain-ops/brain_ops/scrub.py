@@ -46,7 +46,7 @@ from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, kind_of
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import SEARCH, sync_changes
-from brain_kernel.index.entries import live_vault_files
+from brain_kernel.index.rebuild import live_vault_files
 from brain_kernel.vault_store import Vault
 
 Progress = Callable[[int, int], None]

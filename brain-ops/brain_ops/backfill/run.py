@@ -85,7 +85,8 @@ from brain_kernel.identity.sessions import SessionRecord, record_sessions, store
 from brain_kernel.identity.transcript_files import TranscriptFile, find_transcripts, read_summary
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import Changed, sync_changes
-from brain_kernel.index.entries import ARC_CAPABLE_KINDS, scan_point
+from brain_kernel.index.entries import scan_point
+from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 

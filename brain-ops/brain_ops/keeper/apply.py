@@ -80,7 +80,7 @@ from brain_kernel.feed import feed_repo
 from brain_kernel.identity.projects import EXACT, lookup_project
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import Changed, sync_changes
-from brain_kernel.index.entries import ARC_CAPABLE_KINDS
+from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 

@@ -82,11 +82,12 @@ from brain_core.vault.regions import canonical_id, clash_free, inbox_destination
 from brain_kernel import idempotency
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.feed import feed_repo
-from brain_kernel.index import entries as index
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import ENTRIES, FILE_STATS, Changed, catch_up_search, drop_missing, sync_changes, sync_file_stats
-from brain_kernel.index.entries import ARC_CAPABLE_KINDS, arc_facts_of, scan_point
+from brain_kernel.index.entries import record_activity, scan_point
 from brain_kernel.index.filestats import Stat
+from brain_kernel.index.mitigation import apply_mitigation, set_verified
+from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS, arc_facts_of, file_time
 from brain_kernel.settings import Settings
 from brain_kernel.ticks.verifier import ERROR, FAIL, PASS, SKIP, Verifier
 from brain_kernel.vault_store import Vault
@@ -421,10 +422,10 @@ def index_changes(
         if stat is None:
             continue
         # The facts' mtime is the file's now (a file this tick wrote has a newer one), as a rebuild reads it.
-        facts = {} if f.facts is None else facts_at(f.facts, index.file_time(stat.mtime_ns))
+        facts = {} if f.facts is None else facts_at(f.facts, file_time(stat.mtime_ns))
         rows.append(Changed(f.path, stat=stat, sha256=f.sha256, facts=facts, kind=f.kind))
     stats_written = sync_file_stats(session, vault, rows)
-    index.record_activity(session, tally.result())
+    record_activity(session, tally.result())
     summary.index = {
         "refreshed": not summary.dry_run,
         "files_reindexed": len(changed),
@@ -446,7 +447,7 @@ def verify_signals(session: Session, signals: list[EntryRecord], verifier: Verif
         stats[{PASS: "signals_verified_pass", FAIL: "signals_verified_fail", SKIP: "signals_verified_skip", ERROR: "signals_verified_error"}[outcome]] += 1
         if outcome == PASS:
             passed.add(r.id)
-    index.set_verified(session, passed)
+    set_verified(session, passed)
     return passed
 
 
@@ -558,7 +559,7 @@ def _pass(
             say(f"scored {n} of {len(arcs)} arcs")
     say("collecting markers")
     index_changes(session, vault, files, known, scan_started, summary, key_ttl_seconds=settings.idempotency_ttl_seconds)
-    index.apply_mitigation(session, mitigation_sources(_arc_statuses(arcs)))
+    apply_mitigation(session, mitigation_sources(_arc_statuses(arcs)))
 
     signal_rows = [_unverified(r) for r in feed_repo.entries_of_kinds(session, ["signal"])]
     signals = collect_signals(signal_rows, now, stale_days=settings.stale_signal_days)

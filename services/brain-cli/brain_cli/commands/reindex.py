@@ -28,7 +28,7 @@ def reindex(
 
     Example: BRAIN_VAULT=./vault brain reindex
     """
-    from brain_kernel.index.entries import rebuild
+    from brain_kernel.index.rebuild import rebuild
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)

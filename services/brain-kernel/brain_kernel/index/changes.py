@@ -31,7 +31,8 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
 from brain_core.vault.records import ActivityTally, parsed_document, parsed_records, records_for, skipped_entries
 from brain_kernel.index import filestats
-from brain_kernel.index.entries import arc_facts_of, drop_paths_not_in, upsert_entries, write_file_records
+from brain_kernel.index.entries import drop_paths_not_in, upsert_entries, write_file_records
+from brain_kernel.index.rebuild import arc_facts_of
 from brain_kernel.search import search_docs
 from brain_kernel.vault_store import Vault
 
