@@ -16,7 +16,7 @@ from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, Learne
 from brain_kernel.feed.feed_repo import key_unique_sql
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
-from brain_kernel.index.entries import entry_rows, read_records
+from brain_kernel.index.entries import entry_rows
 from brain_kernel.settings import child_environment
 from brain_ops.amygdala_watch import AmygdalaSummary
 from brain_ops.embed import EmbedSummary
@@ -64,6 +64,5 @@ multiprocess.get_subprocess
 # `make test` passes meanwhile. Each line goes when its owner deletes the name or uses it.
 key_unique_sql  # only tests/test_membership.py calls it (the SQL twin of the membership rule)
 entry_rows  # only tests call it
-read_records  # no caller since sync_changes
 SyncSummary.file_stats  # set, never read
 SyncSummary.forgotten  # set, never read

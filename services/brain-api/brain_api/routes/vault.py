@@ -249,7 +249,7 @@ def write_inbox(
     if has_lone_surrogate([title, content, tags, artifact_refs]):
         raise HTTPException(status_code=400, detail="the note holds a lone surrogate (not valid Unicode text)")
     owner = _note_project(Scope(db, principal), project)
-    title, content = scrub(title), scrub(content)  # secrets never reach the vault (defect 15)
+    title, content = scrub(title), scrub(content)  # secrets never reach the vault (ADR 0021)
     tag_list, ref_list = _comma_list(tags), _comma_list(artifact_refs)
     now = clock().astimezone(dt.timezone.utc)  # the file's date and `created` are both UTC
     meta: dict[str, Any] = {"title": title, "created": now.isoformat(timespec="microseconds")}

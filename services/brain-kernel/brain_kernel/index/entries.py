@@ -16,7 +16,7 @@ the same rows (tests/test_reindex.py compares them):
 - ``brain_kernel.index.rebuild.rebuild`` (``brain reindex``): every file's rows are upserted, then the
   rows this pass did not rewrite are deleted, but only those last written
   before the pass began. The keeper's tick does the same with the files that
-  changed (``write_file_records``, then ``drop_paths_not_in``).
+  changed, through the one path (``sync_changes``, then ``drop_missing``).
 
 Why a rebuild never drops an acknowledged write (ADR 0011): the pass reads
 the database clock before it reads the first file (``scan_point``), and

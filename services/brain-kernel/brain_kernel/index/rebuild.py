@@ -59,18 +59,6 @@ def live_vault_files(listed: Iterable[str]) -> list[str]:
     return list(live_paths(paths, [p for p in paths if kind_of_path(p) in ARC_CAPABLE_KINDS]).live)
 
 
-def read_records(vault: Vault, rel: str, summary: ReindexSummary) -> list[EntryRecord]:
-    """The entries of one file; an unreadable or unparsable file is skipped and reported."""
-    try:
-        text = vault.read_text(rel)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        summary.skipped.append(f"{rel}: {exc.strerror}")
-        return []
-    return _records_of(rel, text, summary)[0]
-
-
 REBUILD_BATCH = 500  # files per batch: memory stays bounded by the batch, not the vault
 REBUILD_BYTES = 4 << 20  # and text per batch (a day's log of a busy year is 1.6 MB; its search rows are seven times that)
 PREPARE_APART_BYTES = 64 << 20  # a vault of this much text has its search segments made by a worker process
