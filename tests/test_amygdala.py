@@ -34,6 +34,7 @@ from brain_kernel.ticks.events import EventBus, bus_url
 from brain_kernel.vault_store import Vault
 from brain_ops.amygdala_watch import run_amygdala
 from tests.conftest import ManualClock, brain, free_port
+from tests.progress_recorder import ProgressRecorder
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -227,17 +228,15 @@ def test_amygdala_without_redis_is_one_clear_error(tmp_path: Path) -> None:
 def test_continuous_stops_cleanly_on_sigterm_and_outlives_a_dead_bus(settings: Settings, clock: ManualClock, redis_url: str) -> None:
     s = _bus_settings(settings, redis_url, amygdala_poll_interval=0.01)
     vault, bus, r = Vault(s.vault), EventBus.from_settings(s), _stream(s)
-    said: list[str] = []
 
-    def progress(message: str) -> None:
-        said.append(message)
+    def terminate_once_raised(message: str) -> None:
         if message.startswith("alert raised"):
             os.kill(os.getpid(), signal.SIGTERM)  # the loop ends after this cycle
 
     before = signal.getsignal(signal.SIGTERM)
     try:
         r.xadd("events:system", {"event": "node.offline", "source": "node-3"})
-        summary = run_amygdala(bus, vault, s, continuous=True, clock=clock, progress=progress)
+        summary = run_amygdala(bus, vault, s, continuous=True, clock=clock, progress=ProgressRecorder(on_say=terminate_once_raised))
         assert (summary.stopped_by, summary.cycles, summary.alert) == ("SIGTERM", 1, "raised")
         assert signal.getsignal(signal.SIGTERM) is before and vault.exists("brain-feed/amygdala-active.md")
     finally:

@@ -21,6 +21,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.tick import run_tick
 from tests.openai_stub import OpenAIStub
+from tests.progress_recorder import ProgressRecorder
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -222,7 +223,7 @@ def test_the_tick_keeps_rows_written_while_it_ran_and_drops_stale_ones(vault: Va
             upsert_entries(other, [fresh])
             other.commit()
 
-    run_tick(db, vault, settings, now=NOW, use_ai=False, progress=index_meanwhile)
+    run_tick(db, vault, settings, now=NOW, use_ai=False, progress=ProgressRecorder(on_say=index_meanwhile))
     db.commit()
     other.close()
     ids = set(db.scalars(select(Entry.id)))

@@ -25,6 +25,7 @@ from brain_kernel.vault_store import Vault
 from brain_ops.keeper.drain import run_tick_and_warm
 from tests.conftest import HTTP, _start_server, brain
 from tests.planting import arc_session, write_arc
+from tests.progress_recorder import ProgressRecorder
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -311,11 +312,11 @@ def test_a_tick_whose_health_cannot_be_recorded_still_succeeds(settings: Setting
     vault = _arcs(settings)
     db.execute(text("DROP TABLE tick_runs"))  # a real failure of the recording, on a database of this test's own
     db.commit()
-    messages: list[str] = []
+    progress = ProgressRecorder()
     engine = make_engine(settings.database_url or "", pooled=False)
     try:
-        summary = run_tick_and_warm(engine, vault, settings, use_ai=False, dry_run=False, progress=messages.append)
+        summary = run_tick_and_warm(engine, vault, settings, use_ai=False, dry_run=False, progress=progress)
     finally:
         engine.dispose()
     assert summary.arcs_scanned == 3
-    assert any(m.startswith("could not record the tick's health: ProgrammingError: ") and "tick_runs" in m for m in messages), messages
+    assert any(m.startswith("could not record the tick's health: ProgrammingError: ") and "tick_runs" in m for m in progress.said), progress.said

@@ -28,6 +28,7 @@ from brain_kernel.vault_store import Vault
 from brain_ops.loop import MAX_SLEEP_SECONDS, JobContext, LoopReport, LoopState, due_jobs, mark_ran, next_due, run_loop, tick_job
 from tests.conftest import brain
 from tests.planting import arc_session, write_arc
+from tests.progress_recorder import ProgressRecorder
 from tests.transcript_factory import make_repo, write_claude
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -63,7 +64,7 @@ def loop(
 ) -> tuple[list[dict[str, Any]], list[str], LoopReport]:
     """Run the loop on the simulated clock until ``until`` (or ``max_cycles``): its JSON lines, progress lines, report."""
     lines: list[dict[str, Any]] = []
-    said: list[str] = []
+    progress = ProgressRecorder()
     stop = threading.Event()
 
     def sleep(seconds: float) -> None:
@@ -71,8 +72,8 @@ def loop(
         if until is not None and clock.now >= until:
             stop.set()
 
-    report = run_loop(engine, Vault(settings.vault), settings, clock=clock, sleep=sleep, emit=lines.append, progress=said.append, stop=stop, **kwargs)
-    return lines, said, report
+    report = run_loop(engine, Vault(settings.vault), settings, clock=clock, sleep=sleep, emit=lines.append, progress=progress, stop=stop, **kwargs)
+    return lines, progress.said, report
 
 
 def jobs_of(lines: list[dict[str, Any]]) -> list[str]:

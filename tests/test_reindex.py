@@ -22,6 +22,7 @@ from brain_kernel.index.rebuild import rebuild
 from brain_kernel.search import search_docs
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
+from tests.progress_recorder import ProgressRecorder
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
@@ -234,7 +235,7 @@ def test_a_rebuild_keeps_every_marker_acknowledged_while_it_ran(client, settings
         if done == total:
             assert client.post("/marker", json={"type": "lesson", "content": "Written during the rebuild.", "attrs": {"repo": "org1/api"}}).status_code == 201
 
-    summary = rebuild(db, vault, progress=write_meanwhile)
+    summary = rebuild(db, vault, progress=ProgressRecorder(on_step=write_meanwhile))
     db.commit()
     assert set(db.scalars(select(Entry.content).where(Entry.kind == "lesson"))) == {"Written before the rebuild.", "Written during the rebuild."}
     assert set(db.scalars(select(Entry.content).where(Entry.kind == "decision"))) == {"Decided during the rebuild."}

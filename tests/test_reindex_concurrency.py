@@ -19,6 +19,7 @@ from brain_kernel.index.rebuild import rebuild
 from brain_kernel.marker_service import write_marker
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
+from tests.progress_recorder import ProgressRecorder
 
 WHO = Attribution("api", "org1/api", None, "attrs")
 
@@ -97,7 +98,7 @@ def test_a_rebuild_finishes_when_a_follow_claimed_a_new_file_and_waits_on_a_log_
         assert _until(blocked), "the follow did not wait on the rebuild"
 
     try:
-        rebuild(db, vault, progress=meanwhile)
+        rebuild(db, vault, progress=ProgressRecorder(on_step=meanwhile))
         db.commit()
     finally:
         db.rollback()

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brain_core.amygdala import LAST_EVENT_KEY, BusEvent, alarms, clear_due, incident_arc, makes_incident, render_alert
+from brain_core.progress import SILENT, Progress
 from brain_core.redact import scrub
 from brain_core.times import iso
 from brain_kernel.clock import Clock, utc_now
@@ -44,7 +45,6 @@ from brain_kernel.ticks.events import EventBus, host_name
 from brain_kernel.vault_store import Vault
 from brain_ops.loop import stop_on_signals
 
-Progress = Callable[[str], None]
 BATCH = 50  # upstream's XREADGROUP count
 MAX_BATCHES = 20  # one cycle reads at most BATCH * MAX_BATCHES events; the rest wait for the next
 RETRY_SECONDS = 30.0  # upstream's pause after a failed cycle
@@ -137,7 +137,7 @@ def run_amygdala(
     clock: Clock = utc_now,
     stop: threading.Event | None = None,
     sleep: Callable[[float], None] | None = None,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     handle_signals: bool = True,
     max_cycles: int | None = None,
 ) -> AmygdalaSummary:
@@ -147,7 +147,7 @@ def run_amygdala(
     ``RETRY_SECONDS`` (``sleep``, default: waiting on ``stop``, so a signal
     ends the wait); SIGTERM and SIGINT end the loop after its cycle.
     """
-    say = progress or (lambda _msg: None)
+    say = progress.say
     summary = AmygdalaSummary(mode="continuous" if continuous else "once", consumer=consumer_name(settings), streams=list(settings.amygdala_streams))
     if not continuous:
         bus.ensure_groups(settings.amygdala_streams, settings.amygdala_group)
@@ -184,6 +184,6 @@ def run_amygdala(
     return summary
 
 
-def _report(summary: AmygdalaSummary, say: Progress) -> None:
+def _report(summary: AmygdalaSummary, say: Callable[[str], None]) -> None:
     if summary.alert is not None:
         say(f"alert {summary.alert}; {summary.events_read} event(s) read so far, {len(summary.incident_arcs)} incident arc(s)")

@@ -13,7 +13,7 @@ already in some arc, live or merged, is never put in another one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +21,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan, plan_clusters, refresh_changes, render_arc
+from brain_core.progress import SILENT, Progress
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, is_tombstone
 from brain_kernel.errors import ConfigError
 from brain_kernel.index.changes import sync_changes
 from brain_kernel.vault_store import Vault
-
-Progress = Callable[[int, int], None]
 
 
 def vault_for(out_dir: Path) -> Vault:
@@ -109,7 +108,7 @@ def run_cluster(
     *,
     db: Session | None = None,
     gap_minutes: int = DEFAULT_GAP_MINUTES,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
 ) -> dict[str, Any]:
     """Write (or, with ``dry_run``, only report) the arcs of a bundle; returns a JSON-ready summary.
 
@@ -125,8 +124,7 @@ def run_cluster(
     arcs: list[dict[str, Any]] = []
     written: list[str] = []
     for index, plan in enumerate(plans, 1):
-        if progress is not None:
-            progress(index, len(plans))
+        progress.step(index, len(plans))
         action, rel, final = _decide(plan, existing)
         text: str | None = None
         if action == "update" and final is not None:

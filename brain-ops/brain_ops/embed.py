@@ -11,18 +11,17 @@ everything. Never commits: the command does, once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import EMBEDDED_KINDS, PRODUCERS, EmbeddingDoc, entry_doc
+from brain_core.progress import SILENT, Progress
 from brain_kernel.feed.feed_repo import entries_of_kinds
 from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import Embedder
 
-Progress = Callable[[int, int], None]
 BATCH = 256
 
 
@@ -51,7 +50,7 @@ def run_embed(
     force_all: bool = False,
     prune: bool = False,
     force_dim: bool = False,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
 ) -> EmbedSummary:
     """Embed what changed since the last run (everything with ``force_all``); no commit."""
     started = time.perf_counter()
@@ -74,8 +73,7 @@ def run_embed(
     with embeddings.bulk_load(session, rows=len(todo) - BATCH):
         for start in range(BATCH, len(todo), BATCH):
             summary.chunks += embeddings.store_docs(session, embedder, todo[start : start + BATCH], force_dim=force_dim)
-            if progress is not None:
-                progress(min(start + BATCH, len(todo)), len(todo))
+            progress.step(min(start + BATCH, len(todo)), len(todo))
     summary.embedded = len(todo)
     for doc in todo:
         summary.by_kind[doc.kind] = summary.by_kind.get(doc.kind, 0) + 1

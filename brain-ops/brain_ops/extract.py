@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.identity import ProjectIdentity
 from brain_core.keys import InvalidKey, parse_project_ref
+from brain_core.progress import SILENT, Progress
 from brain_core.transcripts import SessionSummary
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity.resolver import IdentityResolver
@@ -35,7 +36,6 @@ from brain_kernel.identity.sessions import SessionRecord, record_sessions
 from brain_kernel.identity.transcript_files import TranscriptFile, find_transcripts, read_summary
 from brain_kernel.settings import Settings
 
-Progress = Callable[[int, int], None]
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -73,14 +73,13 @@ def iter_summaries(
     until: dt.datetime | None,
     min_turns: int,
     stats: ScanStats,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
 ) -> Iterator[tuple[TranscriptFile, SessionSummary]]:
     """Parse the files and yield the sessions inside the window with enough turns."""
     stats.files_found += len(files)
     total = len(files)
     for index, item in enumerate(files, 1):
-        if progress is not None:
-            progress(index, total)
+        progress.step(index, total)
         if since is not None:
             try:
                 mtime = dt.datetime.fromtimestamp(item.path.stat().st_mtime, dt.timezone.utc)
@@ -154,7 +153,7 @@ def run_extract(
     project: str | None = None,
     min_turns: int = 5,
     db: Session | None = None,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     resolver: IdentityResolver | None = None,
 ) -> dict[str, Any]:
     """Extract sessions with resolved identities into a bundle dict (see the module docstring).

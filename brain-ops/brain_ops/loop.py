@@ -45,13 +45,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from brain_core.progress import SILENT, Prefixed, Progress
 from brain_core.times import iso
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db.engine import session_factory, unit_of_work
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 
-Progress = Callable[[str], None]
 Emit = Callable[[dict[str, Any]], None]
 
 EXTRACT, TICK, DRAIN, EMBED = "extract", "tick", "drain", "embed"
@@ -164,7 +164,7 @@ def next_due(state: LoopState, now: dt.datetime, settings: Settings) -> dt.datet
 
 @dataclass(frozen=True)
 class JobContext:
-    """What a job gets: the database, the vault, the settings, the loop's time and a progress line writer."""
+    """What a job gets: the database, the vault, the settings, the loop's time and its progress (lines under its name)."""
 
     engine: Engine
     vault: Vault
@@ -199,10 +199,10 @@ def extract_job(ctx: JobContext) -> dict[str, Any]:
     since = parse_when(ctx.settings.extract_since, ctx.now)
     with unit_of_work(session_factory(ctx.engine)) as session:  # the session rows commit as brain extract's do
         bundle = run_extract(ctx.settings, since=since, min_turns=ctx.settings.extract_min_turns, db=session)
-    ctx.progress(f"{bundle['sessions_returned']} session(s) since {iso(since)}, clustering")
+    ctx.progress.say(f"{bundle['sessions_returned']} session(s) since {iso(since)}, clustering")
     with unit_of_work(session_factory(ctx.engine)) as session:
         clustered = run_cluster(bundle, ctx.vault.root, db=session)
-    ctx.progress(f"{clustered['created']} arc(s) created, {clustered['updated']} updated, {clustered['unchanged']} unchanged")
+    ctx.progress.say(f"{clustered['created']} arc(s) created, {clustered['updated']} updated, {clustered['unchanged']} unchanged")
     written = [arc["vault_path"] for arc in clustered["arcs"] if arc["action"] != "unchanged"]
     return {"extract": counts_of(bundle), "cluster": counts_of(clustered) | {"written": written}}
 
@@ -221,7 +221,7 @@ def drain_job(ctx: JobContext) -> dict[str, Any]:
     from brain_ops.keeper.drain import drain
 
     summary = drain(ctx.engine, ctx.vault, ctx.settings, now=ctx.now, progress=ctx.progress)
-    ctx.progress(summary.log_line())
+    ctx.progress.say(summary.log_line())
     return summary.as_dict()
 
 
@@ -312,7 +312,7 @@ def run_loop(
     clock: Clock = utc_now,
     sleep: Callable[[float], None] | None = None,
     max_cycles: int | None = None,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     emit: Emit | None = None,
     stop: threading.Event | None = None,
     jobs: Mapping[str, Job] | None = None,
@@ -332,7 +332,7 @@ def run_loop(
     from brain_ops.extract import parse_when
 
     parse_when(settings.extract_since)  # a malformed EXTRACT_SINCE fails now (ConfigError), not at 04:00
-    say = progress or (lambda _msg: None)
+    say = progress.say
     out = emit or _print_json
     flag = stop if stop is not None else threading.Event()
     wait = sleep or (lambda seconds: flag.wait(seconds))
@@ -350,7 +350,7 @@ def run_loop(
     def run(job: str) -> dict[str, Any] | None:
         started = _utc(clock())
         began = time.perf_counter()
-        ctx = JobContext(engine, vault, settings, started, lambda message: say(f"{job}: {message}"))
+        ctx = JobContext(engine, vault, settings, started, Prefixed(progress, job))
         report.runs[job] += 1
         try:
             summary = table[job](ctx)

@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 from sqlalchemy.orm import Session
 
+from brain_core.progress import SILENT, Progress
 from brain_core.redact import Scrubbed, scrub_document
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, kind_of_path
@@ -49,7 +50,6 @@ from brain_kernel.index.changes import SEARCH, sync_changes
 from brain_kernel.index.rebuild import live_vault_files
 from brain_kernel.vault_store import Vault
 
-Progress = Callable[[int, int], None]
 SCANNED_PREFIXES = (CLUSTERS_DIR, *REGION_DIRS, FEED_DIR)
 
 
@@ -120,7 +120,7 @@ def run_scrub(
     db: Session | None = None,
     dry_run: bool = False,
     audit: TextIO | None = None,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> ScrubSummary:
     """Scrub the vault's arcs and feed copies in place (module docstring); the caller commits ``db``.
@@ -133,8 +133,7 @@ def run_scrub(
     summary = ScrubSummary(dry_run=dry_run)
     rels = candidates(vault)
     for done, rel in enumerate(rels, 1):
-        if progress is not None:
-            progress(done, len(rels))
+        progress.step(done, len(rels))
         try:
             text = vault.listed(rel).read_bytes().decode("utf-8")  # exact bytes: CRLF files stay CRLF
         except FileNotFoundError:

@@ -74,6 +74,7 @@ from brain_core.backfill import (
 from brain_core.identity import ProjectIdentity
 from brain_core.markers import Attribution
 from brain_core.membership import KnownProject
+from brain_core.progress import SILENT, Progress
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
 from brain_core.vault.records import parsed_document
@@ -90,7 +91,6 @@ from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 
-Progress = Callable[[int, int], None]
 INDEX_BATCH = 500
 WRITERS = 2  # threads writing arcs: they overlap fsyncs; more only contend for the interpreter with the run and the follower
 AUDIT_BATCH = 32  # changes audited (one flush) before their writes are submitted
@@ -263,7 +263,7 @@ def run_backfill(
     claude_dir: Path | None = None,
     codex_dir: Path | None = None,
     only: Sequence[str] = (),
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     plan: Callable[[dict[str, Any]], None] | None = None,
     after_write: Callable[[str], None] | None = None,
     rewrite_markers: bool = False,
@@ -351,7 +351,7 @@ def _correct_arcs(
     dry_run: bool,
     audit: TextIO | None,
     plan: Callable[[dict[str, Any]], None] | None,
-    progress: Progress | None,
+    progress: Progress,
     writer: _Writer,
 ) -> None:
     """Decide each arc, audit each change and hand its write to ``writer``.
@@ -391,8 +391,7 @@ def _correct_arcs(
                     staged.append((arc.rel, *edit_arc(arc.text, arc.doc, changes)))
                 if len(staged) >= AUDIT_BATCH:
                     submit()
-            if progress is not None:
-                progress(n, total)
+            progress.step(n, total)
         submit()
 
 

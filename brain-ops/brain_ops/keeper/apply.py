@@ -37,7 +37,6 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +57,7 @@ from brain_core.feed.keeper_files import (
 )
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
+from brain_core.progress import SILENT, Progress
 from brain_core.redact import scrub
 from brain_core.text import clip_words, one_line
 from brain_core.times import iso
@@ -87,8 +87,6 @@ from brain_kernel.vault_store import Vault
 HEALTH_FILE = f"{FEED_DIR}/health.jsonl"
 SUMMARY_MAX_CHARS = 400
 SPLIT_REFUSAL = "splitting an arc regroups its sessions, which only brain cluster does; not applied"
-
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -360,17 +358,16 @@ def _index(run: _Run, touched: list[str], summary: ApplySummary) -> None:
 
 
 def apply_ai_output(
-    session: Session, vault: Vault, settings: Settings, text: str, *, now: dt.datetime | None = None, dry_run: bool = False, progress: Progress | None = None
+    session: Session, vault: Vault, settings: Settings, text: str, *, now: dt.datetime | None = None, dry_run: bool = False, progress: Progress = SILENT
 ) -> ApplySummary:
     """Apply one AI answer (module docstring); writes nothing with ``dry_run``; never commits."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    say = progress or (lambda _msg: None)
     if not dry_run:
         hold_keeper_lock(session)  # not beside a tick: both rewrite arcs and the feed files (it reads them after this)
     out = parse_ai_output(text)
     summary = ApplySummary(dry_run=dry_run, sections=out.sections, refused=list(out.refused), unparsed=list(out.unparsed))
     run = _Run(session, vault)
-    say(f"applying sections {out.sections}: {len(out.edges)} edges, {len(out.merges)} merges, {len(out.signals)} signal directives")
+    progress.say(f"applying sections {out.sections}: {len(out.edges)} edges, {len(out.merges)} merges, {len(out.signals)} signal directives")
     _edges(run, out, summary)
     _merges(run, out, summary)
     _signals(run, out, summary)

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from brain_core.progress import SILENT, Prefixed, Progress
 from brain_kernel.clock import utc_now
 from brain_kernel.db.engine import read_session_factory, session_factory, unit_of_work
 from brain_kernel.feed.answers import warm
@@ -30,7 +31,7 @@ from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.tick_queue import TickJob
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.events import publish_tick
-from brain_ops.keeper.tick import Progress, TickSummary, run_tick
+from brain_ops.keeper.tick import TickSummary, run_tick
 
 # (dry_run, no_ai) in upstream's order, with the flags ``brain tick`` takes for each.
 BUCKETS: tuple[tuple[bool, bool, str], ...] = (
@@ -68,7 +69,7 @@ def run_tick_and_warm(
     use_ai: bool,
     dry_run: bool,
     now: dt.datetime | None = None,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     source: str = "brain-cli",
 ) -> TickSummary:
     """One keeper tick in its own transaction, then (unless a dry run) the active projects' feed answers stored.
@@ -98,8 +99,7 @@ def run_tick_and_warm(
                     stats=tick.stats if tick is not None else {},
                 )
         except Exception as exc:  # the tick's outcome stands; its health row is lost
-            if progress is not None:
-                progress(f"could not record the tick's health: {type(exc).__name__}: {exc}")
+            progress.say(f"could not record the tick's health: {type(exc).__name__}: {exc}")
 
     started_at = utc_now()
     summary: TickSummary | None = None
@@ -107,8 +107,7 @@ def run_tick_and_warm(
         with unit_of_work(session_factory(engine)) as session:
             summary = run_tick(session, vault, settings, now=now, use_ai=use_ai, dry_run=dry_run, progress=progress)
         if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
-            if progress is not None:
-                progress("storing the project feed answers")
+            progress.say("storing the project feed answers")
             with read_session_factory(engine)() as session:
                 summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())
     except BaseException as exc:
@@ -125,9 +124,9 @@ def _finish(engine: Engine, jobs: list[TickJob], *, status: str, result: dict[st
         tick_queue.finish(session, [job.job_id for job in jobs], status=status, result=result, error=error)
 
 
-def drain(engine: Engine, vault: Vault, settings: Settings, *, now: dt.datetime | None = None, progress: Progress | None = None) -> DrainSummary:
+def drain(engine: Engine, vault: Vault, settings: Settings, *, now: dt.datetime | None = None, progress: Progress = SILENT) -> DrainSummary:
     """Claim every pending tick request and run one tick per (dry_run, no_ai) bucket; see the module docstring."""
-    say = progress or (lambda _msg: None)
+    say = progress.say
     with unit_of_work(session_factory(engine)) as session:
         # Committed before any tick runs: another drain sees these rows running and leaves them.
         claimed = tick_queue.claim_pending(session)
@@ -150,7 +149,7 @@ def drain(engine: Engine, vault: Vault, settings: Settings, *, now: dt.datetime 
                     use_ai=not no_ai,
                     dry_run=dry_run,
                     now=now,
-                    progress=lambda message, f=flags: say(f"{f}: {message}"),
+                    progress=Prefixed(progress, flags),
                     source="brain-drain",
                 )
             except Exception as exc:  # one failing tick must not stop the other buckets

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -29,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.feed.collect import collect_signals
 from brain_core.feed.sections import digest, project_label
+from brain_core.progress import SILENT, Progress
 from brain_core.redact import scrub
 from brain_core.tick_prompt import MAX_ARCS, MAX_SYNTH_ARCS, PromptArc, PromptInputs, PromptSignal, SynthArc, build_prompt, opened_with, previous_intent
 from brain_core.vault import frontmatter
@@ -47,8 +47,6 @@ TEMPERATURE = 0.3
 LESSON_DAYS = 14
 ACTIVE_HOURS = 72
 AI_OUTPUT_DIR = f"{FEED_DIR}/ticks"
-
-Progress = Callable[[str], None]
 
 
 def _edges_of(cluster_id: str, meta: dict[str, Any], markers: list[Any]) -> list[tuple[str, str, str]]:
@@ -112,10 +110,9 @@ def run_llm_half(
     now: dt.datetime,
     dry_run: bool,
     transport: httpx.BaseTransport | None = None,
-    say: Progress | None = None,
+    progress: Progress = SILENT,
 ) -> dict[str, Any]:
     """Phases 2 to 4 of the tick into ``summary`` (a ``keeper.TickSummary``): its ``llm_tick`` report, also returned."""
-    say = say or (lambda _msg: None)
     report: dict[str, Any] = {}
     summary.llm_tick = report
     if dry_run:
@@ -123,10 +120,10 @@ def run_llm_half(
         summary.notes.append("dry run: the LLM half of the tick is skipped (no call, nothing applied)")
         return report
     started = time.monotonic()
-    say("building the LLM prompt")
+    progress.say("building the LLM prompt")
     prompt = build_prompt(prompt_inputs(session, vault, settings, now=now))
     report["prompt_gen"] = {"duration_ms": round((time.monotonic() - started) * 1000), "prompt_length": len(prompt)}
-    say(f"asking the LLM ({len(prompt)} characters)")
+    progress.say(f"asking the LLM ({len(prompt)} characters)")
     started = time.monotonic()
     summary.llm_calls += 1
     try:
@@ -154,7 +151,7 @@ def run_llm_half(
     vault.write_atomic(audit, scrub(answer))
     summary.vault_writes += 1
     started = time.monotonic()
-    applied = apply_ai_output(session, vault, settings, answer, now=now, progress=say)
+    applied = apply_ai_output(session, vault, settings, answer, now=now, progress=progress)
     report["apply"] = {"duration_ms": round((time.monotonic() - started) * 1000), "result": applied.as_dict(), "ai_output": audit}
     summary.vault_writes += applied.vault_writes
     summary.files_written.extend(f for f in applied.files_written if f not in summary.files_written)

@@ -62,6 +62,7 @@ from brain_core.feed.keeper_files import (
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
 from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, facts_at, plan_arc
+from brain_core.progress import SILENT, Progress
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import (
@@ -127,7 +128,6 @@ STATS_KEYS = (
     "lessons_collected",
 )
 
-Progress = Callable[[str], None]
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 _SIGNAL_LINE = re.compile(r"^- \*\*\[", re.M)
 
@@ -494,7 +494,7 @@ def run_tick(
     now: dt.datetime | None = None,
     use_ai: bool = True,
     dry_run: bool = False,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     llm_transport: httpx.BaseTransport | None = None,
 ) -> TickSummary:
     """One deterministic keeper pass (module docstring); writes nothing with ``dry_run``; never commits."""
@@ -503,7 +503,7 @@ def run_tick(
     stats: dict[str, Any] = dict.fromkeys(STATS_KEYS, 0)
     stats["dry_run"] = dry_run
     summary.stats = stats
-    say = progress or (lambda _msg: None)
+    say = progress.say
     writer = _Writer(vault, summary, dry_run=dry_run)
     rules = HeatRules(
         promote=settings.promote_heat,
@@ -523,7 +523,7 @@ def run_tick(
     try:
         _pass(session, vault, settings, summary, writer, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
         if llm_half:
-            run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, say=say)
+            run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, progress=progress)
     finally:
         if savepoint is not None:
             savepoint.rollback()
@@ -541,7 +541,7 @@ def _pass(
     now: dt.datetime,
     use_ai: bool,
     scan_started: dt.datetime,
-    say: Progress,
+    say: Callable[[str], None],
     llm_transport: httpx.BaseTransport | None,
 ) -> None:
     stats = summary.stats

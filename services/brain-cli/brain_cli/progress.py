@@ -1,43 +1,58 @@
 """Progress reporting for long CLI jobs: a bar on a terminal, plain lines otherwise (always stderr).
 
-Jobs take a ``progress(done, total)`` callback so they stay free of terminal
-concerns; the CLI builds one here. Plain-line mode prints about ten lines per
-run so logs of a cron job stay short.
+Jobs take a ``brain_core.progress.Progress`` so they stay free of terminal
+concerns; the CLI builds one here. Steps draw a bar on a terminal; elsewhere
+they print about ten lines per run so logs of a cron job stay short. Each
+message is one line ``<label>: <message>``.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from typing import TextIO
 
+BAR_WIDTH = 30
 
-def reporter(label: str, stream: TextIO | None = None) -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` callback writing to ``stream`` (default stderr)."""
-    out = stream or sys.stderr
-    tty = bool(getattr(out, "isatty", lambda: False)())
-    state = {"last_step": -1, "last_draw": 0.0}
 
-    def report(done: int, total: int) -> None:
+class Reporter:
+    """A ``Progress`` writing to ``stream`` under ``label``."""
+
+    def __init__(self, label: str, stream: TextIO) -> None:
+        self.label, self.out = label, stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.last_step, self.last_draw = -1, 0.0
+        self.bar_open = False  # a bar is drawn without its line end: a message starts a line of its own
+
+    def step(self, done: int, total: int) -> None:
         if total <= 0:
             return
-        if tty:
+        if self.tty:
             now = time.monotonic()
-            if done < total and now - state["last_draw"] < 0.1:
+            if done < total and now - self.last_draw < 0.1:
                 return
-            state["last_draw"] = now
-            width = 30
-            filled = int(width * done / total)
-            out.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-            if done >= total:
-                out.write("\n")
-            out.flush()
+            self.last_draw = now
+            filled = int(BAR_WIDTH * done / total)
+            self.out.write(f"\r{self.label} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total}")
+            self.bar_open = done < total
+            if not self.bar_open:
+                self.out.write("\n")
+            self.out.flush()
             return
         step = int(10 * done / total)
-        if step != state["last_step"] and (step > state["last_step"]):
-            state["last_step"] = step
-            out.write(f"{label}: {done}/{total}\n")
-            out.flush()
+        if step > self.last_step:
+            self.last_step = step
+            self.out.write(f"{self.label}: {done}/{total}\n")
+            self.out.flush()
 
-    return report
+    def say(self, message: str) -> None:
+        if self.bar_open:
+            self.out.write("\n")
+            self.bar_open = False
+        self.out.write(f"{self.label}: {message}\n")
+        self.out.flush()
+
+
+def reporter(label: str, stream: TextIO | None = None) -> Reporter:
+    """The CLI's ``Progress`` for a job: steps and messages under ``label`` on ``stream`` (default stderr)."""
+    return Reporter(label, stream or sys.stderr)

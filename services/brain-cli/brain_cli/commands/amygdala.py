@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import typer
 
 from brain_cli.common import VaultOption, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
 
 
 @operator_errors
@@ -51,12 +51,8 @@ def amygdala(
     store = open_vault(settings.vault)
     bus = EventBus.from_settings(settings)
 
-    def progress(message: str) -> None:
-        sys.stderr.write(f"amygdala: {message}\n")
-        sys.stderr.flush()
-
     try:
-        summary = run_amygdala(bus, store, settings, continuous=continuous, progress=progress)
+        summary = run_amygdala(bus, store, settings, continuous=continuous, progress=reporter("amygdala"))
     finally:
         bus.close()
     typer.echo(json.dumps(summary.as_dict()))

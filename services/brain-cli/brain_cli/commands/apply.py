@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
 
 from brain_cli.common import DatabaseOption, VaultOption, job_session, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
 
 
 @operator_errors
@@ -37,9 +37,6 @@ def apply(
     store = open_vault(settings.vault)
     text = ai_output.read_text(encoding="utf-8")
 
-    def progress(message: str) -> None:
-        sys.stderr.write(f"apply: {message}\n")
-
     with job_session(settings) as (ready, session):
-        summary = apply_ai_output(session, store, ready, text, dry_run=dry_run, progress=progress)
+        summary = apply_ai_output(session, store, ready, text, dry_run=dry_run, progress=reporter("apply"))
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
 
 
 @operator_errors
@@ -35,11 +36,8 @@ def tick_drain(
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
 
-    def progress(message: str) -> None:
-        sys.stderr.write(f"tick-drain: {message}\n")
-
     with job_engine(settings) as (ready, engine):
-        summary = drain(engine, store, ready, progress=progress)
+        summary = drain(engine, store, ready, progress=reporter("tick-drain"))
     sys.stderr.write(summary.log_line() + "\n")
     typer.echo(json.dumps(summary.as_dict()))
     if summary.failed:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
 from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
 
 
 @operator_errors
@@ -55,12 +54,9 @@ def ops_loop(
     )
     store = open_vault(settings.vault)
 
-    def progress(message: str) -> None:
-        sys.stderr.write(f"ops-loop: {message}\n")
-        sys.stderr.flush()
-
+    progress = reporter("ops-loop")
     with job_engine(settings) as (ready, engine):
         report = run_loop(engine, store, ready, max_cycles=1 if once else None, progress=progress)
-    progress(f"done: {report.as_dict()}")
+    progress.say(f"done: {report.as_dict()}")
     if once and report.failures:
         raise typer.Exit(1)

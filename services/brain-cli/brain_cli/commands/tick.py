@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import typer
 
 from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
+from brain_cli.progress import reporter
 
 
 @operator_errors
@@ -48,11 +48,9 @@ def tick(
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
 
-    def progress(message: str) -> None:
-        sys.stderr.write(f"tick: {message}\n")
-
+    progress = reporter("tick")
     with job_engine(settings) as (ready, engine):
         summary = run_tick_and_warm(engine, store, ready, use_ai=not no_ai, dry_run=dry_run, progress=progress)
     for note in summary.notes:
-        progress(note)
+        progress.say(note)
     typer.echo(json.dumps(summary.as_dict()))

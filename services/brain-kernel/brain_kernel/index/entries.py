@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +53,6 @@ from brain_core.vault.records import (
 )
 from brain_kernel.db.models import Entry, Project, SessionRow
 from brain_kernel.identity.projects import known_projects
-
-Progress = Callable[[int, int], None]  # (files read, files in all), as the CLI's progress reporter takes
 
 COMPARED_COLUMNS = (
     "id",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
@@ -10,9 +10,6 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.feed.collect import mitigation_sources
 from brain_kernel.db.models import Entry
-
-Progress = Callable[[int, int], None]  # (files read, files in all), as the CLI's progress reporter takes
-
 
 _MITIGATE = text(
     """

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import get_context
 from typing import Any
@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.heat import arc_facts
+from brain_core.progress import SILENT, Progress
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
 from brain_core.vault.records import (
@@ -45,9 +46,6 @@ from brain_kernel.index.mitigation import apply_mitigation
 from brain_kernel.search import search_docs
 from brain_kernel.vault_store import Vault
 
-Progress = Callable[[int, int], None]  # (files read, files in all), as the CLI's progress reporter takes
-
-
 ARC_CAPABLE_KINDS = ("arc", "region", "signal")
 
 
@@ -64,7 +62,7 @@ REBUILD_BYTES = 4 << 20  # and text per batch (a day's log of a busy year is 1.6
 PREPARE_APART_BYTES = 64 << 20  # a vault of this much text has its search segments made by a worker process
 
 
-def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None, key_ttl_seconds: int | None = None) -> ReindexSummary:
+def rebuild(session: Session, vault: Vault, *, progress: Progress = SILENT, key_ttl_seconds: int | None = None) -> ReindexSummary:
     """Make the index what the vault holds now, keeping writes acknowledged meanwhile (no commit).
 
     Files are read, parsed and written in batches (memory bounded by a batch,
@@ -153,8 +151,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress | None = None,
             for rel in batch:
                 text_ = _read(vault, rel, summary)
                 done += 1
-                if progress is not None:
-                    progress(done, len(paths))
+                progress.step(done, len(paths))  # files read, of all
                 if text_ is None:
                     continue
                 texts.append((rel, text_))
