@@ -12,20 +12,31 @@ from uvicorn.supervisors import multiprocess
 
 from brain_api.routes.markers import MarkerOut
 from brain_cli.runtime import worker_app
+from brain_core.textsearch import Hit
 from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
 from brain_kernel.feed.feed_repo import key_unique_sql
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
-from brain_kernel.index.entries import entry_rows
+from brain_kernel.index.entries import ReindexSummary, entry_rows
 from brain_kernel.settings import child_environment
 from brain_ops.amygdala_watch import AmygdalaSummary
+from brain_ops.backfill.run import BackfillSummary
 from brain_ops.embed import EmbedSummary
 from brain_ops.keeper.tick import TickSummary
+from brain_ops.scrub import ScrubSummary
 
-# Fields of the JSON summaries the commands print (``as_dict``): set by the job, read by whoever runs it.
+# Fields of the JSON summaries the commands print and of answers built from dataclasses (``as_dict``, which
+# ``brain_core.jsonable`` writes from the fields): set by the job, read by whoever runs it.
 AmygdalaSummary.acknowledged
 AmygdalaSummary.alert_writes
+BackfillSummary.scanned
 EmbedSummary.pruned
+Hit.tokens_matched
+Hit.tokens_total
+Hit.filename_match
+ReindexSummary.keys_restored
+ScrubSummary.scanned
+ScrubSummary.secrets_removed
 TickSummary.arcs_updated
 TickSummary.feed_answers
 TickSummary.llm_tick

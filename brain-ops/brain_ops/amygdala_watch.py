@@ -32,9 +32,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from brain_core.amygdala import LAST_EVENT_KEY, BusEvent, alarms, clear_due, incident_arc, makes_incident, render_alert
+from brain_core.jsonable import JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.redact import scrub
 from brain_core.times import iso
@@ -51,7 +51,7 @@ RETRY_SECONDS = 30.0  # upstream's pause after a failed cycle
 
 
 @dataclass
-class AmygdalaSummary:
+class AmygdalaSummary(JobSummary):
     """What a run did (printed as JSON by ``brain amygdala``)."""
 
     mode: str
@@ -67,9 +67,6 @@ class AmygdalaSummary:
     incident_arcs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stopped_by: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "alarms": dict(self.alarms)}
 
 
 def consumer_name(settings: Settings) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import EMBEDDED_KINDS, PRODUCERS, EmbeddingDoc, entry_doc
+from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_kernel.feed.feed_repo import entries_of_kinds
 from brain_kernel.search import embeddings
@@ -26,7 +27,7 @@ BATCH = 256
 
 
 @dataclass
-class EmbedSummary:
+class EmbedSummary(JobSummary):
     """What a run did."""
 
     entries: int = 0
@@ -35,12 +36,12 @@ class EmbedSummary:
     chunks: int = 0
     pruned: int = 0
     seconds: float = 0.0
-    by_kind: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, int] = field(default_factory=dict, metadata=SORTED_KEYS)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON summary the command prints."""
+        """The JSON summary the command prints: the fields, ``seconds`` rounded, then the rate."""
         rate = round(self.chunks / self.seconds, 1) if self.seconds > 0 else None
-        return {**self.__dict__, "seconds": round(self.seconds, 2), "chunks_per_s": rate, "by_kind": dict(sorted(self.by_kind.items()))}
+        return {**super().as_dict(), "seconds": round(self.seconds, 2), "chunks_per_s": rate}
 
 
 def run_embed(

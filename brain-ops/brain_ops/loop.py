@@ -45,6 +45,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from brain_core.jsonable import JobSummary
 from brain_core.progress import SILENT, Prefixed, Progress
 from brain_core.times import iso
 from brain_kernel.clock import Clock, utc_now
@@ -262,16 +263,13 @@ def _drain_error(summary: dict[str, Any]) -> str | None:
 
 
 @dataclass
-class LoopReport:
+class LoopReport(JobSummary):
     """What a run of the loop did: cycles, and runs and failures per job."""
 
     cycles: int = 0
     runs: Counter = field(default_factory=Counter)
     failures: Counter = field(default_factory=Counter)
     stopped_by: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"cycles": self.cycles, "runs": dict(self.runs), "failures": dict(self.failures), "stopped_by": self.stopped_by}
 
 
 @contextmanager

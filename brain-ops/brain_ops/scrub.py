@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 from sqlalchemy.orm import Session
 
+from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.redact import Scrubbed, scrub_document
 from brain_core.vault import frontmatter
@@ -54,32 +55,18 @@ SCANNED_PREFIXES = (CLUSTERS_DIR, *REGION_DIRS, FEED_DIR)
 
 
 @dataclass
-class ScrubSummary:
-    """What a run found and did; ``as_dict`` is the command's last stdout line."""
+class ScrubSummary(JobSummary):
+    """What a run found and did; ``as_dict`` is the command's last stdout line, counts first."""
 
-    dry_run: bool = False
     scanned: int = 0
     changed: int = 0
     unchanged: int = 0
     secrets_removed: int = 0
-    kinds: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter, metadata=SORTED_KEYS)
     skipped: list[str] = field(default_factory=list)
+    dry_run: bool = False
     files_written: list[str] = field(default_factory=list)
     index: dict[str, Any] = field(default_factory=lambda: {"refreshed": False})
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready, counts first."""
-        return {
-            "scanned": self.scanned,
-            "changed": self.changed,
-            "unchanged": self.unchanged,
-            "secrets_removed": self.secrets_removed,
-            "kinds": dict(sorted(self.kinds.items())),
-            "skipped": self.skipped,
-            "dry_run": self.dry_run,
-            "files_written": self.files_written,
-            "index": self.index,
-        }
 
 
 def candidates(vault: Vault) -> list[str]:

@@ -72,6 +72,7 @@ from brain_core.backfill import (
     unattributed_markers,
 )
 from brain_core.identity import ProjectIdentity
+from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.markers import Attribution
 from brain_core.membership import KnownProject
 from brain_core.progress import SILENT, Progress
@@ -99,36 +100,21 @@ WRITE_WINDOW = 64  # writes in flight at most (each holds its text)
 HEAD_LINES = 200  # both agents record the working folder (and Codex the repository URL) in the first lines
 
 
-@dataclass
-class BackfillSummary:
-    """What one run did; ``as_dict`` is the JSON summary of DESIGN section 4 plus details."""
+@dataclass(kw_only=True)
+class BackfillSummary(JobSummary):
+    """What one run did; ``as_dict`` is the JSON summary of DESIGN section 4 plus details, keys in the fields' order."""
 
-    dry_run: bool
     scanned: int = 0
     changed: int = 0
     unchanged: int = 0
     unresolved: int = 0
-    by_source: Counter = field(default_factory=Counter)
-    by_outcome: Counter = field(default_factory=Counter)
+    by_source: Counter = field(default_factory=Counter, metadata=SORTED_KEYS)
+    by_outcome: Counter = field(default_factory=Counter, metadata=SORTED_KEYS)
+    dry_run: bool
     files_written: int = 0
     markers: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "sessions_recorded": 0, "entries_retagged": 0, "files_rewritten": 0})
     index: dict[str, Any] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "scanned": self.scanned,
-            "changed": self.changed,
-            "unchanged": self.unchanged,
-            "unresolved": self.unresolved,
-            "by_source": dict(sorted(self.by_source.items())),
-            "by_outcome": dict(sorted(self.by_outcome.items())),
-            "dry_run": self.dry_run,
-            "files_written": self.files_written,
-            "markers": self.markers,
-            "index": self.index,
-            "skipped": self.skipped,
-        }
 
 
 @dataclass

@@ -57,6 +57,7 @@ from brain_core.feed.keeper_files import (
 )
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
+from brain_core.jsonable import JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.redact import scrub
 from brain_core.text import clip_words, one_line
@@ -90,7 +91,7 @@ SPLIT_REFUSAL = "splitting an arc regroups its sessions, which only brain cluste
 
 
 @dataclass
-class ApplySummary:
+class ApplySummary(JobSummary):
     """What one answer did (printed as JSON by ``brain apply``)."""
 
     dry_run: bool
@@ -111,10 +112,6 @@ class ApplySummary:
     files_written: list[str] = field(default_factory=list)
     vault_writes: int = 0
     index: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON summary."""
-        return dict(self.__dict__)
 
 
 class _Run:

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from brain_core.jsonable import JobSummary
 from brain_core.progress import SILENT, Prefixed, Progress
 from brain_kernel.clock import utc_now
 from brain_kernel.db.engine import read_session_factory, session_factory, unit_of_work
@@ -43,7 +44,7 @@ BUCKETS: tuple[tuple[bool, bool, str], ...] = (
 
 
 @dataclass
-class DrainSummary:
+class DrainSummary(JobSummary):
     """What a drain did: requests claimed, ticks run, ticks that succeeded and failed, and each bucket."""
 
     total: int = 0
@@ -51,10 +52,6 @@ class DrainSummary:
     ok: int = 0
     failed: int = 0
     buckets: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON summary ``brain tick-drain`` prints."""
-        return {"total": self.total, "ticks": self.ticks, "ok": self.ok, "failed": self.failed, "buckets": self.buckets}
 
     def log_line(self) -> str:
         """Upstream's log line; ``stuck`` (a request file that could not be moved) cannot happen with rows."""

@@ -62,6 +62,7 @@ from brain_core.feed.keeper_files import (
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
 from brain_core.heat import REPLAY_MAX_AGE_DAYS, HeatRules, facts_at, plan_arc
+from brain_core.jsonable import JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
@@ -133,7 +134,7 @@ _SIGNAL_LINE = re.compile(r"^- \*\*\[", re.M)
 
 
 @dataclass
-class TickSummary:
+class TickSummary(JobSummary):
     """What a tick did (printed as JSON by ``brain tick``)."""
 
     now: str
@@ -161,10 +162,6 @@ class TickSummary:
     index: dict[str, Any] = field(default_factory=dict)
     feed_answers: dict[str, int] = field(default_factory=dict)  # ``brain tick`` fills it after the commit (project_feeds.warm)
     notes: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON summary."""
-        return dict(self.__dict__)
 
 
 @dataclass

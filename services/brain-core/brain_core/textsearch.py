@@ -20,6 +20,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from brain_core.jsonable import json_object
+
 SEARCH_SUFFIXES = (".md", ".markdown", ".txt")
 SNIPPET_CHARS = 240
 MAX_SNIPPETS = 3
@@ -28,9 +30,9 @@ FILENAME_WEIGHT = 10
 ALL_TOKENS_BONUS = 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hit:
-    """One matching document: its score, what matched and its line snippets."""
+    """One matching document: its score, what matched and its line snippets (fields in the answer's order)."""
 
     path: str
     score: int
@@ -38,21 +40,12 @@ class Hit:
     tokens_matched: int
     tokens_total: int
     filename_match: bool
-    title: str
     snippets: list[dict[str, object]] = field(default_factory=list)
+    title: str
 
     def as_dict(self) -> dict[str, Any]:
         """The result item ``GET /vault/search`` answers."""
-        return {
-            "path": self.path,
-            "score": self.score,
-            "match_count": self.match_count,
-            "tokens_matched": self.tokens_matched,
-            "tokens_total": self.tokens_total,
-            "filename_match": self.filename_match,
-            "snippets": self.snippets,
-            "title": self.title,
-        }
+        return json_object(self)
 
 
 def tokens(query: str) -> list[str]:

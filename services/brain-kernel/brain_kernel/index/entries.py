@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.collect import mitigate
+from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.membership import carriers
 from brain_core.text import storable
 from brain_core.vault.records import (
@@ -279,14 +280,14 @@ def touch_project(
 
 
 @dataclass
-class ReindexSummary:
-    """What a rebuild or refresh did."""
+class ReindexSummary(JobSummary):
+    """What a rebuild or refresh did; ``as_dict`` is the JSON summary ``brain reindex`` prints."""
 
     files: int = 0
     entries: int = 0
     removed: int = 0
     projects: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, int] = field(default_factory=dict, metadata=SORTED_KEYS)
     skipped: list[str] = field(default_factory=list)
     keys_restored: int = 0  # idempotency keys the vault's markers kept that the table lacked (ADR 0035)
 
@@ -294,18 +295,6 @@ class ReindexSummary:
         """Add ``records`` to the counts by kind."""
         for record in records:
             self.by_kind[record.kind] = self.by_kind.get(record.kind, 0) + 1
-
-    def as_dict(self) -> dict[str, object]:
-        """The JSON summary the command prints."""
-        return {
-            "files": self.files,
-            "entries": self.entries,
-            "removed": self.removed,
-            "projects": self.projects,
-            "by_kind": dict(sorted(self.by_kind.items())),
-            "skipped": self.skipped,
-            "keys_restored": self.keys_restored,
-        }
 
 
 def _dedupe(records: Iterable[EntryRecord]) -> list[EntryRecord]:

@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text
 from brain_core.identity import read_repo
+from brain_core.jsonable import json_object
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
@@ -66,15 +67,7 @@ class Hit:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form of one result."""
-        return {
-            "key": self.key,
-            "producer": self.producer,
-            "chunk_idx": self.chunk_idx,
-            "content_type": self.content_type,
-            "text_preview": self.text_preview,
-            "metadata": self.metadata,
-            "score": self.score,
-        }
+        return json_object(self)
 
 
 # -- dimension ----------------------------------------------------------------------------------

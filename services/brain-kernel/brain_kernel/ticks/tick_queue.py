@@ -23,7 +23,7 @@ from sqlalchemy import Row, func, null, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from brain_core.times import iso
+from brain_core.jsonable import json_object
 from brain_kernel.db.models import TickRequest
 
 PENDING, RUNNING, COMPLETED, FAILED = "pending", "running", "completed", "failed"
@@ -59,20 +59,8 @@ class TickJob:
         return request_path(self.job_id)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON answer of ``GET /tick/{job_id}``."""
-        return {
-            "job_id": self.job_id,
-            "requested_at": iso(self.requested_at),
-            "dry_run": self.dry_run,
-            "no_ai": self.no_ai,
-            "source": self.source,
-            "status": self.status,
-            "started_at": iso(self.started_at),
-            "finished_at": iso(self.finished_at),
-            "result": self.result,
-            "error": self.error,
-            "path": self.path,
-        }
+        """The JSON answer of ``GET /tick/{job_id}``: the fields, then ``path``."""
+        return {**json_object(self), "path": self.path}
 
 
 def request_path(job_id: str) -> str:
