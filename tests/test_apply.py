@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
+from brain_ops.keeper.apply import apply_ai_output
 from brain_ops.keeper.tick import run_tick
 from tests.conftest import brain
 from tests.openai_stub import OpenAIStub
@@ -236,6 +239,51 @@ def test_llm_tick_prompts_once_with_a_scrubbed_project_table_and_applies_the_ans
     intent = frontmatter.parse(world.vault.read_text(f"brain-feed/projects/{HOOKS}/intent.md"))
     assert intent.meta["source"] == "llm" and intent.body.strip().startswith("Finish the hook relay")
     assert world.ids["B"] not in world.vault.read_text("brain-feed/hot-arcs.md")
+
+
+def _feed_files(root: Path) -> dict[str, str]:
+    """``brain-feed/`` (the recorded answers aside) and the day dashboards."""
+    feed = [p for p in (root / "brain-feed").rglob("*") if p.is_file() and "ticks" not in p.relative_to(root).parts]
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted([*feed, *root.glob("clusters/*/_dashboard.md")])}
+
+
+def test_a_tick_with_the_llm_half_writes_each_feed_file_once_with_the_texts_the_answer_leaves(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = world.answer("bullets_and_arrows.md", tmp_path).read_text()
+    root, later = world.settings.vault, NOW + dt.timedelta(minutes=5)
+    _arc(world.vault, "hooks-3", HOOKS, "Ship the relay to the first rig", hours_ago=2)  # the pass redraws the hot table and intents
+    shutil.copytree(root, tmp_path / "before")  # mtimes kept: the file stats still match
+    written: Counter[str] = Counter()
+    write_atomic = Vault.write_atomic
+    monkeypatch.setattr(Vault, "write_atomic", lambda self, rel, text: (written.update([str(rel)]), write_atomic(self, rel, text))[1])
+
+    savepoint = world.db.begin_nested()
+    with _Keeper(answer) as stub:
+        settings = world.settings.with_overrides(llm_base_url=stub.url, llm_api_key="sk-test", llm_model="brain-keeper")
+        summary = run_tick(world.db, world.vault, settings, now=later, use_ai=True)
+    once = _feed_files(root)
+    savepoint.rollback()
+    feed_writes = {rel: n for rel, n in written.items() if rel in once}
+    assert summary.llm_tick["apply"]["result"]["merges_applied"] == 1
+    assert {"brain-feed/hot-arcs.md", "brain-feed/signals.md", "brain-feed/intent.md", "brain-feed/last-tick-diff.md"} <= set(feed_writes)
+    assert set(feed_writes.values()) == {1}, feed_writes  # both halves redraw these; each reaches the disk once
+
+    # What the tick wrote before the halves shared one writer: the pass's files, then brain apply's over them.
+    shutil.rmtree(root)
+    shutil.copytree(tmp_path / "before", root)
+    run_tick(world.db, world.vault, world.settings, now=later, use_ai=False)
+    apply_ai_output(world.db, world.vault, world.settings, answer, now=later)
+    assert _feed_files(root) == once
+
+    # The next tick's pass derives the intents again, the answer says the same: no intent file is written.
+    written.clear()
+    with _Keeper(answer) as stub:
+        settings = world.settings.with_overrides(llm_base_url=stub.url, llm_api_key="sk-test", llm_model="brain-keeper")
+        again = run_tick(world.db, world.vault, settings, now=later + dt.timedelta(minutes=1), use_ai=True)
+    assert again.llm_tick["apply"]["result"]["intent"] == {"fleet": "unchanged", "projects": dict.fromkeys([HOOKS, RIG], "unchanged")}
+    assert not [rel for rel in written if rel.endswith("intent.md")] and again.intent_sources == {"llm": 2}
+    assert frontmatter.parse(world.vault.read_text("brain-feed/intent.md")).meta["source"] == "llm"
 
 
 def test_without_an_llm_the_tick_is_deterministic_and_says_so(world: World) -> None:

@@ -30,8 +30,9 @@ order, so a rerun finds only the entries left.
 
 Each arc is read and parsed once: the edited arc's document is derived from
 that parse (``frontmatter.edit``) and feeds the index rows, the file stats
-facts and the search index. Writes go through a few threads (``_Writer``)
-and are taken back in order, so the audit still precedes every write.
+facts and the search index. Writes go through the kernel's ``VaultWrites``
+on a few threads (``_Writer``) and are taken back in order, so the audit
+still precedes every write.
 
 ``dry_run`` writes no arc and no row (the plan goes to the audit file and
 the plan callback); the function never commits.
@@ -91,6 +92,7 @@ from brain_kernel.index.entries import scan_point
 from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
+from brain_kernel.vault_writes import VaultWrites
 
 INDEX_BATCH = 500
 WRITERS = 2  # threads writing arcs: they overlap fsyncs; more only contend for the interpreter with the run and the follower
@@ -274,13 +276,14 @@ def run_backfill(
     resolver.preload()  # from here resolutions read no row: the session is lent to the follower's thread
     known: list[KnownProject] = known_projects(db) if db is not None else []
     follow = _Follow(db, vault, disk, started, markers=rewrite_markers) if db is not None and not dry_run else None
+    writes = VaultWrites(vault, dry_run=dry_run)
     try:
         arcs = _read_ahead(vault, rels, summary, evidence, follow)
-        _correct_arcs(arcs, len(rels), evidence, known, summary, dry_run, audit, plan, progress, _Writer(vault, summary, follow, after_write))
+        _correct_arcs(arcs, len(rels), evidence, known, summary, dry_run, audit, plan, progress, _Writer(writes, summary, follow, after_write))
         if follow is not None:
             follow.wait()  # the session is the main thread's again
         if rewrite_markers:
-            _rewrite_markers(vault, _files(vault, disk, MARKER_KINDS, only), evidence, summary, follow, dry_run, audit, plan, after_write)
+            _rewrite_markers(writes, _files(vault, disk, MARKER_KINDS, only), evidence, summary, follow, dry_run, audit, plan, after_write)
             if follow is not None:
                 follow.wait()
         if db is not None:
@@ -387,7 +390,7 @@ def _as_read(text_: str) -> str:
 
 
 class _Writer:
-    """The atomic writes of a run, through a few threads (an fsync releases the interpreter), completed in order.
+    """The arcs' atomic writes (``VaultWrites.rewrite_listed``) on a few threads (an fsync releases the interpreter), completed in order.
 
     The main thread audits a change and then submits its write; each write is
     taken back in submission order, so ``after_write`` and the index see the
@@ -398,24 +401,23 @@ class _Writer:
     are fsynced once each at the end, before the caller commits the index.
     """
 
-    def __init__(self, vault: Vault, summary: BackfillSummary, follow: _Follow | None, after_write: Callable[[str], None] | None) -> None:
-        self.vault, self.summary, self.follow, self.after_write = vault, summary, follow, after_write
+    def __init__(self, writes: VaultWrites, summary: BackfillSummary, follow: _Follow | None, after_write: Callable[[str], None] | None) -> None:
+        self.writes, self.summary, self.follow, self.after_write = writes, summary, follow, after_write
         self.pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="backfill-write")
-        self.pending: deque[tuple[str, str, frontmatter.Document, Future[os.stat_result]]] = deque()
-        self.written: list[str] = []
+        self.pending: deque[tuple[str, str, frontmatter.Document, Future[os.stat_result | None]]] = deque()
 
     def __enter__(self) -> _Writer:
         return self
 
     def submit(self, rel: str, text_: str, doc: frontmatter.Document) -> None:
-        self.pending.append((rel, text_, doc, self.pool.submit(self.vault.rewrite_listed, rel, text_.encode("utf-8"))))
+        self.pending.append((rel, text_, doc, self.pool.submit(self.writes.rewrite_listed, rel, text_)))
         while len(self.pending) > WRITE_WINDOW:
             self._take()
 
     def _take(self) -> None:
         rel, text_, doc, future = self.pending.popleft()
         info = future.result()
-        self.written.append(rel)
+        assert info is not None  # a dry run submits no write
         self.summary.files_written += 1
         if self.follow is not None:
             self.follow.add(rel, text_, doc, filestats.Stat(info.st_size, info.st_mtime_ns))
@@ -427,7 +429,7 @@ class _Writer:
             if exc_type is None:
                 while self.pending:
                     self._take()
-                self.vault.sync_folders(self.written)
+                self.writes.sync_folders()
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
@@ -512,7 +514,7 @@ class _Follow:
 
 
 def _rewrite_markers(
-    vault: Vault,
+    writes: VaultWrites,
     rels: Sequence[str],
     evidence: _Evidence,
     summary: BackfillSummary,
@@ -525,10 +527,12 @@ def _rewrite_markers(
     """``--rewrite-markers``: tag, in the vault, each marker entry naming a session whose project the evidence knows.
 
     A file is rewritten whole and atomically, a log under its appenders' lock
-    (``Vault.rewrite_locked``: nothing appended meanwhile is lost), after the
+    (``VaultWrites.rewrite_locked``: nothing appended meanwhile is lost), after the
     audit lines of its entries; an entry already tagged is not a candidate,
-    so a rerun, or the rerun of a killed run, writes only what is left.
+    so a rerun, or the rerun of a killed run, writes only what is left. A dry
+    run audits the same entries and writes nothing.
     """
+    vault = writes.vault
     texts: dict[str, str] = {}
     for rel in rels:
         try:
@@ -580,9 +584,6 @@ def _rewrite_markers(
     for rel, markers in found.items():
         if not markers:
             continue
-        if dry_run:
-            edit(rel, texts[rel])
-            continue
         written: dict[str, str] = {}
 
         def locked_edit(text_: str, rel: str = rel, written: dict[str, str] = written) -> str | None:
@@ -591,11 +592,11 @@ def _rewrite_markers(
                 written[rel] = new
             return new
 
-        info = vault.rewrite_locked(rel, locked_edit)
+        info = writes.rewrite_locked(rel, locked_edit)
         if info is None:
             continue
         summary.markers["files_rewritten"] += 1
-        vault.sync_folders([rel])
+        writes.sync_folders()
         if follow is not None:
             new = written[rel]
             follow.add(rel, new, parsed_document(rel, new), filestats.Stat(info.st_size, info.st_mtime_ns))

@@ -2,9 +2,11 @@
 
 The answer is parsed by ``brain_core.ai_output`` and every edit is a pure
 text function of ``brain_core.vault.ai_edits``; this module finds the files,
-holds the new texts of one run (so several edits of one arc compose), writes
-them and keeps the index, the file stats and the search index current
-in the same run. Order as upstream: edges, merges (and splits), signals,
+holds the new texts of one run (a staged ``VaultWrites``: several edits of
+one arc compose), writes them and keeps the index, the file stats and the
+search index current in the same run. The feed files it redraws go to a
+``FeedWriter``: its own, written at its end, or the tick's, which the tick
+writes once after this (ADR 0039). Order as upstream: edges, merges (and splits), signals,
 summaries, intent, health, then ``last-tick-diff.md``.
 
 - **Edges**: both ends must be known arcs (upstream never checked targets);
@@ -53,7 +55,6 @@ from brain_core.feed.keeper_files import (
     render_last_tick_diff,
     render_project_intent_file,
     render_signals_file,
-    same_content,
 )
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
@@ -80,10 +81,12 @@ from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.feed import feed_repo
 from brain_kernel.identity.projects import EXACT, lookup_project
 from brain_kernel.index import filestats
-from brain_kernel.index.changes import Changed, sync_changes
+from brain_kernel.index.changes import SyncSummary, sync_changes
 from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
+from brain_kernel.vault_writes import VaultWrites
+from brain_ops.keeper.feed_writer import FeedWriter
 
 HEALTH_FILE = f"{FEED_DIR}/health.jsonl"
 SUMMARY_MAX_CHARS = 400
@@ -115,34 +118,21 @@ class ApplySummary(JobSummary):
 
 
 class _Run:
-    """The files of one apply: texts as this run has edited them, the writes still to make."""
+    """The files of one apply: its staged writes (texts as this run has edited them) and the arcs it finds."""
 
-    def __init__(self, session: Session, vault: Vault) -> None:
+    def __init__(self, session: Session, vault: Vault, *, dry_run: bool) -> None:
         self.session, self.vault = session, vault
-        self.texts: dict[str, str] = {}  # vault path -> the text after this run's edits
-        self.removed: set[str] = set()
-        self.dirty: list[str] = []
+        self.writes = VaultWrites(vault, staged=True, dry_run=dry_run)
         self._disk: list[str] | None = None
 
     def read(self, rel: str) -> str:
-        if rel not in self.texts:
-            self.texts[rel] = self.vault.read_text(rel)
-        return self.texts[rel]
+        return self.writes.read(rel)
 
     def put(self, rel: str, text: str) -> None:
-        self.texts[rel] = text
-        self.removed.discard(rel)
-        if rel not in self.dirty:
-            self.dirty.append(rel)
-
-    def drop(self, rel: str) -> None:
-        self.removed.add(rel)
-        self.texts.pop(rel, None)
-        if rel not in self.dirty:
-            self.dirty.append(rel)
+        self.writes.write(rel, text, changed=True)
 
     def exists(self, rel: str) -> bool:
-        return rel not in self.removed and (rel in self.texts or self.vault.exists(rel))
+        return self.writes.exists(rel)
 
     def _live(self) -> list[str]:
         if self._disk is None:
@@ -166,9 +156,9 @@ class _Run:
 
     def merged_into(self, cluster_id: str) -> str | None:
         """Where an arc already merged went (its tombstone's ``merged_into``), if a tombstone of it exists."""
-        for rel in self.texts:
+        for rel, text in self.writes.texts.items():
             if is_tombstone(rel) and canonical_id(rel) == cluster_id:
-                return str(frontmatter.parse(self.texts[rel]).meta.get("merged_into") or "") or None
+                return str(frontmatter.parse(text).meta.get("merged_into") or "") or None
         survivor = feed_repo.arc_absorbing(self.session, cluster_id)
         return str(survivor.meta.get("cluster_id") or canonical_id(survivor.vault_path)) if survivor is not None else None
 
@@ -219,8 +209,7 @@ def _merges(run: _Run, out: AIOutput, summary: ApplySummary) -> None:
             continue
         created = sorted({str(frontmatter.parse(t).meta.get("created") or "")[:10] for t in (run.read(a_rel), texts.survivor, texts.tombstone)} - {""})
         run.put(a_rel, texts.survivor)  # (created: the days whose dashboards list A or B)
-        run.put(run.tombstone_of(b_rel), texts.tombstone)
-        run.drop(b_rel)
+        run.writes.move(b_rel, run.tombstone_of(b_rel), texts.tombstone)  # staged: the tombstone written, then B removed
         meta = frontmatter.parse(texts.survivor).meta
         summary.merges.append(
             {**item, "result": "merged", "into": a_rel, "tombstone": run.tombstone_of(b_rel), "projects": meta.get("projects") or [], "created": created}
@@ -257,7 +246,7 @@ def _signals(run: _Run, out: AIOutput, summary: ApplySummary) -> None:
 def _pending_signal_paths(run: _Run, source: str) -> set[str]:
     """Files this run already edited that hold the source (an arc that absorbed a signal in this run)."""
     exact = re.compile(rf'source=(?:"{re.escape(source)}"|{re.escape(source)}(?=\s))')
-    return {rel for rel, text in run.texts.items() if not is_tombstone(rel) and exact.search(text)}
+    return {rel for rel, text in run.writes.texts.items() if not is_tombstone(rel) and exact.search(text)}
 
 
 def _summary_text(text: str) -> str:
@@ -280,20 +269,18 @@ def _summaries(run: _Run, out: AIOutput, summary: ApplySummary) -> None:
         summary.summaries_applied += 1
 
 
-def _feed_write(run: _Run, rel: str, text: str, summary: ApplySummary) -> bool:
-    old = run.texts.get(rel) if rel in run.texts else (run.vault.read_text(rel) if run.vault.exists(rel) else None)
-    if old is not None and same_content(old, text):
+def _feed_write(feed: FeedWriter, rel: str, text: str, summary: ApplySummary) -> bool:
+    if not feed.put(rel, text):
         return False
-    run.put(rel, text)
     summary.files_written.append(rel)
     return True
 
 
-def _intent(run: _Run, out: AIOutput, summary: ApplySummary, now: dt.datetime) -> None:
+def _intent(run: _Run, feed: FeedWriter, out: AIOutput, summary: ApplySummary, now: dt.datetime) -> None:
     result: dict[str, Any] = {"fleet": None, "projects": {}}
     if out.intent:
         intent = cap_intent(scrub(out.intent))
-        result["fleet"] = "written" if _feed_write(run, FLEET_INTENT_FILE, render_fleet_intent_file(intent, now, source="llm"), summary) else "unchanged"
+        result["fleet"] = "written" if _feed_write(feed, FLEET_INTENT_FILE, render_fleet_intent_file(intent, now, source="llm"), summary) else "unchanged"
     for name, text in sorted(out.project_intents.items()):
         try:
             found = lookup_project(run.session, name)
@@ -306,7 +293,7 @@ def _intent(run: _Run, out: AIOutput, summary: ApplySummary, now: dt.datetime) -
         top = feed_repo.top_arcs(run.session, ref.key, ref.repo, limit=1)
         focus = focus_line(digest(top[0]) if top else None, (ref.last_active or now).strftime("%Y-%m-%d"))
         rendered = render_project_intent_file(ref, cap_intent(scrub(text)), focus, now, source="llm")
-        result["projects"][ref.id] = "written" if _feed_write(run, project_intent_path(ref.id), rendered, summary) else "unchanged"
+        result["projects"][ref.id] = "written" if _feed_write(feed, project_intent_path(ref.id), rendered, summary) else "unchanged"
     summary.intent = result
 
 
@@ -334,36 +321,39 @@ def _recorded(vault: Vault, answer_sha: str) -> bool:
     return f'"answer_sha256": "{answer_sha}"' in vault.read_text(HEALTH_FILE)
 
 
-def _write(run: _Run, summary: ApplySummary) -> list[str]:
-    """Make the run's writes: new texts atomically, removals last (a crash leaves a copy, never a loss)."""
-    for rel in run.dirty:
-        if rel in run.texts and rel not in run.removed:
-            run.vault.write_atomic(rel, run.texts[rel])
-            summary.vault_writes += 1
-    for rel in run.dirty:
-        if rel in run.removed and run.vault.remove(rel):
-            summary.vault_writes += 1
-    return list(run.dirty)
-
-
-def _index(run: _Run, touched: list[str], summary: ApplySummary) -> None:
-    """The derived stores follow the files this run touched, from the texts it holds (the kernel's one path)."""
-    touched = [p for p in touched if not p.rsplit("/", 1)[-1].startswith("_")]  # dashboards hold no entries (the scan skips them)
-    changed = [Changed(rel, run.texts[rel]) if rel in run.texts and rel not in run.removed else rel for rel in touched]
-    result = sync_changes(run.session, run.vault, changed)
-    summary.index = {"refreshed": True, "files": len(touched), "entries_written": result.entries, "removed": result.removed}
+def _indexed(summary: ApplySummary, result: SyncSummary) -> None:
+    """``summary.index`` counts one follow of the derived stores: the arcs' and, when this run writes its feed, the intents'."""
+    index = summary.index or {"refreshed": True, "files": 0, "entries_written": 0, "removed": 0}
+    summary.index = {
+        "refreshed": True,
+        "files": index["files"] + result.files,
+        "entries_written": index["entries_written"] + result.entries,
+        "removed": index["removed"] + result.removed,
+    }
 
 
 def apply_ai_output(
-    session: Session, vault: Vault, settings: Settings, text: str, *, now: dt.datetime | None = None, dry_run: bool = False, progress: Progress = SILENT
+    session: Session,
+    vault: Vault,
+    settings: Settings,
+    text: str,
+    *,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+    progress: Progress = SILENT,
+    feed: FeedWriter | None = None,
 ) -> ApplySummary:
-    """Apply one AI answer (module docstring); writes nothing with ``dry_run``; never commits."""
+    """Apply one AI answer (module docstring); writes nothing with ``dry_run``; never commits.
+
+    ``feed``: a tick's feed files, which this answer's redrawn files join and the tick writes; without it they are written here.
+    """
     now = now or dt.datetime.now(dt.timezone.utc)
     if not dry_run:
         hold_keeper_lock(session)  # not beside a tick: both rewrite arcs and the feed files (it reads them after this)
     out = parse_ai_output(text)
     summary = ApplySummary(dry_run=dry_run, sections=out.sections, refused=list(out.refused), unparsed=list(out.unparsed))
-    run = _Run(session, vault)
+    run = _Run(session, vault, dry_run=dry_run)
+    own_feed, feed = feed is None, feed or FeedWriter(run.writes)
     progress.say(f"applying sections {out.sections}: {len(out.edges)} edges, {len(out.merges)} merges, {len(out.signals)} signal directives")
     _edges(run, out, summary)
     _merges(run, out, summary)
@@ -371,23 +361,21 @@ def apply_ai_output(
     _summaries(run, out, summary)
     answer_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if dry_run:  # the intents' focus lines and the counts as the index stands (it is not changed)
-        _intent(run, out, summary, now)
+        _intent(run, feed, out, summary, now)
         _health(run, out, summary, settings, now, answer_sha)
-        summary.files_written = sorted(set(summary.files_written) | set(run.dirty))
+        summary.files_written = sorted(set(summary.files_written) | set(run.writes.touched))
         summary.index = {"refreshed": False}
         return summary
-    touched = _write(run, summary)
-    if touched:
-        _index(run, touched, summary)
-    run.dirty = []
-    _intent(run, out, summary, now)  # after the index followed the merges: a focus line names the survivor
-    _dashboards(run, summary)
-    written = _write(run, summary)
-    if written:
-        _index(run, written, summary)
-    touched += written
+    touched = run.writes.flush()  # new texts first, removals last (a crash leaves a copy, never a loss)
+    if touched:  # the derived stores follow, from the texts the run holds (the kernel's one path)
+        _indexed(summary, sync_changes(session, vault, run.writes.changes(touched)))
+    _intent(run, feed, out, summary, now)  # after the index followed the merges: a focus line names the survivor
+    _dashboards(session, feed, summary)
     health_row = _health(run, out, summary, settings, now, answer_sha)  # counted after the index followed the edits
-    _refresh_feed(run, summary, settings, now, health_row)
+    _refresh_feed(session, feed, summary, settings, now, health_row)
+    if own_feed and (synced := feed.write(session).index) is not None:
+        _indexed(summary, synced)
+    summary.vault_writes = run.writes.total
     if 5 in out.sections and not _recorded(vault, answer_sha):
         vault.append(HEALTH_FILE, json.dumps(health_row, sort_keys=True) + "\n")
         summary.vault_writes += 1
@@ -396,27 +384,26 @@ def apply_ai_output(
     return summary
 
 
-def _dashboards(run: _Run, summary: ApplySummary) -> None:
+def _dashboards(session: Session, feed: FeedWriter, summary: ApplySummary) -> None:
     """``clusters/<date>/_dashboard.md`` of the days whose arcs a merge changed (the keeper only redraws days it changed)."""
     days = sorted({day for m in summary.merges if m.get("result") == "merged" for day in m.get("created", [])})
     by_day: dict[str, list[Any]] = {}
-    for record in feed_repo.arcs_created_on(run.session, days):
+    for record in feed_repo.arcs_created_on(session, days):
         by_day.setdefault(str(record.meta.get("created") or "")[:10], []).append(record)
     for day in days:
         rel = f"{CLUSTERS_DIR}/{day}/_dashboard.md"
-        if run.vault.exists(rel):
-            _feed_write(run, rel, render_dashboard(day, hottest(by_day.get(day, []))), summary)
+        if feed.text(rel) is not None:  # one there (or one the tick's pass draws)
+            _feed_write(feed, rel, render_dashboard(day, hottest(by_day.get(day, []))), summary)
 
 
-def _refresh_feed(run: _Run, summary: ApplySummary, settings: Settings, now: dt.datetime, health: dict[str, Any]) -> None:
+def _refresh_feed(session: Session, feed: FeedWriter, summary: ApplySummary, settings: Settings, now: dt.datetime, health: dict[str, Any]) -> None:
     """After a change, the hot table and the signal list from the index, and the tick diff (each only when it differs)."""
     applied = summary.edges_applied + summary.merges_applied + summary.signals_applied + summary.summaries_applied
     if not applied:
         return
-    run.dirty = []
     files = {
-        HOT_ARCS_FILE: render_hot_arcs_file(feed_repo.hot_arcs(run.session, limit=10), now, blurb_chars=settings.hot_arc_blurb_chars),
-        SIGNALS_FILE: render_signals_file(_active_signals(run.session, settings, now), now),
+        HOT_ARCS_FILE: render_hot_arcs_file(feed_repo.hot_arcs(session, limit=10), now, blurb_chars=settings.hot_arc_blurb_chars),
+        SIGNALS_FILE: render_signals_file(_active_signals(session, settings, now), now),
         LAST_TICK_DIFF_FILE: render_last_tick_diff(
             now,
             {"edges_added": summary.edges_applied, "signals_changed": summary.signals_applied, "merges_executed": summary.merges_applied},
@@ -424,5 +411,4 @@ def _refresh_feed(run: _Run, summary: ApplySummary, settings: Settings, now: dt.
         ),
     }
     for rel, text in files.items():
-        _feed_write(run, rel, text, summary)
-    _write(run, summary)
+        _feed_write(feed, rel, text, summary)

@@ -8,7 +8,9 @@ prompt), secrets scrubbed; one ``POST {BRAIN_LLM_BASE_URL}/chat/completions``
 (``BRAIN_LLM_MODEL``, 4096 tokens, temperature 0.3, 120 s); the answer
 recorded, scrubbed, in ``brain-feed/ticks/<stamp>-ai-output.md`` and applied
 by ``brain_ops.keeper.apply`` (the same code as ``brain apply``), whose intents
-replace the derived ones for the projects the answer names.
+replace the derived ones for the projects the answer names. The feed files
+the answer redraws join the pass's in the tick's ``FeedWriter``, written once
+after this (ADR 0039); the prompt reads the pass's fleet intent from it.
 
 It degrades instead of failing (upstream crashed on an empty URL or a read
 timeout, and returned early after an AI error; ADR 0017): without an
@@ -39,6 +41,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.ticks.llm import LLMError, chat_completion
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.apply import apply_ai_output
+from brain_ops.keeper.feed_writer import FeedWriter
 
 DEFAULT_MODEL = "brain-keeper"
 TIMEOUT_S = 120.0
@@ -57,8 +60,8 @@ def _edges_of(cluster_id: str, meta: dict[str, Any], markers: list[Any]) -> list
     return edges
 
 
-def prompt_inputs(session: Session, vault: Vault, settings: Settings, *, now: dt.datetime) -> PromptInputs:
-    """What the prompt shows, from the index and the hottest arcs' files."""
+def prompt_inputs(session: Session, vault: Vault, settings: Settings, *, now: dt.datetime, feed: FeedWriter | None = None) -> PromptInputs:
+    """What the prompt shows, from the index and the hottest arcs' files; ``feed``: the tick's feed, not written yet."""
     arcs = feed_repo.hot_arcs(session, limit=MAX_ARCS)
     rows: list[PromptArc] = []
     edges: list[tuple[str, str, str]] = []
@@ -81,7 +84,8 @@ def prompt_inputs(session: Session, vault: Vault, settings: Settings, *, now: dt
     signals = collect_signals(feed_repo.entries_of_kinds(session, ["signal"]), now, stale_days=settings.stale_signal_days).kept
     lessons = feed_repo.recent_of_kind(session, "lesson", since=now - dt.timedelta(days=LESSON_DAYS), limit=50)
     try:
-        intent_body = frontmatter.parse(vault.read_text(FLEET_INTENT_FILE)).body if vault.exists(FLEET_INTENT_FILE) else ""
+        intent = feed.text(FLEET_INTENT_FILE) if feed is not None else (vault.read_text(FLEET_INTENT_FILE) if vault.exists(FLEET_INTENT_FILE) else None)
+        intent_body = frontmatter.parse(intent).body if intent is not None else ""
     except (OSError, UnicodeDecodeError):
         intent_body = ""
     return PromptInputs(
@@ -111,8 +115,12 @@ def run_llm_half(
     dry_run: bool,
     transport: httpx.BaseTransport | None = None,
     progress: Progress = SILENT,
+    feed: FeedWriter | None = None,
 ) -> dict[str, Any]:
-    """Phases 2 to 4 of the tick into ``summary`` (a ``keeper.TickSummary``): its ``llm_tick`` report, also returned."""
+    """Phases 2 to 4 of the tick into ``summary`` (a ``keeper.TickSummary``): its ``llm_tick`` report, also returned.
+
+    ``feed``: the tick's feed files, which the answer's join and the tick writes after this.
+    """
     report: dict[str, Any] = {}
     summary.llm_tick = report
     if dry_run:
@@ -121,7 +129,7 @@ def run_llm_half(
         return report
     started = time.monotonic()
     progress.say("building the LLM prompt")
-    prompt = build_prompt(prompt_inputs(session, vault, settings, now=now))
+    prompt = build_prompt(prompt_inputs(session, vault, settings, now=now, feed=feed))
     report["prompt_gen"] = {"duration_ms": round((time.monotonic() - started) * 1000), "prompt_length": len(prompt)}
     progress.say(f"asking the LLM ({len(prompt)} characters)")
     started = time.monotonic()
@@ -151,7 +159,7 @@ def run_llm_half(
     vault.write_atomic(audit, scrub(answer))
     summary.vault_writes += 1
     started = time.monotonic()
-    applied = apply_ai_output(session, vault, settings, answer, now=now, progress=progress)
+    applied = apply_ai_output(session, vault, settings, answer, now=now, progress=progress, feed=feed)
     report["apply"] = {"duration_ms": round((time.monotonic() - started) * 1000), "result": applied.as_dict(), "ai_output": audit}
     summary.vault_writes += applied.vault_writes
     summary.files_written.extend(f for f in applied.files_written if f not in summary.files_written)

@@ -26,11 +26,14 @@ Steps, in upstream's order:
     content changed, so a tick over a vault where nothing crossed a threshold
     writes nothing.
 
-Then the index is refreshed from the files that changed (``index_changes``). With
+The index is refreshed from the files that changed (``index_changes``). With
 ``dry_run`` everything is computed and reported, and nothing is written:
 no file, no move, no index row, no verifier run. The function never
 commits; the command does. With an LLM endpoint and ``use_ai`` the LLM half
 follows (``brain_ops.keeper.llm_tick``: prompt, one call, the answer applied).
+Every write goes through one ``VaultWrites``; the feed files of steps 10 and
+11 through one ``FeedWriter``, written once at the end of the tick, after the
+LLM half (ADR 0039).
 """
 
 from __future__ import annotations
@@ -57,7 +60,6 @@ from brain_core.feed.keeper_files import (
     render_lessons_file,
     render_project_intent_file,
     render_signals_file,
-    same_content,
 )
 from brain_core.feed.project import ProjectRef
 from brain_core.feed.sections import digest
@@ -93,6 +95,8 @@ from brain_kernel.index.rebuild import ARC_CAPABLE_KINDS, arc_facts_of, file_tim
 from brain_kernel.settings import Settings
 from brain_kernel.ticks.verifier import ERROR, FAIL, PASS, SKIP, Verifier
 from brain_kernel.vault_store import Vault
+from brain_kernel.vault_writes import VaultWrites
+from brain_ops.keeper.feed_writer import FeedWriter
 from brain_ops.keeper.intent import project_intents
 from brain_ops.keeper.llm_tick import run_llm_half
 
@@ -174,8 +178,6 @@ class _File:
     sha256: str
     facts: dict[str, Any] | None  # an arc's facts (``brain_core.heat.arc_facts``); None for other files
     changed: bool = False  # its content differs from what the index holds: re-read and re-index it
-    text: str | None = None  # kept only when the disk does not hold it (a dry run)
-    source: str | None = None  # where a dry run reads it (an inbox note it only pretends to move)
     moved_from: str | None = None
     old_facts: dict[str, Any] | None = None
 
@@ -184,47 +186,10 @@ class _File:
         return self.facts is not None
 
 
-class _Writer:
-    """Every vault write of one tick: nothing in a dry run, a count and the feed files' names otherwise."""
-
-    def __init__(self, vault: Vault, summary: TickSummary, *, dry_run: bool) -> None:
-        self.vault, self.summary, self.dry_run = vault, summary, dry_run
-
-    def write(self, rel: str, text: str, *, feed: bool = False, changed: bool = False) -> bool:
-        """Write ``text`` unless the file already says it (``changed``: known to differ); True when it was (or would be) written."""
-        if not changed:
-            try:
-                old = self.vault.read_text(rel) if self.vault.exists(rel) else None
-            except OSError:
-                old = None
-            if old == text or (feed and same_content(old, text)):
-                return False
-        if not self.dry_run:
-            self.vault.write_atomic(rel, text)
-            self.summary.vault_writes += 1
-        if feed:
-            self.summary.files_written.append(rel)
-        return True
-
-    def move(self, source: str, target: str, text: str | None) -> bool:
-        """Move a file (False, reported, when the target name is taken)."""
-        if self.vault.exists(target):
-            self.summary.moves_refused.append(f"{source} -> {target}: target exists")
-            return False
-        if not self.dry_run:
-            self.vault.move(source, target, text)
-            self.summary.vault_writes += 1
-        return True
-
-    def remove(self, rel: str) -> None:
-        if not self.dry_run and self.vault.remove(rel):
-            self.summary.vault_writes += 1
-
-
 # -- step 0: the inbox ------------------------------------------------------------------------
 
 
-def drain_inbox(vault: Vault, writer: _Writer, stats: dict[str, Any], now: dt.datetime) -> dict[str, str]:
+def drain_inbox(vault: Vault, writes: VaultWrites, stats: dict[str, Any], now: dt.datetime) -> dict[str, str]:
     """Move each inbox note to its tag's folder; returns {new path: old path} (what a dry run reads where)."""
     moved: dict[str, str] = {}
     if not vault.exists(INBOX_DIR):
@@ -243,7 +208,7 @@ def drain_inbox(vault: Vault, writer: _Writer, stats: dict[str, Any], now: dt.da
             changes: dict[str, Any] = {"region": region_of_folder(folder)} if meta.get("region") != region_of_folder(folder) else {}
             if not meta.get("status"):
                 changes["status"] = "active"
-            if not writer.move(rel, target, frontmatter.update(text, changes) if changes else None):
+            if not writes.move(rel, target, frontmatter.update(text, changes) if changes else None):
                 stats["inbox_errors"] += 1
                 continue
         except (OSError, UnicodeDecodeError):
@@ -257,18 +222,15 @@ def drain_inbox(vault: Vault, writer: _Writer, stats: dict[str, Any], now: dt.da
 # -- steps 1 to 6: scan, replay, heat, moves ---------------------------------------------------
 
 
-def _read(vault: Vault, f: _File) -> str:
-    if f.text is not None:
-        return f.text
-    return vault.read_text(f.source or f.path)
-
-
-def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, filestats.StatRow]]:
+def scan(writes: VaultWrites, session: Session, inbox_moves: dict[str, str], summary: TickSummary) -> tuple[list[_File], dict[str, filestats.StatRow]]:
     """Step 1: the live documents; only files whose size or mtime differ from their file stats are read.
 
     Returns the files in scan order and the file stats as they were. A file read
-    whose hash matches its row is unchanged (only its stat is refreshed).
+    whose hash matches its row is unchanged (only its stat is refreshed). A
+    file is read as the tick's writes leave it: a dry run's moved inbox note
+    with its new frontmatter, though the disk still holds it in the inbox.
     """
+    vault = writes.vault
     disk = filestats.stat_files(vault)
     for target, source in inbox_moves.items():  # a dry run: the note is still in the inbox
         if target not in disk and (st := filestats.stat_one(vault, source)) is not None:
@@ -278,23 +240,23 @@ def scan(vault: Vault, session: Session, inbox_moves: dict[str, str], summary: T
     files: list[_File] = []
     for rel in live:
         stat, row = disk[rel], known.get(rel)
-        source = inbox_moves.get(rel) if rel in inbox_moves and not vault.exists(rel) else None
-        if row is not None and row.stat == stat and source is None:
+        held = rel in writes.texts  # a dry run's inbox move: not on disk yet
+        if row is not None and row.stat == stat and not held:
             files.append(_File(rel, row.kind, stat, row.sha256, row.arc, old_facts=row.arc))
             continue
         try:
-            text = vault.read_text(source or rel)
+            text = writes.read(rel)
         except FileNotFoundError:
             continue
         except (OSError, UnicodeDecodeError) as exc:
             summary.skipped.append(f"{rel}: {exc}")
             continue
         sha = filestats.digest(text)
-        if row is not None and row.sha256 == sha and source is None:
+        if row is not None and row.sha256 == sha and not held:
             files.append(_File(rel, row.kind, stat, sha, row.arc, old_facts=row.arc))  # touched, not changed
             continue
         facts = arc_facts_of(rel, text, stat.mtime_ns)
-        files.append(_File(rel, kind_of_path(rel), stat, sha, facts, changed=True, source=source, old_facts=row.arc if row else None))
+        files.append(_File(rel, kind_of_path(rel), stat, sha, facts, changed=True, old_facts=row.arc if row else None))
     summary.scanned_files, summary.read_files = len(files), sum(1 for f in files if f.changed)
     return files, known
 
@@ -313,7 +275,7 @@ def replay_boosts(arcs: list[_File], now: dt.datetime) -> dict[str, int]:
     return boosts
 
 
-def keep_arc(vault: Vault, arc: _File, now: dt.datetime, rules: HeatRules, boosts: dict[str, int], writer: _Writer, summary: TickSummary) -> None:
+def keep_arc(writes: VaultWrites, arc: _File, now: dt.datetime, rules: HeatRules, boosts: dict[str, int], summary: TickSummary) -> None:
     """Steps 3, 4 and 6 for one arc: the plan from its facts; its file is read and written only when the plan changes it."""
     stats = summary.stats
     facts = arc.facts or {}
@@ -325,41 +287,38 @@ def keep_arc(vault: Vault, arc: _File, now: dt.datetime, rules: HeatRules, boost
     stats["created_backfilled"] += 1 if "created" in plan.changes else 0
     stats["heat_changes"] += 1 if "heat" in plan.changes else 0
     try:
-        text = _read(vault, arc)
+        text = writes.read(arc.path)
     except OSError as exc:
         summary.skipped.append(f"{arc.path}: {exc}")
         return
     new_text = frontmatter.update(text, plan.changes) if plan.changes else text
-    source = arc.source or arc.path
     moved = False
-    if plan.move_to is not None and writer.move(source, plan.move_to, new_text if (plan.changes or arc.source) else None):
+    if plan.move_to is not None and writes.move(arc.path, plan.move_to, new_text if plan.changes else None):
         moved = True
         stats[{"promote": "promotions", "demote": "demotions", "graduate": "graduations"}[plan.action or "promote"]] += 1
         summary.moves.append({"from": arc.path, "to": plan.move_to, "why": plan.action or ""})
         arc.moved_from, arc.path = arc.path, plan.move_to
-        arc.source = source if writer.dry_run else None
     elif plan.graduated:
         stats["graduations"] += 1
     if plan.changes and not moved:
-        writer.write(source, new_text, changed=True)
+        writes.write(arc.path, new_text, changed=True)
     if plan.changes or moved:
         summary.arcs_updated += 1 if plan.changes else 0
         arc.changed = True
         arc.kind = kind_of_path(arc.path)
         arc.facts = {**facts, **plan.changes}
-        arc.text = new_text if writer.dry_run else None
 
 
 # -- the index, from the files that changed ---------------------------------------------------
 
 
-def _changes(vault: Vault, files: list[_File], summary: TickSummary, keys: list[KeptKey], keys_since: dt.datetime | None) -> list[Changed]:
+def _changes(writes: VaultWrites, files: list[_File], summary: TickSummary, keys: list[KeptKey], keys_since: dt.datetime | None) -> list[Changed]:
     """The files of one batch with the rows the tick parsed from them (an unreadable file keeps no rows)."""
     out: list[Changed] = []
     for f in files:
         text, records = "", []
         try:
-            text = _read(vault, f)
+            text = writes.read(f.path)
             f.sha256 = filestats.digest(text)
             if f.is_arc or f.kind == "region":
                 records = document_records(frontmatter.parse(text), f.path, "arc" if f.is_arc else f.kind)
@@ -375,7 +334,7 @@ def _changes(vault: Vault, files: list[_File], summary: TickSummary, keys: list[
 
 def index_changes(
     session: Session,
-    vault: Vault,
+    writes: VaultWrites,
     files: list[_File],
     known: dict[str, filestats.StatRow],
     scan_started: dt.datetime,
@@ -386,10 +345,11 @@ def index_changes(
     """Re-index the files that changed (in batches), drop the rows of files gone, keep the file stats current.
 
     Through the kernel's one path (``sync_changes``); the search index
-    catches up once at the end of the pass (``catch_up_search``).
+    catches up once at the end of the tick (``catch_up_search``).
     ``key_ttl_seconds``: the idempotency keys the markers of those files keep
     are remembered when the table lacks them, as ``brain reindex`` does (ADR 0035).
     """
+    vault = writes.vault
     changed = [f for f in files if f.changed]
     entries = removed = restored = 0
     tally = ActivityTally()
@@ -400,7 +360,7 @@ def index_changes(
         part = sync_changes(
             session,
             vault,
-            _changes(vault, batch, summary, keys, keys_since),
+            _changes(writes, batch, summary, keys, keys_since),
             removed=[f.moved_from for f in batch if f.moved_from],
             stores=frozenset({ENTRIES}),
             before=scan_started,
@@ -501,7 +461,8 @@ def run_tick(
     stats["dry_run"] = dry_run
     summary.stats = stats
     say = progress.say
-    writer = _Writer(vault, summary, dry_run=dry_run)
+    writes = VaultWrites(vault, dry_run=dry_run)
+    feed = FeedWriter(writes)  # written once, after the LLM half when there is one
     rules = HeatRules(
         promote=settings.promote_heat,
         demote=settings.demote_heat,
@@ -518,21 +479,33 @@ def run_tick(
     llm_half = use_ai and bool(settings.llm_base_url)
     use_ai = use_ai and not llm_half  # with the LLM half the intents come from its one call, derived until then
     try:
-        _pass(session, vault, settings, summary, writer, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
+        _pass(session, settings, summary, writes, feed, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
         if llm_half:
-            run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, progress=progress)
+            run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, progress=progress, feed=feed)
+        _write_feed(session, feed, summary)
+        if not dry_run:
+            catch_up_search(session, vault)  # only files whose size or mtime changed are read
     finally:
         if savepoint is not None:
             savepoint.rollback()
+    summary.vault_writes += writes.total
+    summary.moves_refused.extend(writes.refused)
     return summary
+
+
+def _write_feed(session: Session, feed: FeedWriter, summary: TickSummary) -> None:
+    """Step 10's files, each once: a dry run writes none (its intents' rows, not their file stats); listed first in the summary."""
+    stores = frozenset({ENTRIES} if summary.dry_run else {ENTRIES, FILE_STATS})
+    written = feed.write(session, stores=stores).files
+    summary.files_written = [*written, *(rel for rel in summary.files_written if rel not in written)]
 
 
 def _pass(
     session: Session,
-    vault: Vault,
     settings: Settings,
     summary: TickSummary,
-    writer: _Writer,
+    writes: VaultWrites,
+    feed: FeedWriter,
     rules: HeatRules,
     *,
     now: dt.datetime,
@@ -541,26 +514,26 @@ def _pass(
     say: Callable[[str], None],
     llm_transport: httpx.BaseTransport | None,
 ) -> None:
-    stats = summary.stats
+    stats, vault = summary.stats, writes.vault
     say("draining the inbox")
-    inbox_moves = drain_inbox(vault, writer, stats, now)
+    inbox_moves = drain_inbox(vault, writes, stats, now)
     say("scanning the vault")
-    files, known = scan(vault, session, inbox_moves if writer.dry_run else {}, summary)
+    files, known = scan(writes, session, inbox_moves if writes.dry_run else {}, summary)
     arcs = [f for f in files if f.is_arc]
     stats["arcs_scanned"] = summary.arcs_scanned = len(arcs)
     boosts = replay_boosts(arcs, now)
     say(f"scoring {len(arcs)} arcs ({summary.read_files} of {len(files)} files read)")
     for n, arc in enumerate(arcs, 1):
-        keep_arc(vault, arc, now, rules, boosts, writer, summary)
+        keep_arc(writes, arc, now, rules, boosts, summary)
         if n % 5000 == 0:
             say(f"scored {n} of {len(arcs)} arcs")
     say("collecting markers")
-    index_changes(session, vault, files, known, scan_started, summary, key_ttl_seconds=settings.idempotency_ttl_seconds)
+    index_changes(session, writes, files, known, scan_started, summary, key_ttl_seconds=settings.idempotency_ttl_seconds)
     apply_mitigation(session, mitigation_sources(_arc_statuses(arcs)))
 
     signal_rows = [_unverified(r) for r in feed_repo.entries_of_kinds(session, ["signal"])]
     signals = collect_signals(signal_rows, now, stale_days=settings.stale_signal_days)
-    verified = verify_signals(session, signals.kept, Verifier.from_settings(settings, dry_run=writer.dry_run), stats)
+    verified = verify_signals(session, signals.kept, Verifier.from_settings(settings, dry_run=writes.dry_run), stats)
     kept_signals = [s for s in signals.kept if s.id not in verified]
     stats.update(
         signals_collected=signals.collected,
@@ -589,8 +562,8 @@ def _pass(
     for source in result.sources.values():
         summary.intent_sources[source] = summary.intent_sources.get(source, 0) + 1
 
-    say("writing the feed")
-    old_signals = vault.read_text(SIGNALS_FILE) if vault.exists(SIGNALS_FILE) else None
+    say("rendering the feed")
+    old_signals = feed.text(SIGNALS_FILE)
     files_out: dict[str, str] = {
         HOT_ARCS_FILE: render_hot_arcs_file(hot, now, blurb_chars=settings.hot_arc_blurb_chars),
         SIGNALS_FILE: render_signals_file(kept_signals, now),
@@ -602,25 +575,20 @@ def _pass(
         top = project_arcs[pid][0] if project_arcs[pid] else None
         focus = focus_line(digest(top) if top else None, (ref.last_active or now).strftime("%Y-%m-%d"))
         files_out[project_intent_path(ref.id)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
-    written = [rel for rel, text in files_out.items() if writer.write(rel, text, feed=True)]
+    for rel, text in files_out.items():
+        feed.put(rel, text)
     changed = {
         "signals_changed": len(_signal_lines(old_signals) ^ _signal_lines(files_out[SIGNALS_FILE])),
         **{k: stats[k] for k in ("heat_changes", "promotions", "demotions", "graduations", "inbox_drained")},
     }
     if any(changed.values()) or not vault.exists(LAST_TICK_DIFF_FILE):
-        writer.write(LAST_TICK_DIFF_FILE, render_last_tick_diff(now, changed), feed=True)
+        feed.put(LAST_TICK_DIFF_FILE, render_last_tick_diff(now, changed))
     for rel in LEGACY_FEED_FILES:
         if vault.exists(rel):
-            writer.remove(rel)
+            writes.remove(rel)
             summary.files_written.append(f"{rel} (removed)")
-    intents = [rel for rel in written if kind_of_path(rel) == "intent"]
-    if intents:  # a dry run wrote no file: its intents' rows, not their file stats
-        stores = frozenset({ENTRIES} if writer.dry_run else {ENTRIES, FILE_STATS})
-        sync_changes(session, vault, [Changed(rel, files_out[rel], facts={}) for rel in intents], stores=stores)
     for rel, text in dashboards(session, vault, arcs).items():
-        writer.write(rel, text)
-    if not writer.dry_run:
-        catch_up_search(session, vault)  # only files whose size or mtime changed are read
+        feed.put(rel, text, listed=False)
 
 
 def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:
