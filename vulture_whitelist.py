@@ -20,7 +20,7 @@ from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
 from brain_kernel.settings import child_environment
 from brain_ops.amygdala_watch import AmygdalaSummary
-from brain_ops.backfill.run import BackfillSummary
+from brain_ops.backfill.summary import BackfillSummary
 from brain_ops.embed import EmbedSummary
 from brain_ops.keeper.tick import TickSummary
 from brain_ops.scrub import ScrubSummary

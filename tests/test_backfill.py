@@ -31,7 +31,8 @@ from brain_kernel.index.entries import entry_rows
 from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
-from brain_ops.backfill import run as backfill_job
+from brain_ops.backfill import arcs as backfill_arcs
+from brain_ops.backfill import follow as backfill_follow
 from brain_ops.backfill.run import run_backfill
 from tests.conftest import brain, make_settings
 from tests.transcript_factory import add_worktree, make_repo, write_claude
@@ -225,8 +226,8 @@ def test_each_mislabelled_arc_gets_its_real_project_and_nothing_else_changes(wor
 
 
 def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backfill_job, "INDEX_BATCH", 2)  # batches of two: the index follows on its own thread
-    monkeypatch.setattr(backfill_job, "ARC_CHUNK", 3)  # arcs read three ahead, their sessions looked up on that thread
+    monkeypatch.setattr(backfill_follow, "INDEX_BATCH", 2)  # batches of two: the index follows on its own thread
+    monkeypatch.setattr(backfill_arcs, "ARC_CHUNK", 3)  # arcs read three ahead, their sessions looked up on that thread
     before = world.snapshot()
     mtimes = {rel: world.vault.path(rel).stat().st_mtime_ns for rel in before}
     rows = entry_rows(db)
@@ -261,8 +262,8 @@ def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Ses
 def test_a_run_killed_between_files_and_rerun_ends_as_an_uninterrupted_run(
     world: World, db: Session, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
 ) -> None:
-    monkeypatch.setattr(backfill_job, "INDEX_BATCH", batch)  # 2: killed while the index thread writes a batch
-    monkeypatch.setattr(backfill_job, "ARC_CHUNK", 1000 if batch == 500 else 3)
+    monkeypatch.setattr(backfill_follow, "INDEX_BATCH", batch)  # 2: killed while the index thread writes a batch
+    monkeypatch.setattr(backfill_arcs, "ARC_CHUNK", 1000 if batch == 500 else 3)
     pristine = tmp_path / "pristine"
     shutil.copytree(world.vault.root, pristine)
     _run(world, db)

@@ -1,6 +1,6 @@
 """Backfill decisions (pure): the project of an existing arc, from what its sessions' evidence says now.
 
-``brain backfill`` (``brain_ops.backfill.run``) gathers one ``SessionEvidence`` per
+``brain backfill`` (``brain_ops.backfill.evidence``) gathers one ``SessionEvidence`` per
 source session (the session index, the transcript found by id, the folder the
 arc's own session table records) and hands them here:
 
