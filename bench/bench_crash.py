@@ -37,7 +37,6 @@ from sqlalchemy import create_engine, text
 from bench.common import fresh_database, log_tail, start_server
 from brain_core.vault import layout
 from brain_core.vault.records import lesson_records
-from brain_kernel import http_client
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
 
@@ -64,7 +63,7 @@ class Server:
 def _client(threads: int) -> httpx.Client:
     """One client shared by the pool's threads, a connection per thread: building a client per request
     (``httpx.post``) costs more CPU than the server's write and would leave nothing in flight at the kill."""
-    return http_client.client(limits=httpx.Limits(max_connections=threads, max_keepalive_connections=threads))
+    return httpx.Client(limits=httpx.Limits(max_connections=threads, max_keepalive_connections=threads))
 
 
 def lesson_contents(vault: Path) -> Counter[str]:

@@ -25,11 +25,12 @@ import time
 import uuid
 from typing import Any
 
+import httpx
+
 from bench.common import bench_home, pct, start_server, stop
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault import layout
 from brain_core.vault.logs import render_decision
-from brain_kernel import http_client
 from brain_kernel.vault_store import Vault
 
 
@@ -49,7 +50,7 @@ def post_decisions(base: str, count: int) -> tuple[list[float], list[int]]:
     """``count`` decisions from one client: each one's latency (s) and the ADR number it was given."""
     times: list[float] = []
     numbers: list[int] = []
-    with http_client.client(timeout=30) as http:
+    with httpx.Client(timeout=30) as http:
         for i in range(count):
             body = {"type": "decision", "content": f"Bench decision {i}.", "attrs": {"repo": "org/app", "title": f"Bench {i}"}}
             t0 = time.perf_counter()

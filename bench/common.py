@@ -24,7 +24,6 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from brain_kernel import http_client
 from brain_kernel.db.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings, child_environment, environ_snapshot
@@ -125,7 +124,7 @@ def start_server(
         proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=out, stderr=out, start_new_session=new_session)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
-    with http_client.client(timeout=1) as http:
+    with httpx.Client(timeout=1) as http:
         while time.monotonic() < deadline:  # polling a starting process, not waiting on the code under test
             if proc.poll() is not None:
                 raise RuntimeError(f"brain serve exited during start-up (exit {proc.returncode}): {log_tail(log)}")

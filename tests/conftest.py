@@ -33,7 +33,6 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from bench.common import free_port, start_server, stop
-from brain_kernel import http_client
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
 from brain_migrations.runner import upgrade_to_head
@@ -42,7 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # One client for the tests' plain requests (a new httpx.Client() loads a TLS context: about 20 ms of CPU).
 # It keeps no connection alive: each request has its own, closed by the client as httpx.get closes it,
 # so a server the test kills leaves its port free, and concurrent requests spread over a server's workers.
-HTTP = http_client.client(limits=httpx.Limits(max_keepalive_connections=0))
+HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
 TEMPLATE_DB = "brain_test_template"
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from brain_api.edge import RequestEdge
 from brain_core.keys import InvalidKey
+from brain_kernel import http_client
 from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db.engine import make_engine, read_session_factory, session_factory
 from brain_kernel.errors import ConfigError
@@ -58,6 +59,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
             app.state.search_follower.close()
         if app.state.engine is not None:
             app.state.engine.dispose()
+        http_client.close()  # the process's LLM and embeddings clients: a worker stopped by a signal runs no atexit
 
     app = FastAPI(title="brain kernel", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings

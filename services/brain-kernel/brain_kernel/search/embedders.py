@@ -187,7 +187,7 @@ class OpenAIEmbedder:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         out: list[list[float]] = []
-        with http_client.client(timeout=self.timeout_s, transport=self.transport) as client:
+        with http_client.using("embeddings", self.transport) as client:
             for start in range(0, len(texts), self.batch_size):
                 chunk = list(texts[start : start + self.batch_size])
                 out.extend(self._request(client, chunk, headers))
@@ -196,7 +196,7 @@ class OpenAIEmbedder:
     def _request(self, client: httpx.Client, chunk: list[str], headers: dict[str, str]) -> list[list[float]]:
         """One request for ``chunk``; the answer's vectors checked, ordered and normalised."""
         try:
-            response = client.post(self.url, json={"model": self.model, "input": chunk}, headers=headers)
+            response = client.post(self.url, json={"model": self.model, "input": chunk}, headers=headers, timeout=self.timeout_s)
             response.raise_for_status()
             data = response.json()["data"]
             if not isinstance(data, list):

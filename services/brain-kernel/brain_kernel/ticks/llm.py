@@ -52,8 +52,8 @@ def chat_completion(
         headers["Authorization"] = f"Bearer {settings.llm_api_key}"
     body = {"model": model, "messages": list(messages), **options}
     try:
-        with http_client.client(timeout=timeout_s, transport=transport) as client:
-            response = client.post(completions_url(settings.llm_base_url), json=body, headers=headers)
+        with http_client.using("llm", transport) as client:
+            response = client.post(completions_url(settings.llm_base_url), json=body, headers=headers, timeout=timeout_s)
     except httpx.HTTPError as exc:
         raise LLMError(f"LLM endpoint unreachable: {type(exc).__name__}", detail=str(exc)) from None
     if response.status_code >= 400:
