@@ -8,10 +8,9 @@ ignored in the settings instead.
 
 from fastapi import FastAPI
 from model2vec import StaticModel
-from uvicorn.supervisors import multiprocess
 
 from brain_api.routes.markers import MarkerOut
-from brain_cli.runtime import worker_app
+from brain_cli.workers import _Workers
 from brain_core.textsearch import Hit
 from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
 from brain_kernel.feed.feed_repo import key_unique_sql
@@ -67,9 +66,8 @@ StaticModel.language
 clear_git_caches
 child_environment
 
-# uvicorn imports the workers' app factory by its "module:name" string; brain serve replaces its get_subprocess.
-worker_app
-multiprocess.get_subprocess
+# gunicorn calls its application's configuration hook (brain serve --workers N, ADR 0031).
+_Workers.load_config
 
 # Unused, in files whose rewrites are in flight (feed_repo; brain_kernel/index/ after ADR 0038): named here only so
 # `make test` passes meanwhile. Each line goes when its owner deletes the name or uses it.
