@@ -13,7 +13,6 @@ from brain_api.routes.markers import MarkerOut
 from brain_cli.workers import _Workers
 from brain_core.textsearch import Hit
 from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
-from brain_kernel.feed.feed_repo import key_unique_sql
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
@@ -69,9 +68,8 @@ child_environment
 # gunicorn calls its application's configuration hook (brain serve --workers N, ADR 0031).
 _Workers.load_config
 
-# Unused, in files whose rewrites are in flight (feed_repo; brain_kernel/index/ after ADR 0038): named here only so
+# Unused, in files whose rewrites are in flight (brain_kernel/index/ after ADR 0038): named here only so
 # `make test` passes meanwhile. Each line goes when its owner deletes the name or uses it.
-key_unique_sql  # only tests/test_membership.py calls it (the SQL twin of the membership rule)
 entry_rows  # only tests call it
 SyncSummary.file_stats  # set, never read
 SyncSummary.forgotten  # set, never read

@@ -28,17 +28,7 @@ from brain_core.entries import EntryRecord
 from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
 from brain_kernel.db.models import Entry, Project
-from brain_kernel.feed.feed_repo import (
-    _project_sql,
-    compact_project_counts,
-    key_owned_sql,
-    key_unique_sql,
-    list_projects,
-    member,
-    other_projects,
-    primary_member,
-    single_project,
-)
+from brain_kernel.feed.feed_repo import FEED_RULES, PROJECT_SQL, FeedRule, compact_project_counts, list_projects
 from brain_kernel.identity import pins
 from brain_kernel.index.entries import touch_project, upsert_entries
 from tests.test_membership import KEYS, PINS, PROJECTS, REPOS, index_generated
@@ -51,21 +41,26 @@ def generated(tx: Session) -> list[EntryRecord]:
     return index_generated(tx)
 
 
+def _rows_where(tx: Session, rule: FeedRule, cond: str, params: dict[str, Any]) -> set[str]:
+    sql = f"WITH u (ok) AS (SELECT {rule.held}) SELECT e.id FROM entries e WHERE e.id LIKE '%%:gen/%%' AND ({cond})"
+    return set(tx.connection().exec_driver_sql(sql, params).scalars())
+
+
 def test_the_feed_split_is_the_membership_rule(tx: Session, generated: list[EntryRecord]) -> None:
-    """Own rows by ``primary_member``, the others by ``member``: together exactly ``belongs``, and never both;
-    with the key's uniqueness given, and computed in the statement as the feed does; then with the catalog's pins
-    (``holds_unnamed`` given, and ``key_owned_sql`` computed in the statement)."""
+    """The feed statement's own rows and other rows (``FEED_RULES``): together exactly ``belongs``, and never both,
+    without pins and with the catalog's; its ``held`` (``u.ok``) is ``holds_unnamed``."""
     for pinned in ({}, PINS):
         pins.sync(tx, pinned)
         for key, repo in itertools.product(KEYS, REPOS):
             unique = key_is_unique(key, PROJECTS)
             expected = {r.id for r in generated if belongs(r, key, repo, key_is_unique=unique, pin=pinned.get(key))}
-            held = holds_unnamed(repo, key_is_unique=unique, pin=pinned.get(key))
-            for flag in (held, key_owned_sql(key, repo), *([key_unique_sql(key)] if not pinned else [])):
-                own = set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), single_project(), primary_member(key, repo, flag))))
-                others = set(tx.scalars(select(Entry.id).where(Entry.id.like("%:gen/%"), other_projects(), member(key, repo, flag))))
-                assert own | others == expected, (key, repo, flag, pinned)
-                assert not own & others
+            rule = FEED_RULES[repo is not None]
+            params = {"key": key, "keys": [key], "repo": repo}
+            held = tx.connection().exec_driver_sql(f"SELECT {rule.held}", params).scalar()
+            assert held == holds_unnamed(repo, key_is_unique=unique, pin=pinned.get(key)), (key, repo, pinned)
+            own, others = _rows_where(tx, rule, rule.own, params), _rows_where(tx, rule, rule.other, params)
+            assert own | others == expected, (key, repo, pinned)
+            assert not own & others
 
 
 def _plant_many(db: Session) -> None:
@@ -106,7 +101,7 @@ def test_the_feed_statement_reads_only_what_it_returns(tx: Session) -> None:
         params = {"key": key, "keys": [key], "since": NOW - dt.timedelta(days=14), "top_n": 10}
         if repo is not None:
             params["repo"] = repo
-        sql = _project_sql(conn.dialect, repo is not None)
+        sql = PROJECT_SQL[repo is not None]
         plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + sql, params))
         assert "Seq Scan on entries" not in plan, plan
         assert "ix_entries_projects_gin" not in plan, plan  # P's whole GIN posting list is never read

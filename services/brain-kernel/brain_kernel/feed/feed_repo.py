@@ -12,23 +12,23 @@ written in SQL: ``member`` is ``belongs`` (P's key in ``projects``, a
 GIN-backed ``@>``, then the repo half), ``key_unique_sql`` is
 ``key_is_unique`` and ``key_owned_sql`` is ``holds_unnamed`` with the pin
 read from ``project_pins`` (the catalog's pins, revision 0010);
-tests/test_membership.py holds each pair equal over generated rows.
+tests/test_membership.py holds each pair equal over generated rows. The
+project feed is one statement of SQL text (``PROJECT_SQL``, ADR 0022) that
+writes the same rule as ``FEED_RULES``; tests/test_reads_at_scale.py holds
+those equal to ``belongs`` too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, DateTime, Text, and_, any_, bindparam, case, false, func, literal_column, or_, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, array
+from sqlalchemy import ColumnElement, and_, any_, false, func, or_, select, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.project import ProjectMemory
@@ -81,44 +81,33 @@ def _record_at(row: Any, at: int) -> EntryRecord:
     )
 
 
-# Short aliases: the feed statement embeds these, and its text must stay within psycopg's statement cache.
-_PR = aliased(Project, name="p")
-_PIN = aliased(ProjectPin, name="n")
-
-
-def _key_unique_query(key: Any) -> Any:
-    return select((func.count() <= 1).label("ok")).where((_PR.key == key) | (any_(_PR.aliases) == key), _PR.repo.is_not(None) | _PR.root.is_not(None))
-
-
 def key_unique_sql(key: Any) -> ColumnElement[bool]:
     """``membership.key_is_unique`` in SQL (at most one distinct project carries ``key``): one InitPlan per statement."""
-    return _key_unique_query(key).scalar_subquery()
-
-
-def _key_owned_query(key: Any, repo: Any) -> Any:
-    # holds_unnamed: the pinned project when the key has a pin (pins are NOT NULL, so the
-    # comparison is never NULL), else whether the key is unique.
-    pinned = select((_PIN.repo == repo if repo is not None else false()).label("p")).where(_PIN.key == key).scalar_subquery()
-    return select(func.coalesce(pinned, _key_unique_query(key).scalar_subquery()).label("ok"))
+    return (
+        select(func.count() <= 1)
+        .where((Project.key == key) | (any_(Project.aliases) == key), Project.repo.is_not(None) | Project.root.is_not(None))
+        .scalar_subquery()
+    )
 
 
 def key_owned_sql(key: Any, repo: Any) -> ColumnElement[bool]:
     """``membership.holds_unnamed`` in SQL for P = (key, repo), the pin read from ``project_pins``: ``member``'s ``unique``."""
-    return _key_owned_query(key, repo).scalar_subquery()
+    # The pinned project when the key has a pin (pins are NOT NULL, so the comparison is never NULL), else whether the key is unique.
+    pinned = select(ProjectPin.repo == repo if repo is not None else false()).where(ProjectPin.key == key).scalar_subquery()
+    return func.coalesce(pinned, key_unique_sql(key))
 
 
-def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, keys: Any = None, of: Any = Entry) -> ColumnElement[bool]:
+def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, of: Any = Entry) -> ColumnElement[bool]:
     """``membership.belongs`` as a SQL condition: "this row belongs to project (key, repo)".
 
-    ``key``/``repo`` are values or bind parameters (``repo`` None: P has no
-    repo); ``unique`` is whether P holds the key's entries that name no
-    repo (``membership.holds_unnamed``: the key is unique, or pinned to P), a
+    ``key``/``repo`` are values (``repo`` None: P has no repo); ``unique`` is
+    whether P holds the key's entries that name no repo
+    (``membership.holds_unnamed``: the key is unique, or pinned to P), a
     Python bool or a SQL boolean the statement computes itself
-    (``key_owned_sql``); ``keys`` is the ``[key]`` array when ``key`` is a bind
-    parameter; ``of`` is the mapped table holding ``projects``, ``project``
-    and ``repo`` (entries, or embedded chunks).
+    (``key_owned_sql``); ``of`` is the mapped table holding ``projects``,
+    ``project`` and ``repo`` (entries, or embedded chunks).
     """
-    has_key = of.projects.contains(keys if keys is not None else [key])
+    has_key = of.projects.contains([key])
     no_repo_for_key = or_(of.repo.is_(None), of.project.is_(None), of.project != key)
     if isinstance(unique, bool):
         if repo is not None:
@@ -136,9 +125,8 @@ def _fleet_signal() -> ColumnElement[bool]:
     return and_(Entry.kind == "signal", or_(Entry.scope == "fleet", func.cardinality(Entry.projects) == 0))
 
 
-def _active_signal(table: Any = None) -> ColumnElement[bool]:
-    status = table.c.status if table is not None else Entry.status
-    return or_(status.is_(None), func.lower(status).not_in(sorted(INACTIVE_SIGNAL_STATUSES)))
+def _active_signal() -> ColumnElement[bool]:
+    return or_(Entry.status.is_(None), func.lower(Entry.status).not_in(sorted(INACTIVE_SIGNAL_STATUSES)))
 
 
 @dataclass(frozen=True)
@@ -150,134 +138,103 @@ class ProjectRows:
     key_is_unique: bool = True  # membership.holds_unnamed: the key is unique, or pinned to P
 
 
-def single_project(of: Any = Entry) -> ColumnElement[bool]:
-    """Rows that list exactly their own project (almost every row): for them ``member`` is ``primary_member``.
+# -- the project feed: one statement of SQL text, run through the driver (ADR 0022) -----------------------------
 
-    Written ``IS TRUE`` (never NULL, so the same rows) because that is the form
-    the planner estimates from the expression statistics of revision 0008:
-    guessed at 0.5 %, it priced the feed's ordered scans as full ones.
+
+@dataclass(frozen=True)
+class FeedRule:
+    """The membership rule as the feed statement writes it for P, with a repo or without (SQL text over ``entries e``).
+
+    ``held`` is ``membership.holds_unnamed`` (``key_owned_sql``'s text), which
+    the statement computes once as ``u.ok``. P's rows are split as the indexes
+    hold them: ``own``, rows that list exactly their own project (almost every
+    row), read by ``project = key`` through ordered btrees; ``other``, every
+    other row that lists a project (merged arcs), read through a partial GIN
+    index. tests/test_reads_at_scale.py holds ``own OR other`` equal to
+    ``belongs`` over generated rows, and never both.
     """
-    return (of.projects == array([of.project])).is_(True)
+
+    held: str
+    own: str
+    other: str
 
 
-def other_projects(of: Any = Entry) -> ColumnElement[bool]:
-    """Every other row that lists a project (merged arcs, a key that is not the row's own); a partial GIN index holds them."""
-    return and_(of.projects != array([of.project]), func.cardinality(of.projects) > 0)
+_KEY_UNIQUE = "(SELECT count(*) <= 1 FROM projects p WHERE (p.key = %(key)s OR %(key)s = ANY (p.aliases)) AND (p.repo IS NOT NULL OR p.root IS NOT NULL))"
+# A row listing exactly its own project is written ``IS TRUE`` (never NULL, so the same rows) because that is the
+# form the planner estimates from revision 0008's expression statistics: guessed at 0.5 %, it priced the ordered
+# scans as full ones. With ``project = key`` the row names a repo for the key exactly when it has one, so ``member``'s
+# repo half reduces to one coalesce, which the planner does not guess at 0.5 % either (two repos share a key at most).
+_SINGLE = "(e.projects = ARRAY[e.project]) IS TRUE AND e.project = %(key)s"
+_OTHER = "e.projects <> ARRAY[e.project] AND cardinality(e.projects) > 0 AND e.projects @> %(keys)s::text[]"
+_NO_REPO_FOR_KEY = "(e.repo IS NULL OR e.project IS NULL OR e.project <> %(key)s)"
+FEED_RULES = {
+    True: FeedRule(
+        held=f"coalesce((SELECT n.repo = %(repo)s FROM project_pins n WHERE n.key = %(key)s), {_KEY_UNIQUE})",
+        own=f"{_SINGLE} AND coalesce(e.repo = %(repo)s, (SELECT ok FROM u))",
+        other=f"{_OTHER} AND (e.repo = %(repo)s OR (SELECT ok FROM u) AND {_NO_REPO_FOR_KEY})",
+    ),
+    False: FeedRule(
+        held=f"coalesce((SELECT false FROM project_pins n WHERE n.key = %(key)s), {_KEY_UNIQUE})",
+        own=f"{_SINGLE} AND coalesce(e.repo IS NULL, false)",
+        other=f"{_OTHER} AND ((SELECT ok FROM u) AND {_NO_REPO_FOR_KEY} OR e.repo IS NULL)",
+    ),
+}
 
 
-def primary_member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, of: Any = Entry) -> ColumnElement[bool]:
-    """``member`` for a ``single_project`` row, without the array lookup: its project is P's key, then the repo half.
-
-    With ``projects = [project]`` and ``project = key``, the row names a repo
-    for the key exactly when it has one, so the repo half reduces to this;
-    tests/test_membership.py holds ``single_project AND primary_member`` or
-    ``other_projects AND member`` equal to ``belongs``.
-    """
-    if isinstance(unique, bool):
-        if repo is not None:
-            cond = or_(of.repo == repo, of.repo.is_(None)) if unique else of.repo == repo
-        else:
-            cond = of.repo.is_(None)
-    elif repo is not None:
-        # ``repo = R OR (unique AND repo IS NULL)``, as one expression the planner does not guess
-        # at 0.5 % (two repos share a key at most): it prices ordered scans as the short reads they are.
-        cond = func.coalesce(of.repo == repo, unique)
-    else:
-        cond = func.coalesce(of.repo.is_(None), false())  # the same, for a project with no repo of its own
-    return and_(of.project == key, cond)
-
-
-_P_KEY = bindparam("key", type_=Text)
-_P_KEYS = bindparam("keys", type_=ARRAY(Text))
-_P_REPO = bindparam("repo", type_=Text)
-_P_SINCE = bindparam("since", type_=DateTime(timezone=True))
-_REQUEST_PARAMS = frozenset({"key", "keys", "repo", "since", "top_n"})
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s(::(?:VARCHAR|TEXT(?:\[\])?|INTEGER)\b)?")
-_UNIQUE = literal_column("(SELECT ok FROM u)", Boolean)  # P holds its key's unnamed entries (key_owned_sql): one InitPlan
-
-
-def _sql_literal(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"cannot inline constant {value!r}")
-    if isinstance(value, int):
-        return str(value)
-    return "'" + value.replace("'", "''").replace("%", "%%") + "'"  # %% : the driver's escape in pyformat SQL
-
-
-def _render(expr: Any, dialect: Any) -> str:
-    """One SQL fragment as final text: this module's constants inline, request values as bind parameters.
-
-    A constant goes in as a bare literal (Postgres types it from its context;
-    the casts the dialect adds would make the statement longer than
-    psycopg's statement cache takes); a request value keeps its placeholder.
-    """
-    placeholders = {"key": "", "keys": [], "repo": "", "since": dt.datetime.now(dt.timezone.utc)}
-    compiled = expr.compile(dialect=dialect)
-    state = compiled.construct_expanded_state({k: v for k, v in placeholders.items() if k in compiled.binds})
-
-    def inline(match: re.Match[str]) -> str:
-        # Request values go in untyped (Postgres types them from their context, as it does
-        # the constants), except ``keys``, the array ``@>`` needs typed.
-        name = match.group(1)
-        if name in _REQUEST_PARAMS:
-            return match.group(0) if name == "keys" else f"%({name})s"
-        return _sql_literal(state.parameters[name])
-
-    return f"({_PLACEHOLDER.sub(inline, state.statement)})"
-
-
-@lru_cache(maxsize=8)
-def _project_sql(dialect: Any, with_repo: bool) -> str:
-    """The project feed statement as final SQL text, rendered once per dialect and shape (with or without a repo).
+def _project_sql(with_repo: bool) -> str:
+    """The project feed statement for P with a repo or without: the same text for every request.
 
     Each section reads only what it returns, through an index ordered for
-    that read: P's ``single_project`` rows by ``project = key`` (the dated
-    sections through a LATERAL over ``b``, one ordered scan per kind and
-    limit; hot arcs by heat), plus ``o``, P's few other rows, selected by
-    ``member`` through the partial GIN index; each section is the top of
-    both, ranked. The text is the same for every request, so the driver
-    parses and prepares it once; only the request's key, keys, repo, window
-    and ``top_n`` are bind parameters, so nothing of one project's data can
-    reach another's answer. The picked rows are joined back one primary-key
-    read each (a LATERAL the planner cannot turn into a hash join over the
-    whole table).
+    that read: P's ``own`` rows by ``project = key`` (the dated sections
+    through a LATERAL over ``b``, one ordered scan per kind and limit; hot
+    arcs by heat), plus ``o``, P's few ``other`` rows; each section is the
+    top of both, ranked. Only the request's key, keys, repo, window and
+    ``top_n`` are bind parameters, so the driver parses and prepares the text
+    once and nothing of one project's data can reach another's answer. The
+    picked rows are joined back one primary-key read each (a LATERAL the
+    planner cannot turn into a hash join over the whole table). Records carry
+    only the metadata the feed reads: an arc's cluster id, summary and region
+    (its full frontmatter, with session signals, is several times larger; decoding
+    every row's JSONB was a fifth of the statement's client-side cost), an
+    intent's or inject block's whole metadata, none for other kinds.
     """
-    e = aliased(Entry, name="e")
-    repo = _P_REPO if with_repo else None
-    own = _render(and_(single_project(e), primary_member(_P_KEY, repo, _UNIQUE, of=e)), dialect)
-    x = aliased(Entry, name="x")
-    others = _render(and_(other_projects(x), member(_P_KEY, repo, _UNIQUE, keys=_P_KEYS, of=x)), dialect)
-    active = {t: _render(_active_signal(Entry.__table__.alias(t)), dialect) for t in ("e", "o")}
-    fleet = _render(and_(e.kind == "signal", or_(e.scope == "fleet", func.cardinality(e.projects) == 0)), dialect)
-    signal = "(b.part <> 'own_signal' OR {t}.scope = 'project' AND {a})"
-    windowed = [(kind, kind, MAX_RECENT) for kind in RECENT_KINDS] + [("own_signal", "signal", MAX_SIGNALS)]
-    last = [("last", kind, 1) for kind in ACTIVITY_KINDS]
-    rows = [f"('{p}', '{k}', {n}, %(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windowed)]
-    rows += [f"('{p}', '{k}', {n}, '-infinity')" for p, k, n in last]
+    rule = FEED_RULES[with_repo]
+    own = rule.own
+    inactive = ", ".join(f"'{s}'" for s in sorted(INACTIVE_SIGNAL_STATUSES))
+
+    def active(t: str) -> str:  # ``_active_signal``
+        return f"({t}.status IS NULL OR lower({t}.status) NOT IN ({inactive}))"
+
+    def signal(t: str) -> str:  # a row of a windowed section: for the project's signals, an active one of scope 'project'
+        return f"(b.part <> 'own_signal' OR {t}.scope = 'project' AND {active(t)})"
+
+    windows = [(kind, kind, MAX_RECENT) for kind in RECENT_KINDS] + [("own_signal", "signal", MAX_SIGNALS)]
+    rows = [f"('{p}', '{k}', {n}, %(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windows)]
+    rows += [f"('last', '{k}', 1, '-infinity')" for k in ACTIVITY_KINDS]
     arc_order = "heat DESC, occurred_at DESC NULLS LAST, id"
-    return f"""WITH u AS ({_render(_key_owned_query(_P_KEY, repo), dialect)}),
-o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries x WHERE {others}),
+    # Not to exceed 4,096 characters: psycopg parses a longer text anew on every execution.
+    return f"""WITH u (ok) AS (SELECT {rule.held}),
+o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries e WHERE {rule.other}),
 b (part, kind, lim, since) AS (VALUES {", ".join(rows)}),
-t AS (SELECT b.part, b.lim, x.id, x.occurred_at FROM b CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = b.kind AND e.occurred_at >= b.since AND {own} AND {signal.format(t="e", a=active["e"])} ORDER BY e.occurred_at DESC, e.id LIMIT b.lim) x
- UNION ALL SELECT b.part, b.lim, o.id, o.occurred_at FROM b JOIN o ON o.kind = b.kind AND o.occurred_at >= b.since AND {signal.format(t="o", a=active["o"])}),
+t AS (SELECT b.part, b.lim, x.id, x.occurred_at FROM b CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM entries e
+  WHERE e.kind = b.kind AND e.occurred_at >= b.since AND {own} AND {signal("e")} ORDER BY e.occurred_at DESC, e.id LIMIT b.lim) x
+ UNION ALL SELECT b.part, b.lim, o.id, o.occurred_at FROM b JOIN o ON o.kind = b.kind AND o.occurred_at >= b.since AND {signal("o")}),
 picked AS (SELECT id, part, ord FROM (SELECT id, part, lim, row_number() OVER (PARTITION BY part ORDER BY occurred_at DESC, id) AS ord FROM t) r WHERE ord <= lim
- UNION ALL (SELECT id, 'arc', row_number() OVER (ORDER BY {arc_order}) FROM ((SELECT e.id, e.heat, e.occurred_at FROM entries e WHERE e.kind = 'arc' AND {own} ORDER BY e.{arc_order.replace(", ", ", e.")} LIMIT %(top_n)s) UNION ALL SELECT id, heat, occurred_at FROM o WHERE kind = 'arc') a ORDER BY {arc_order} LIMIT %(top_n)s)
- UNION ALL (SELECT id, 'intent', 1 FROM (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = 'intent' AND e.scope = 'project' AND {own} UNION ALL SELECT id, occurred_at FROM o WHERE kind = 'intent' AND scope = 'project') i ORDER BY occurred_at DESC NULLS LAST, id LIMIT 1)
- UNION ALL (SELECT id, 'fleet_signal', row_number() OVER (ORDER BY occurred_at DESC, id) FROM entries e WHERE {fleet} AND {active["e"]} AND occurred_at >= %(since)s ORDER BY occurred_at DESC, id LIMIT {MAX_SIGNALS})
- UNION ALL (SELECT e.id, 'inject', row_number() OVER (ORDER BY e.id) FROM entries e WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR {own} OR e.id IN (SELECT id FROM o)) ORDER BY e.id LIMIT 200))
-SELECT p.part, p.ord, (SELECT ok FROM u), {", ".join(f"e.{c.name}" for c in _COLUMNS[:-1])}, {_render(_feed_meta(e), dialect)}
+ UNION ALL (SELECT id, 'arc', row_number() OVER (ORDER BY {arc_order}) FROM ((SELECT e.id, e.heat, e.occurred_at FROM entries e WHERE e.kind = 'arc' AND {own}
+  ORDER BY e.heat DESC, e.occurred_at DESC NULLS LAST, e.id LIMIT %(top_n)s) UNION ALL SELECT id, heat, occurred_at FROM o WHERE kind = 'arc') a ORDER BY {arc_order} LIMIT %(top_n)s)
+ UNION ALL (SELECT id, 'intent', 1 FROM (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = 'intent' AND e.scope = 'project' AND {own}
+  UNION ALL SELECT id, occurred_at FROM o WHERE kind = 'intent' AND scope = 'project') i ORDER BY occurred_at DESC NULLS LAST, id LIMIT 1)
+ UNION ALL (SELECT id, 'fleet_signal', row_number() OVER (ORDER BY occurred_at DESC, id) FROM entries e
+  WHERE e.kind = 'signal' AND (e.scope = 'fleet' OR cardinality(e.projects) = 0) AND {active("e")} AND occurred_at >= %(since)s ORDER BY occurred_at DESC, id LIMIT {MAX_SIGNALS})
+ UNION ALL (SELECT e.id, 'inject', row_number() OVER (ORDER BY e.id) FROM entries e
+  WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR ({own}) OR e.id IN (SELECT id FROM o)) ORDER BY e.id LIMIT 200))
+SELECT p.part, p.ord, (SELECT ok FROM u), e.id, e.kind, e.vault_path, e.title, e.content, e.project, e.projects, e.repo, e.scope, e.status, e.severity,
+  e.heat, e.occurred_at, CASE WHEN e.kind = 'arc' THEN jsonb_build_object('cluster_id', e.metadata['cluster_id'], 'summary', e.metadata['summary'],
+  'region', e.metadata['region']) WHEN e.kind IN ('intent', 'inject') THEN e.metadata END
 FROM picked p CROSS JOIN LATERAL (SELECT * FROM entries e WHERE e.id = p.id LIMIT 1) e ORDER BY p.part, p.ord"""
 
 
-# What the project feed reads of each row's metadata: an arc's cluster id, summary and
-# region (its full frontmatter, with session signals, is several times larger), an
-# intent's or inject block's whole metadata (few rows), nothing for the other kinds.
-# Decoding every row's JSONB was a fifth of the statement's client-side cost.
-def _feed_meta(of: Any = Entry) -> Any:
-    return case(
-        (of.kind == "arc", func.jsonb_build_object("cluster_id", of.meta["cluster_id"], "summary", of.meta["summary"], "region", of.meta["region"])),
-        (of.kind.in_(("intent", "inject")), of.meta),
-    )
+PROJECT_SQL = {with_repo: _project_sql(with_repo) for with_repo in (True, False)}
 
 
 def project_memory(
@@ -290,22 +247,18 @@ def project_memory(
 ) -> ProjectRows:
     """P's hot arcs, recent lessons/decisions/milestones, intent, signals; fleet signals; inject blocks.
 
-    One statement, one round trip (``_project_sql``): each section reads at
+    One statement, one round trip (``PROJECT_SQL``): each section reads at
     most its own limit of P's rows through an ordered index (a hot project of
     100,000 rows costs what a small one does), and only the picked rows are
     joined back for their text. Whether P holds its key's unnamed entries
-    (unique key, or a pin to P) is an InitPlan of
-    the same statement. Records carry only the metadata the feed reads
-    (``_feed_meta``): an arc's cluster id, summary and region, an intent's or
-    inject block's whole metadata, none for other kinds.
+    (unique key, or a pin to P) is an InitPlan of the same statement.
     """
     params: dict[str, Any] = {"key": key, "keys": [key], "since": since, "top_n": top_n}
     if repo is not None:
         params["repo"] = repo
     found: dict[str, list[EntryRecord]] = {}
     key_unique = True
-    conn = session.connection()
-    for row in conn.exec_driver_sql(_project_sql(conn.dialect, repo is not None), params).all():
+    for row in session.connection().exec_driver_sql(PROJECT_SQL[repo is not None], params).all():
         found.setdefault(row[0], []).append(_record_at(row, 3))
         key_unique = bool(row[2])
     last = found.get("last", [])
