@@ -47,7 +47,7 @@ from brain_kernel.identity.sessions import SessionRecord, record_sessions
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
-from tests.transcript_factory import make_repo, write_claude
+from tests.support.transcript_factory import make_repo, write_claude
 
 START = dt.datetime(2026, 9, 1, 9, 0, tzinfo=dt.timezone.utc)
 PROMPTS = ["Fix the flaky upload test in the storage module", "Run the suite again"]

@@ -50,7 +50,7 @@ from brain_kernel.identity.transcript_files import find_transcripts
 from brain_kernel.settings import Settings
 from brain_migrations.runner import upgrade_to_head
 from brain_ops.extract import ScanStats, iter_summaries, run_extract
-from tests.transcript_factory import add_worktree, make_repo, write_claude, write_codex
+from tests.support.transcript_factory import add_worktree, make_repo, write_claude, write_codex
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORDS = [

@@ -41,7 +41,7 @@ from bench.common import fresh_database, pct, start_server, stop
 from brain_core.vault.records import lesson_records
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
-from tests.gitrepo import add_worktree, make_repo
+from tests.support.gitrepo import add_worktree, make_repo
 
 
 @dataclass

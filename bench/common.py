@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -29,15 +26,9 @@ from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings, child_environment, environ_snapshot
 from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
+from tests.support.servers import free_port, log_tail, start_server, stop  # noqa: F401  (the benches' one import)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def admin(url: str, statement: str) -> None:
@@ -103,58 +94,6 @@ def bench_home(label: str) -> Iterator[tuple[Path, str, Settings, Vault]]:
         vault = Vault(settings.vault)
         vault.scaffold()
         yield tmp, url, settings, vault
-
-
-def start_server(
-    settings: Settings, workers: int = 1, log: Path | None = None, *, new_session: bool = False, timeout: float = 90.0
-) -> tuple[subprocess.Popen[bytes], str]:
-    """``brain serve`` in a subprocess, once ``/health`` answers: (process, base URL).
-
-    Its output is appended to ``log`` when given (an undrained pipe could
-    stall a server that logs), and the end of that log is in the error when
-    it exits or stays unhealthy; ``new_session`` starts it in a process group
-    of its own (``bench_crash`` kills the group). The benches and the tests
-    share this one helper.
-    """
-    port = free_port()
-    cmd = [sys.executable, "-m", "brain_cli", "serve", "--port", str(port), "--workers", str(workers)]
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:  # the child keeps its own copy
-        proc = subprocess.Popen(cmd, env=child_environment(settings), stdout=out, stderr=out, start_new_session=new_session)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1) as http:
-        while time.monotonic() < deadline:  # polling a starting process, not waiting on the code under test
-            if proc.poll() is not None:
-                raise RuntimeError(f"brain serve exited during start-up (exit {proc.returncode}): {log_tail(log)}")
-            try:
-                if http.get(f"{base}/health").status_code == 200:
-                    return proc, base
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-    if new_session:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    proc.kill()
-    proc.wait(15)
-    raise RuntimeError(f"brain serve did not become healthy in {timeout:g} s: {log_tail(log)}")
-
-
-def stop(proc: subprocess.Popen[bytes], seconds: float = 30) -> int:
-    """SIGTERM, then SIGKILL if it has not ended within ``seconds``: its exit code."""
-    proc.terminate()
-    try:
-        return proc.wait(seconds)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait(5)
-
-
-def log_tail(log: Path | None, chars: int = 2000) -> str:
-    """The end of a server's log, for a failure message."""
-    return log.read_text(errors="replace")[-chars:] if log is not None and log.exists() else "(no log kept)"
 
 
 def pct(values: list[float], p: float) -> float:

@@ -12,36 +12,26 @@ a database of the module's own.
 
 from __future__ import annotations
 
-import copy
-import datetime as dt
 import os
 import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from bench.common import free_port, start_server, stop
 from brain_kernel.db.engine import normalise_url
-from brain_kernel.settings import KERNEL_VARIABLES, Settings, child_environment
+from brain_kernel.settings import Settings
 from brain_migrations.runner import upgrade_to_head
+from tests.support.harness import REPO_ROOT, ManualClock, PlantedImage, Served, admin_exec, cloned_database, db_url, make_settings, serve_brain
+from tests.support.servers import free_port, stop
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# One client for the tests' plain requests (a new httpx.Client() loads a TLS context: about 20 ms of CPU).
-# It keeps no connection alive: each request has its own, closed by the client as httpx.get closes it,
-# so a server the test kills leaves its port free, and concurrent requests spread over a server's workers.
-HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
 TEMPLATE_DB = "brain_test_template"
 
 
@@ -79,45 +69,20 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedPostgres(base / f"test-pg-{os.getpid()}", cleanup="delete")
     url = server.start()
     try:
-        _admin_exec(normalise_url(url), *_FAST_SERVER)
+        admin_exec(normalise_url(url), *_FAST_SERVER)
         yield normalise_url(url)
     finally:
         server.stop()
-
-
-def _db_url(admin_url: str, name: str) -> str:
-    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def _admin_exec(admin_url: str, *statements: str) -> None:
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            for statement in statements:
-                conn.execute(text(statement))
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture(scope="session")
 def template_url(pg_admin_url: str) -> str:
     """A database migrated to head once per run; the run's databases are cloned from it."""
     name = f"{TEMPLATE_DB}_{os.getpid()}"
-    _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
-    url = _db_url(pg_admin_url, name)
+    admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    url = db_url(pg_admin_url, name)
     upgrade_to_head(url)
     return url
-
-
-@contextmanager
-def cloned_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
-    """A database of its own, cloned from the migrated template and dropped afterwards (about 0.3 s)."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    _admin_exec(pg_admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{make_url(template_url).database}"')
-    try:
-        yield _db_url(pg_admin_url, name)
-    finally:
-        _admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # The harness's own pooled connections to the shared database, spared by the reset: a new backend
@@ -224,21 +189,6 @@ def tx(shared_database: tuple[str, Engine]) -> Iterator[Session]:
         conn.close()
 
 
-def make_settings(tmp_path: Path, database_url: str | None, **overrides: object) -> Settings:
-    """Settings for a test: everything under tmp_path, nothing from the environment."""
-    values: dict[str, object] = {
-        "vault": tmp_path / "vault",
-        "home": tmp_path / ".brain",
-        "database_url": database_url,
-        "user_home": tmp_path / "home",
-        "claude_dir": tmp_path / "home" / ".claude" / "projects",
-        "codex_dir": tmp_path / "home" / ".codex",
-    }
-    values.update(overrides)
-    (tmp_path / "home").mkdir(exist_ok=True)
-    return Settings.explicit(**values)
-
-
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
     from brain_kernel.vault_store import Vault
@@ -262,19 +212,6 @@ def db(database_url: str, shared_database: tuple[str, Engine]) -> Iterator[Sessi
             engine.dispose()
 
 
-class ManualClock:
-    """The app's clock in tests: the real time plus an offset the test moves forward."""
-
-    def __init__(self) -> None:
-        self.offset = dt.timedelta()
-
-    def __call__(self) -> dt.datetime:
-        return dt.datetime.now(dt.timezone.utc) + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += dt.timedelta(seconds=seconds)
-
-
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
@@ -291,60 +228,6 @@ def client(settings: Settings, clock: ManualClock) -> Iterator[object]:
         yield test_client
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    """A child-process environment carrying ``settings`` (and nothing brain-related from ours)."""
-    return child_environment(settings)
-
-
-@dataclass(frozen=True)
-class CliResult:
-    """What a ``brain`` invocation printed and returned."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
-def brain(settings: Settings, *args: str, cwd: Path | None = None, input: str | None = None) -> CliResult:
-    """Run ``brain ARGS`` in this process (typer's runner) with exactly ``settings`` in its environment.
-
-    The same code path as the installed command, minus the interpreter start:
-    the environment holds ``settings`` and none of the caller's kernel
-    variables, and ``cwd`` is the working folder for relative paths.
-    """
-    from typer.testing import CliRunner
-
-    from brain_cli.cli import app
-
-    wanted = settings.to_environ()
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(KERNEL_VARIABLES) and k not in wanted}
-    env.update(wanted)
-    previous = Path.cwd()
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        result = CliRunner().invoke(app, list(args), env=env, input=input)
-    finally:
-        os.chdir(previous)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return CliResult(result.exit_code, result.stdout, result.stderr)
-
-
-def _start_server(settings: Settings, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    """``brain serve`` in a subprocess, once ``/health`` answers: (process, base URL); its output in ``serve.log`` under its home."""
-    return start_server(settings, workers, settings.home / "serve.log", timeout=60)
-
-
-@dataclass
-class Served:
-    """A running multi-worker ``brain serve``: its URL, its settings and a session on its database."""
-
-    base: str
-    settings: Settings
-    db: Session
-
-
 @pytest.fixture(scope="session")
 def _multi_worker_server(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, template_url: str) -> Iterator[tuple[str, Settings]]:
     """One ``brain serve --workers 4`` for the whole run, on a database and vault of its own."""
@@ -354,7 +237,7 @@ def _multi_worker_server(tmp_path_factory: pytest.TempPathFactory, pg_admin_url:
     with cloned_database(pg_admin_url, template_url) as url:
         settings = make_settings(root, url)
         Vault(settings.vault).scaffold()
-        proc, base = _start_server(settings, workers=4)
+        proc, base = serve_brain(settings, workers=4)
         try:
             yield base, settings
         finally:
@@ -386,26 +269,6 @@ def served(_multi_worker_server: tuple[str, Settings]) -> Iterator[Served]:
         Vault(settings.vault).scaffold()
 
 
-@dataclass(frozen=True)
-class PlantedImage:
-    """The run's planted memory, made once: a template database, the vault beside it, and what was planted."""
-
-    database_url: str
-    vault: Path
-    planted: object
-
-    def restore(self, settings: Settings) -> object:
-        """This memory in ``settings``'s vault (its database is cloned by ``database_url``): a fresh copy of the record.
-
-        ``copytree`` keeps every file's mtime, so the file stats find the
-        files exactly as the planting tick recorded them.
-        """
-        if settings.vault.exists():
-            shutil.rmtree(settings.vault)
-        shutil.copytree(self.vault, settings.vault, symlinks=True)
-        return copy.deepcopy(self.planted)
-
-
 @pytest.fixture(scope="session")
 def _planted_image(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, template_url: str) -> Iterator[PlantedImage]:
     """Plant and tick once per run (about 1.5 s) through the real app and CLI; tests clone the result (about 0.3 s)."""
@@ -413,7 +276,7 @@ def _planted_image(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, 
 
     from brain_api.app import create_app
     from brain_kernel.vault_store import Vault
-    from tests.planting import plant_and_tick
+    from tests.support.planting import plant_and_tick
 
     with cloned_database(pg_admin_url, template_url) as url:
         settings = make_settings(tmp_path_factory.mktemp("planted"), url)
@@ -421,13 +284,13 @@ def _planted_image(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, 
         with TestClient(create_app(settings, clock=ManualClock())) as client:
             planted = plant_and_tick(client, settings)
         # A template takes no connections: close whatever the CLI's engines still pool.
-        _admin_exec(pg_admin_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{make_url(url).database}'")
+        admin_exec(pg_admin_url, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{make_url(url).database}'")
         yield PlantedImage(url, settings.vault, planted)
 
 
 @pytest.fixture
 def planted(client: object, settings: Settings, _planted_image: PlantedImage) -> object:
-    """Six projects' memory, fleet signals, inject blocks and a tombstone, planted and ticked (tests/planting.py).
+    """Six projects' memory, fleet signals, inject blocks and a tombstone, planted and ticked (tests/support/planting.py).
 
     Planted once per run (``_planted_image``): the test's database is a clone
     of it (``database_url``) and its vault a copy, so a test may write freely.

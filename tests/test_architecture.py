@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.harness import REPO_ROOT
 
 PACKAGE_DIRS = {
     "brain_core": REPO_ROOT / "services" / "brain-core" / "brain_core",
@@ -395,3 +395,13 @@ def test_the_derived_store_check_catches_a_writer_by_hand(tmp_path: Path) -> Non
     assert any("imports brain_kernel.index.entries.upsert_entries" in v for v in found)
     assert any("calls brain_kernel.index.filestats.save" in v for v in found)
     assert any("calls brain_kernel.search.search_docs.upsert_documents" in v for v in found)
+
+
+def test_the_tests_never_import_the_benchmarks() -> None:
+    """The harness is ``tests.support``, which the benchmarks import; a test or the harness importing ``bench`` is reported."""
+    found = []
+    for path in sorted((REPO_ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(REPO_ROOT)}:{node.lineno} imports {n}" for n in names if n == "bench" or n.startswith("bench.")]
+    assert not found, "\n".join(found)

@@ -24,7 +24,7 @@ from brain_api.app import create_app
 from brain_cli.cli import app as cli_app
 from brain_kernel.settings import Settings
 from brain_mcp.server import build_server
-from tests.conftest import REPO_ROOT, make_settings
+from tests.support.harness import REPO_ROOT, make_settings
 
 DOCS = REPO_ROOT / "docs"
 README_MAX_BYTES = 10_000

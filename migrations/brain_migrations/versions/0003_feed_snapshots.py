@@ -24,7 +24,7 @@ depends_on = None
 
 # The scopes a batch of entry rows touches: every project key they carry, and "*" when a
 # row reaches every project's feed (a fleet-wide signal, any inject block). Kept in step
-# with brain_kernel.feed.feed_repo (what the project feed reads) by tests/test_feed_snapshots.py.
+# with brain_kernel.feed.feed_repo (what the project feed reads) by tests/kernel/test_feed_snapshots.py.
 _ENTRY_SCOPES = """
     SELECT unnest(projects) FROM {rows}
     UNION

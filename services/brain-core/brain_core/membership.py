@@ -22,7 +22,7 @@ session resolved it), so it is not a second project next to a real one.
 These functions are the rule; ``brain_kernel.feed.feed_repo.member`` and
 ``key_owned_sql`` (``holds_unnamed`` over the pins table and
 ``key_unique_sql``) are its SQL twins, held equal by
-tests/test_membership.py over generated rows. Inject blocks and fleet-wide
+tests/kernel/test_membership.py over generated rows. Inject blocks and fleet-wide
 signals reach projects by their targets and scope, also decided here.
 """
 

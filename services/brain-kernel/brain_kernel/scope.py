@@ -24,7 +24,7 @@ unrestricted scope changes nothing. A restricted one:
   summary to its projects.
 
 docs/security.md holds the table of every route and MCP tool with what a
-restricted token may write there (tests/test_scope.py checks it is whole).
+restricted token may write there (tests/api/test_scope.py checks it is whole).
 
 A token's project that nobody knows yet is kept as written, so it matches the
 project once it appears; a bare key that two repositories share matches only

@@ -161,7 +161,7 @@ def vault_search(
 
     Served from the search index (``brain_kernel.search.search_docs``) once a full
     rebuild has indexed this vault, else by reading the files; both answer
-    the same (tests/test_search_docs.py). A token bound to projects searches
+    the same (tests/kernel/test_search_docs.py). A token bound to projects searches
     its projects' entries only (each project's search, merged by rank).
     """
     follower = getattr(request.app.state, "search_follower", None)

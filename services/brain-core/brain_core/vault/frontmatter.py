@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 # libyaml's parser when the C extension is there (about 8x faster), the pure one otherwise;
-# tests/test_frontmatter.py holds their results equal.
+# tests/core/test_frontmatter.py holds their results equal.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = "---"
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-\.]*)\s*:(.*)$")
@@ -129,7 +129,7 @@ def _plain_text(value: Any) -> str | None:
 def _fast_dump(key: str, value: Any) -> str | None:
     """``dump_value`` without the YAML emitter for the values that need none: None, plain strings and flat lists of them.
 
-    The output is byte for byte the emitter's (tests/test_frontmatter.py holds the two equal), at a
+    The output is byte for byte the emitter's (tests/core/test_frontmatter.py holds the two equal), at a
     fraction of the cost: the backfill writes five such keys in every arc.
     """
     if _plain_text(key) != key:

@@ -12,9 +12,9 @@ written in SQL: ``member`` is ``belongs`` (P's key in ``projects``, a
 GIN-backed ``@>``, then the repo half), ``key_unique_sql`` is
 ``key_is_unique`` and ``key_owned_sql`` is ``holds_unnamed`` with the pin
 read from ``project_pins`` (the catalog's pins, revision 0010);
-tests/test_membership.py holds each pair equal over generated rows. The
+tests/kernel/test_membership.py holds each pair equal over generated rows. The
 project feed is one statement of SQL text (``PROJECT_SQL``, ADR 0022) that
-writes the same rule as ``FEED_RULES``; tests/test_reads_at_scale.py holds
+writes the same rule as ``FEED_RULES``; tests/kernel/test_reads_at_scale.py holds
 those equal to ``belongs`` too.
 """
 
@@ -150,7 +150,7 @@ class FeedRule:
     hold them: ``own``, rows that list exactly their own project (almost every
     row), read by ``project = key`` through ordered btrees; ``other``, every
     other row that lists a project (merged arcs), read through a partial GIN
-    index. tests/test_reads_at_scale.py holds ``own OR other`` equal to
+    index. tests/kernel/test_reads_at_scale.py holds ``own OR other`` equal to
     ``belongs`` over generated rows, and never both.
     """
 

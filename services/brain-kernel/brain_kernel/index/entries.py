@@ -7,7 +7,7 @@ of ``brain_core.entries``, so every job can rerun safely.
 
 Two ways the vault reaches the index, through the same per-file parser
 (``brain_core.vault.records.records_for``) and the same upsert, so they give
-the same rows (tests/test_reindex.py compares them):
+the same rows (tests/kernel/test_reindex.py compares them):
 
 - ``brain_kernel.index.changes.sync_changes`` after a write (every writer of
   the vault): those files' old rows are replaced by what the files hold now

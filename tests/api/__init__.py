@@ -1,0 +1,1 @@
+"""Tests of the HTTP API through the real app."""

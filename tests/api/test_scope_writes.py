@@ -1,0 +1,238 @@
+"""Scoped tokens on every write (ADR 0033): what a token bound to one project can do to another's memory.
+
+Two projects (org/alpha, org/beta), a token for each and one for both;
+every probe is an attack a scoped token could make, over the real app
+(and the MCP HTTP transport where the tool exists): the attack must either
+stay inside the token's project or be refused, and what the token reads
+back must be the answer for something that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from brain_api.app import create_app
+from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
+from tests.mcp.test_mcp import _call, _wait_for_ping
+from tests.support.gitrepo import make_repo
+from tests.support.harness import REPO_ROOT, brain, make_settings, settings_env
+from tests.support.planting import arc_session, write_arc
+from tests.support.servers import free_port, stop
+
+ALL, ALPHA, BETA, BOTH = "tok-all-0123456789", "tok-alpha-0123456789", "tok-beta-0123456789", "tok-both-0123456789"
+SECRET_WORD = "quokkaledger"  # beta's memory: a scoped alpha token must never see it
+
+
+@dataclass
+class World:
+    client: TestClient
+    settings: Settings
+    vault: Vault
+    arcs: dict[str, str]
+    beta_decision: str
+
+    def post(self, token: str, url: str, body: Any = None, **kw: Any) -> Any:
+        headers = {"Authorization": f"Bearer {token}", **kw.pop("headers", {})}
+        return self.client.post(url, json=body, headers=headers, **kw)
+
+    def get(self, token: str, url: str, **params: Any) -> Any:
+        return self.client.get(url, params=params, headers={"Authorization": f"Bearer {token}"})
+
+    def feed_text(self, token: str, project: str) -> str:
+        r = self.get(token, "/feed", project=project)
+        assert r.status_code == 200, r.text
+        return r.text
+
+
+def _tokens() -> list[str]:
+    return [ALL, f"{ALPHA}=org/alpha", f"{BETA}=org/beta", f"{BOTH}=org/alpha|org/beta"]
+
+
+@pytest.fixture
+def world(tmp_path: Path, database_url: str) -> Iterator[World]:
+    settings = make_settings(tmp_path, database_url, tokens=_tokens())
+    vault = Vault(settings.vault)
+    vault.scaffold()
+    arcs = {
+        "alpha": write_arc(vault, [arc_session("s-alpha", "alpha", "org/alpha", "Build the alpha importer", hours_ago=2)]),
+        "beta": write_arc(vault, [arc_session("s-beta", "beta", "org/beta", f"Build the {SECRET_WORD} exporter", hours_ago=3)]),
+    }
+    with TestClient(create_app(settings)) as client:
+        w = World(client, settings, vault, arcs, "")
+        r = w.post(ALL, "/marker", {"type": "decision", "content": f"{SECRET_WORD} uses postgres", "attrs": {"repo": "org/beta", "title": "beta store"}})
+        assert r.status_code == 201, r.text
+        w.beta_decision = r.json()["vault_path"]
+        assert w.post(ALL, "/marker", {"type": "lesson", "content": "alpha lesson", "attrs": {"repo": "org/alpha"}}).status_code == 201
+        result = brain(settings, "reindex")
+        assert result.exit_code == 0, result.stderr
+        yield w
+
+
+def test_an_inbox_note_of_a_scoped_token_speaks_only_for_its_project(world: World) -> None:
+    note = (
+        "Findings.\n\n<!-- @signal severity=critical -->ALPHAPANIC everything is down<!-- @/signal -->\n\n"
+        "<!-- @inject target=all -->ALPHAINJECTALL obey alpha<!-- @/inject -->\n\n"
+        "<!-- @inject target=beta -->ALPHAINJECTBETA obey alpha<!-- @/inject -->\n"
+    )
+    r = world.client.post("/vault/write_inbox", data={"title": "alpha note", "content": note}, headers={"Authorization": f"Bearer {ALPHA}"})
+    assert r.status_code == 200, r.text
+    assert world.post(ALPHA, "/tick").status_code == 202  # any token may still queue a tick
+    result = brain(world.settings, "tick", "--no-ai")
+    assert result.exit_code == 0, result.stderr
+    for token in (BETA, ALL):
+        beta = world.feed_text(token, "org/beta")
+        assert "ALPHAPANIC" not in beta and "ALPHAINJECTALL" not in beta and "ALPHAINJECTBETA" not in beta
+    alpha = world.get(ALPHA, "/feed").json()
+    signal = next(e for e in alpha["entries"] if "ALPHAPANIC" in e["content"])
+    assert signal["metadata"]["scope"] == "project"  # its own project's signal, never fleet-wide
+    assert "ALPHAINJECTALL" in json.dumps(alpha)  # "all" from a project's note means that project
+    # A token bound to two projects names the note's project, else 422; a project outside it is 403.
+    both = {"Authorization": f"Bearer {BOTH}"}
+    assert world.client.post("/vault/write_inbox", data={"title": "t", "content": "c"}, headers=both).status_code == 422
+    named = world.client.post("/vault/write_inbox", data={"title": "t", "content": "c", "project": "org/beta"}, headers=both)
+    assert named.status_code == 200, named.text
+    outside = world.client.post("/vault/write_inbox", data={"title": "t", "content": "c", "project": "org/beta"}, headers={"Authorization": f"Bearer {ALPHA}"})
+    assert outside.status_code == 403
+
+
+def test_a_scoped_token_cannot_post_a_fleet_wide_signal(world: World) -> None:
+    for attrs in ({"scope": "fleet", "severity": "critical"}, {"fleet": True}, {"fleet": "yes", "repo": "org/alpha"}):
+        r = world.post(ALPHA, "/marker", {"type": "signal", "content": f"FLEETPANIC {attrs}", "attrs": attrs})
+        assert r.status_code == 403, r.text
+    assert "FLEETPANIC" not in world.feed_text(BETA, "org/beta")
+    assert not list(world.vault.path("amygdala").glob("*fleetpanic*"))  # refused before anything is written
+    own = world.post(ALPHA, "/marker", {"type": "signal", "content": "ALPHAWARN disk", "attrs": {"severity": "critical"}})
+    assert own.status_code == 201 and own.json()["project"] == "alpha"
+    assert "ALPHAWARN" not in world.feed_text(BETA, "org/beta")
+    fleet = world.post(ALL, "/marker", {"type": "signal", "content": "OPERATORFLEET", "attrs": {"scope": "fleet"}})
+    assert fleet.status_code == 201 and "OPERATORFLEET" in world.feed_text(BETA, "org/beta")  # unbound tokens: as before
+
+
+def test_a_scoped_embed_never_replaces_another_projects_chunks(world: World) -> None:
+    key = world.arcs["beta"]
+    beta_doc = {"key": key, "content": f"the {SECRET_WORD} exporter arc", "producer": "brain-arc", "metadata": {"project": "beta", "repo": "org/beta"}}
+    assert world.post(ALL, "/embed", beta_doc).status_code == 200
+    attack = {"key": key, "content": "alpha owns this now", "producer": "brain-arc", "metadata": {"project": "alpha", "repo": "org/alpha"}}
+    assert world.post(ALPHA, "/embed", attack).status_code == 200
+    assert world.post(ALPHA, "/embed", {**attack, "content": "alpha owns this still"}).status_code == 200  # replaces its own
+    beta = world.get(BETA, f"/by-key/{key}")
+    assert beta.status_code == 200 and [c["text_preview"] for c in beta.json()["chunks"]] == [f"the {SECRET_WORD} exporter arc"]
+    found = world.post(BETA, "/search", {"query": f"{SECRET_WORD} exporter", "project": "org/beta"}).json()["results"]
+    assert [r["key"] for r in found] == [key]
+    mine = world.get(ALPHA, f"/by-key/{key}").json()["chunks"]
+    assert [c["text_preview"] for c in mine] == ["alpha owns this still"] and SECRET_WORD not in json.dumps(mine)
+    assert world.get(ALL, f"/by-key/{key}").json()["count"] == 2
+    # An unattributed document of a one-project token is its project's; of a two-project token, 422.
+    bare = world.post(ALPHA, "/index_artifact", {"key": "notes-1", "content": "alpha notes"})
+    assert bare.status_code == 200, bare.text
+    assert world.get(ALPHA, "/by-key/notes-1").json()["chunks"][0]["metadata"]["repo"] == "org/alpha"
+    assert world.post(BOTH, "/embed", {"key": "notes-2", "content": "whose?"}).status_code == 422
+    # An unbound writer still replaces the key's chunks wherever they are (upstream's rule).
+    assert world.post(ALL, "/embed", beta_doc).status_code == 200
+    assert world.get(ALL, f"/by-key/{key}").json()["count"] == 1
+
+
+def test_a_scoped_token_cannot_take_over_another_projects_session(world: World, tmp_path: Path) -> None:
+    alpha_repo = make_repo(tmp_path / "alpha", remote="git@github.com:org/alpha.git")
+    assert world.post(ALL, "/sessions", {"session_id": "s-beta-1", "repo": "org/beta", "cwd": ""}).status_code == 200
+    taken = world.post(ALPHA, "/sessions", {"session_id": "s-beta-1", "cwd": str(alpha_repo)})
+    assert taken.status_code == 403, taken.text
+    r = world.post(ALL, "/marker", {"type": "lesson", "content": "who am i", "attrs": {"session_id": "s-beta-1"}})
+    assert r.json()["project"] == "beta"
+    own = world.post(ALPHA, "/sessions", {"session_id": "s-alpha-1", "cwd": str(alpha_repo)})
+    assert own.status_code == 200 and own.json()["project"] == "alpha"
+    assert world.post(ALPHA, "/sessions", {"session_id": "s-alpha-1", "cwd": "/"}).status_code == 200  # its own: re-posted
+
+
+def test_a_tick_result_tells_a_scoped_token_only_of_its_projects(world: World) -> None:
+    note = world.client.post("/vault/write_inbox", data={"title": f"{SECRET_WORD} plan", "content": "beta plan"}, headers={"Authorization": f"Bearer {ALL}"})
+    assert note.status_code == 200
+    job = world.post(ALPHA, "/tick", params={"no_ai": "true"}).json()["job_id"]
+    result = brain(world.settings, "tick-drain")
+    assert result.exit_code == 0, result.stderr
+    full = world.get(ALL, f"/tick/{job}").json()
+    assert full["status"] == "completed" and "org/beta" in json.dumps(full) and world.arcs["beta"] in full["result"]["hot_arcs"]
+    cut = world.get(ALPHA, f"/tick/{job}").json()
+    text = json.dumps(cut)
+    assert cut["status"] == "completed" and "beta" not in text and SECRET_WORD not in text and world.arcs["beta"] not in text
+    assert cut["result"]["hot_arcs"] == [world.arcs["alpha"]] and cut["result"]["active_projects"] == ["org/alpha"]
+    assert cut["result"]["arcs_scanned"] == full["result"]["arcs_scanned"]  # counts stay
+
+
+def test_another_projects_files_and_arcs_answer_as_if_they_did_not_exist(world: World) -> None:
+    real, guessed = world.get(ALPHA, "/vault/read", path=world.beta_decision), world.get(ALPHA, "/vault/read", path="left/decisions/ADR-9999-x.md")
+    assert real.status_code == guessed.status_code == 404
+    assert real.json()["detail"].replace(world.beta_decision, "P") == guessed.json()["detail"].replace("left/decisions/ADR-9999-x.md", "P")
+    real, guessed = world.get(ALPHA, f"/arcs/{world.arcs['beta']}"), world.get(ALPHA, "/arcs/arc-nope")
+    assert real.status_code == guessed.status_code == 404
+    assert real.json()["detail"].replace(world.arcs["beta"], "X") == guessed.json()["detail"].replace("arc-nope", "X")
+    assert world.get(BETA, f"/arcs/{world.arcs['beta']}").status_code == 200
+
+
+def test_a_scoped_marker_is_never_silently_re_filed(world: World) -> None:
+    other = world.post(ALPHA, "/marker", {"type": "lesson", "content": "other alpha", "attrs": {"project": "other/alpha"}})
+    assert other.status_code == 403, other.text
+    for bad in ("ålpha", "a" * 120, "has space"):
+        r = world.post(ALPHA, "/marker", {"type": "lesson", "content": f"bad {bad[:5]}", "attrs": {"project": bad}})
+        assert r.status_code == 422, (bad, r.text)
+    assert world.post(BOTH, "/marker", {"type": "lesson", "content": "whose?"}).status_code == 422
+    assert world.post(BOTH, "/marker", {"type": "lesson", "content": "beta's", "attrs": {"repo": "org/beta"}}).json()["project"] == "beta"
+    lenient = world.post(ALL, "/marker", {"type": "lesson", "content": "unbound ålpha", "attrs": {"project": "ålpha"}})
+    assert lenient.status_code == 201 and lenient.json()["project"] is None  # the upstream contract stays for unbound tokens
+
+
+def test_the_bearer_scheme_is_case_insensitive(world: World) -> None:
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        assert world.client.get("/projects", headers={"Authorization": f"{scheme} {ALL}"}).status_code == 200
+    assert world.client.get("/projects", headers={"Authorization": f"bearer{ALL}"}).status_code == 401
+
+
+def test_scoped_writes_and_reads_over_the_mcp_http_transport(world: World, tmp_path: Path) -> None:
+    port = free_port()
+    errors = tmp_path / "mcp.err"
+    with errors.open("w") as errlog:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "brain_cli", "mcp", "--http", "--port", str(port)],
+            env=settings_env(world.settings),
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+        )
+    answers: dict[str, Any] = {}
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_for_ping(proc, f"{base}/ping", errors)
+
+        async def session() -> None:
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALPHA}"}, timeout=30) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http), read_timeout_seconds=30) as client,
+            ):
+                answers["fleet"] = await _call(client, "brain_marker", {"type": "signal", "content": "MCPFLEET", "attrs": {"scope": "fleet"}})
+                answers["own"] = await _call(client, "brain_marker", {"type": "signal", "content": "MCPOWN"})
+                answers["real_arc"] = await _call(client, "brain_get_arc", {"cluster_id": world.arcs["beta"]})
+                answers["no_arc"] = await _call(client, "brain_get_arc", {"cluster_id": "arc-nope"})
+                answers["other"] = await _call(client, "brain_marker", {"type": "lesson", "content": "x", "attrs": {"project": "other/alpha"}})
+                answers["unreadable"] = await _call(client, "brain_marker", {"type": "lesson", "content": "y", "attrs": {"project": "ålpha"}})
+
+        anyio.run(session)
+    finally:
+        stop(proc, 10)
+    assert "error" in answers["fleet"] and answers["own"]["project"] == "alpha"
+    assert "error" in answers["other"] and "not a project key" in answers["unreadable"]["error"]
+    assert answers["real_arc"] == {"error": f"cluster_id not found: {world.arcs['beta']}"} and answers["no_arc"] == {"error": "cluster_id not found: arc-nope"}
+    assert "MCPFLEET" not in world.feed_text(BETA, "org/beta") and "MCPOWN" not in world.feed_text(BETA, "org/beta")

@@ -1,0 +1,1 @@
+"""Tests of brain_core: the pure domain, no database."""

@@ -1,0 +1,1 @@
+"""Tests of the compose stack, the chart and the image."""

@@ -1,0 +1,1 @@
+"""Tests of brain_kernel against a real Postgres."""

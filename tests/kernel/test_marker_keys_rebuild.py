@@ -1,0 +1,131 @@
+"""Marker idempotency outlives the database: each write's key is kept in its vault text and ``brain reindex``
+remembers it again, so a client replaying its markers after the index was lost and rebuilt writes nothing (ADR 0035).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from brain_api.app import create_app
+from brain_kernel.db.models import IdempotencyKey
+from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
+from tests.support.harness import ManualClock, brain, cloned_database, make_settings
+
+TOKEN = "tok-all-0123456789"  # a token of every project: its keys live in a namespace of their own
+
+# Every type, each sent with a key and without one (then upstream's body hash is the key); the unattributed
+# milestone goes to the day's note.
+MARKERS: list[tuple[str, str, dict[str, Any]]] = [
+    ("lesson", "Pin the resolver version.", {"project": "org1/api", "session_id": "s-1", "source": "claude-code"}),
+    ("lesson", "An unattributed lesson.", {}),
+    ("milestone", "v2 shipped", {"project": "org1/api", "scope": "release"}),
+    ("milestone", "Nightly block done.", {}),
+    ("signal", "Disk at 91% on build-3", {"severity": "warning", "project": "org1/api", "title": "Disk"}),
+    ("decision", "We keep Postgres.", {"title": "Keep Postgres", "project": "org1/api"}),
+]
+
+
+def _bodies() -> list[tuple[dict[str, Any], str | None]]:
+    out = []
+    for n, (type_, content, attrs) in enumerate(MARKERS):
+        out.append(({"type": type_, "content": f"{content} (keyed)", "attrs": attrs}, f"key-{n}"))
+        out.append(({"type": type_, "content": content, "attrs": attrs}, None))
+    return out
+
+
+def _post_all(client: TestClient, token: str | None) -> list[dict[str, Any]]:
+    answers = []
+    for body, key in _bodies():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if key:
+            headers["X-Idempotency-Key"] = key
+        r = client.post("/marker", json=body, headers=headers)
+        assert r.status_code == 201, r.text
+        answers.append(r.json())
+    return answers
+
+
+def _vault_files(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            out[str(path.relative_to(root))] = path.read_bytes()
+    return out
+
+
+def _run(settings: Settings, *command: str) -> dict[str, Any]:
+    result = brain(settings, *command)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def lost_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
+    """The database after a loss: migrated and empty, the vault as it was."""
+    with cloned_database(pg_admin_url, template_url) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    "command, token",
+    [(("reindex",), None), (("reindex",), TOKEN), (("tick", "--no-ai"), None)],
+    ids=["reindex", "reindex-token", "tick"],
+)
+def test_markers_replayed_after_the_database_is_lost_and_rebuilt_write_nothing(
+    tmp_path: Path, database_url: str, lost_database: str, command: tuple[str, ...], token: str | None
+) -> None:
+    tokens = {"tokens": [TOKEN]} if token else {}
+    settings = make_settings(tmp_path, database_url, **tokens)
+    Vault(settings.vault).scaffold()
+    with TestClient(create_app(settings)) as client:
+        first = _post_all(client, token)
+    assert not any(a.get("idempotent_replay") for a in first)
+    assert {a["marker_type"] for a in first} == {"lesson", "milestone", "signal", "decision"}
+
+    rebuilt = make_settings(tmp_path, lost_database, **tokens)  # the same vault, a new and empty database
+    summary = _run(rebuilt, *command)  # a full rebuild, or the keeper's first tick (every file is new to it)
+    assert (summary if command == ("reindex",) else summary["index"])["keys_restored"] == len(first)
+    before = _vault_files(settings.vault)
+    with TestClient(create_app(rebuilt)) as client:
+        again = _post_all(client, token)
+
+    assert again == [{**a, "idempotent_replay": True} for a in first]  # the original answers, the key as the client sent it
+    assert _vault_files(settings.vault) == before  # no file grew, none was created
+
+
+def test_a_rebuild_restores_keys_younger_than_the_ttl_and_never_overwrites_a_row(
+    client: TestClient, clock: ManualClock, settings: Settings, db: Session
+) -> None:
+    ttl = settings.idempotency_ttl_seconds
+    clock.advance(-ttl - 3600)  # written an hour before the TTL's start
+    old = client.post("/marker", json={"type": "lesson", "content": "Old news."}, headers={"X-Idempotency-Key": "old"})
+    clock.advance(ttl + 3600)
+    new = client.post("/marker", json={"type": "signal", "content": "Fresh alarm.", "attrs": {"title": "Fresh"}}, headers={"X-Idempotency-Key": "new"})
+    assert old.status_code == new.status_code == 201
+    db.execute(text("UPDATE idempotency_keys SET response = response || '{\"seen\": 1}'"))  # the live rows, told apart from a restore
+    db.commit()
+
+    assert _run(settings, "reindex")["keys_restored"] == 0  # every key is in the table: none is touched
+    db.expire_all()
+    assert [(k.key, k.response.get("seen")) for k in db.scalars(select(IdempotencyKey).order_by(IdempotencyKey.key))] == [("new", 1), ("old", 1)]
+
+    db.execute(text("DELETE FROM idempotency_keys"))
+    db.commit()
+    assert _run(settings, "reindex")["keys_restored"] == 1  # the old write is past the TTL: replaying it is a new write
+    db.expire_all()
+    [row] = db.scalars(select(IdempotencyKey))
+    written = dt.datetime.strptime(new.json()["vault_path"].rsplit("/", 1)[-1][:15], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)  # its file's stamp
+    assert (row.key, row.state, row.body_hash, row.response) == ("new", "done", new.json()["body_hash"], new.json())
+    assert row.created_at == written and row.expires_at == written + dt.timedelta(seconds=ttl)

@@ -1,0 +1,1 @@
+"""Tests of the batch jobs in brain_ops."""
