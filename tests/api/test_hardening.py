@@ -295,6 +295,7 @@ def test_kill_9_of_serve_takes_its_workers_and_the_next_start_reuses_then_stops_
     settings = make_settings(tmp_path, None)  # no database URL: the embedded Postgres under BRAIN_HOME
     proc, base = serve_brain(settings, workers=2)
     port = int(base.rsplit(":", 1)[1])
+
     def serving() -> list[psutil.Process]:
         return [p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() != "postgres"]
 
