@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 DEFAULT_LAYOUT_PATTERNS = ["~/scratchpad/{project}/*", "~/dev/worktrees/{project}/*"]
 # What .env.example holds where brain init writes a generated secret (upstream's template convention).
 PLACEHOLDER_SECRET = "__GENERATE__"
+USER_DATA_FOLDER = "brain"  # under XDG_DATA_HOME (default ~/.local/share)
 
 
 def _split_list(value: Any) -> Any:
@@ -63,6 +64,8 @@ class Settings(BaseSettings):
 
     # Identity resolution (DESIGN section 3).
     user_home: Path = Field(default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME"))
+    # The base of the per-user data folder ``brain mcp`` keeps its vault and database in (ADR 0041).
+    data_home: Path | None = Field(None, validation_alias=AliasChoices("XDG_DATA_HOME"))
     catalog_path: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CATALOG"))
     layout_patterns: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_LAYOUT_PATTERNS),
@@ -195,6 +198,24 @@ class Settings(BaseSettings):
     @property
     def resolved_codex_dir(self) -> Path:
         return (self.codex_dir or self.user_home / ".codex").expanduser()
+
+    @property
+    def user_data_dir(self) -> Path:
+        """The per-user data folder: ``$XDG_DATA_HOME/brain``, else ``~/.local/share/brain`` (a relative XDG_DATA_HOME is ignored, as the XDG spec says)."""
+        base = self.data_home if self.data_home is not None and self.data_home.is_absolute() else self.user_home / ".local" / "share"
+        return (base / USER_DATA_FOLDER).expanduser()
+
+    def in_user_data_dir(self) -> Settings:
+        """A copy whose vault and home, where the environment did not name them, are ``vault`` and ``.brain`` in ``user_data_dir``.
+
+        For ``brain mcp``, which an agent starts in whatever folder it works
+        in: the relative defaults would put a vault and a database in the
+        user's repository (ADR 0041). Call it before applying CLI flags: it
+        reads which fields the environment set.
+        """
+        chosen = self.model_fields_set
+        folder = self.user_data_dir
+        return self.with_overrides(vault=None if "vault" in chosen else folder / "vault", home=None if "home" in chosen else folder / ".brain")
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """Return a copy with the non-None overrides applied (CLI flags)."""
