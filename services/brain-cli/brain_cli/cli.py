@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from brain_cli.commands import amygdala, apply, backfill, cluster, drain, embed, extract, init, loop, mcp, reindex, scrub, server, tick, whereis
+from brain_cli.commands import amygdala, apply, backfill, cluster, connect, drain, embed, extract, init, loop, mcp, reindex, scrub, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -46,6 +46,8 @@ for name, command in (
     ("amygdala", amygdala.amygdala),
     ("backfill", backfill.backfill),
     ("scrub", scrub.scrub),
+    ("connect", connect.connect),
+    ("disconnect", connect.disconnect),
 ):
     app.command(name, help=_help(command))(command)
 

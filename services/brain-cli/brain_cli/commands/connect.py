@@ -1,0 +1,395 @@
+"""``brain connect`` and ``brain disconnect``: install (remove exactly) the kernel's hooks and MCP server in an agent's own configuration.
+
+The edits themselves are plain functions in ``brain_cli.agent_config``; this
+module reads and writes the files. Every file it changes is backed up first
+(``<file>.brain-backup-<stamp>``) and written atomically; a file whose edit
+changes nothing is not written, so a rerun is byte for byte a no-op. The
+kernel's URL and token go to the per-user client file (mode 0600), never into
+the agent's files.
+
+Byte-for-byte disconnect: ``connect-state.json`` beside the client file keeps,
+per file connect changed, the backup of the file as it was (or that there was
+none) and the SHA-256 of what connect wrote. When the file still has those
+bytes, and the backup is exactly the file without our entries, disconnect puts
+the backup's bytes back (or deletes a file connect created); otherwise it
+removes our entries and keeps everything else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from brain_cli import agent_config
+from brain_cli.common import load_settings, operator_errors
+from brain_kernel.errors import ConfigError
+from brain_kernel.settings import Settings
+
+AGENTS = ("claude", "codex")
+SCOPES = ("user", "project")
+CLIENT_FILE = "client.json"
+STATE_FILE = "connect-state.json"
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One agent file and the edits that install and remove our entries in it."""
+
+    path: Path
+    install: Callable[[str], str]
+    remove: Callable[[str], str]
+    same: Callable[[str, str], bool]  # whether two texts of this file hold the same configuration
+
+
+def client_dir(settings: Settings, config_dir: Path | None) -> Path:
+    """The per-user client folder: --config-dir, else ``$XDG_CONFIG_HOME/brain`` when settings carry it, else ``~/.config/brain``."""
+    if config_dir is not None:
+        return config_dir.expanduser()
+    base = getattr(settings, "config_home", None)  # an XDG_CONFIG_HOME field, when the settings object has one
+    if not isinstance(base, Path) or not base.is_absolute():
+        base = settings.user_home / ".config"
+    return (base / "brain").expanduser()
+
+
+def brain_executable() -> str:
+    """The absolute path of the ``brain`` command running now (the one beside this interpreter when run in process)."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "brain" and argv0.exists():
+        return os.path.abspath(argv0)
+    beside = Path(sys.executable).parent / "brain"
+    if beside.exists():
+        return os.path.abspath(beside)
+    found = shutil.which("brain")
+    if found:
+        return os.path.abspath(found)
+    raise ConfigError("cannot find the brain executable; pass --brain PATH")
+
+
+def _load_json(text: str, path: Path) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc}); fix it first, nothing was changed") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object; nothing was changed")
+    return data
+
+
+def _json_target(path: Path, install: Callable[[dict[str, Any]], dict[str, Any]], remove: Callable[[dict[str, Any]], dict[str, Any]]) -> Target:
+    def edit(change: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[str], str]:
+        def apply(text: str) -> str:
+            data = _load_json(text, path)
+            new = change(data)
+            return text if new == data else agent_config.dump_json(new, text or None)
+
+        return apply
+
+    return Target(path, edit(install), edit(remove), lambda a, b: _load_json(a, path) == _load_json(b, path))
+
+
+def _toml_target(path: Path, agent: str, brain: str) -> Target:
+    block = agent_config.toml_block(agent, brain)
+
+    def load(text: str) -> dict[str, Any]:
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc}); nothing was changed") from None
+
+    def install(text: str) -> str:
+        servers = load(text).get("mcp_servers", {})
+        if isinstance(servers, dict) and agent_config.SERVER_NAME in servers and not agent_config.has_toml_block(text):
+            raise ConfigError(f"{path}: [mcp_servers.{agent_config.SERVER_NAME}] is there but brain connect did not write it; remove it or pass --no-mcp")
+        new = agent_config.with_toml_block(text, block)
+        load(new)  # appending a table can clash with an inline mcp_servers table: refuse rather than break the file
+        return new
+
+    return Target(path, install, agent_config.without_toml_block, lambda a, b: load(a) == load(b))
+
+
+def targets(agent: str, scope: str, settings: Settings, project: Path, brain: str, mcp: bool) -> list[Target]:
+    """The files of ``agent`` at ``scope``: where its hooks and its MCP servers live, per its documentation."""
+
+    def hooks(path: Path) -> Target:
+        return _json_target(path, lambda d: agent_config.with_hooks(d, agent, brain, str(path)), lambda d: agent_config.without_hooks(d, agent))
+
+    if agent == "claude":
+        hooks_file = (settings.resolved_claude_dir.parent if scope == "user" else project / ".claude") / "settings.json"
+        mcp_file = settings.user_home / ".claude.json" if scope == "user" else project / ".mcp.json"
+        out = [hooks(hooks_file)]
+        if mcp:
+            out.append(_json_target(mcp_file, lambda d: agent_config.with_mcp_server(d, brain, str(mcp_file)), agent_config.without_mcp_server))
+        return out
+    folder = settings.resolved_codex_dir if scope == "user" else project / ".codex"
+    out = [hooks(folder / "hooks.json")]
+    if mcp:
+        out.append(_toml_target(folder / "config.toml", agent, brain))
+    return out
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.exists() else None
+
+
+def _write_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Write through a temporary file and a rename; keep the old file's mode (or use ``mode``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keep = mode if mode is not None else (path.stat().st_mode & 0o777 if path.exists() else None)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        if keep is not None:
+            os.chmod(tmp, keep)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _backup(path: Path, stamp: str) -> str | None:
+    if not path.exists():
+        return None
+    copy = path.with_name(f"{path.name}.brain-backup-{stamp}")
+    shutil.copy2(path, copy)
+    return str(copy)
+
+
+def _diff(path: Path, before: str | None, after: str | None) -> str:
+    return "".join(
+        difflib.unified_diff(
+            (before or "").splitlines(keepends=True),
+            (after or "").splitlines(keepends=True),
+            fromfile=str(path) if before is not None else "/dev/null",
+            tofile=str(path) if after is not None else "/dev/null",
+        )
+    )
+
+
+def _load_state(folder: Path) -> dict[str, Any]:
+    text = _read(folder / STATE_FILE)
+    try:
+        state = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _save_state(folder: Path, state: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_atomic(folder / STATE_FILE, json.dumps(state, indent=2, sort_keys=True) + "\n", mode=0o600)
+
+
+def write_client_file(folder: Path, url: str, token: str) -> Path:
+    """``client.json`` with the kernel's URL and token (other keys kept), mode 0600 from the first byte."""
+    path = folder / CLIENT_FILE
+    current = _read(path)
+    try:
+        data = json.loads(current) if current else {}
+    except json.JSONDecodeError:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    data.update(url=url, token=token)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    text = json.dumps(data, indent=2) + "\n"
+    if current != text or (path.stat().st_mode & 0o777) != 0o600:
+        _write_atomic(path, text, mode=0o600)
+    return path
+
+
+def _existing_client(folder: Path) -> dict[str, Any]:
+    text = _read(folder / CLIENT_FILE)
+    try:
+        data = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _check(agent: str, scope: str) -> None:
+    if agent not in AGENTS:
+        raise ConfigError(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+    if scope not in SCOPES:
+        raise ConfigError(f"unknown scope {scope!r}: use one of {', '.join(SCOPES)}")
+
+
+def _stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+AgentArgument = typer.Argument(..., help="The agent whose configuration to edit: claude or codex. Example: claude")
+ScopeOption = typer.Option(
+    "user", "--scope", help="user (~/.claude, ~/.claude.json, ~/.codex) or project (./.claude, ./.mcp.json, ./.codex). Example: --scope project"
+)
+ProjectOption = typer.Option(None, "--project-dir", help="The repository --scope project edits (default: the working folder). Example: --project-dir ~/dev/api")
+DryRunOption = typer.Option(False, "--dry-run", help="Print a unified diff of every change and write nothing. Example: --dry-run")
+ConfigDirOption = typer.Option(
+    None, "--config-dir", help="The per-user brain folder holding client.json (default ~/.config/brain). Example: --config-dir ~/.config/brain"
+)
+BrainOption = typer.Option(
+    None, "--brain", help="The brain executable the agent runs (default: this one's absolute path). Example: --brain /usr/local/bin/brain"
+)
+
+
+@operator_errors
+def connect(
+    agent: str = AgentArgument,
+    url: str | None = typer.Option(
+        None, "--url", help=f"The kernel's URL (default: the client file's, else {DEFAULT_URL}). Example: --url https://brain.internal"
+    ),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="A file holding the kernel token (default: the client file's, else a prompt). Example: --token-file ~/.brain-token"
+    ),
+    scope: str = ScopeOption,
+    mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also register `brain mcp` as the agent's MCP server (default on). Example: --no-mcp"),
+    dry_run: bool = DryRunOption,
+    project_dir: Path | None = ProjectOption,
+    config_dir: Path | None = ConfigDirOption,
+    brain: str | None = BrainOption,
+) -> None:
+    """Install the kernel's hooks and MCP server in Claude Code's or Codex's own configuration.
+
+    Hooks for session start, prompt submit, stop and subagent stop run
+    `<brain> hook <agent> <event>` with a timeout; the MCP server runs
+    `<brain> mcp`. Every hook and server already there is kept, a rerun
+    changes nothing, and each changed file is backed up as
+    <file>.brain-backup-<stamp>. The URL and token go to the client file
+    (~/.config/brain/client.json, mode 0600), never into the agent's files.
+    The last stdout line is a JSON summary.
+
+    Example: brain connect claude --url https://brain.internal --token-file ~/.brain-token
+    """
+    _check(agent, scope)
+    settings = load_settings()
+    folder = client_dir(settings, config_dir)
+    executable = os.path.abspath(os.path.expanduser(brain)) if brain else brain_executable()
+    project = (project_dir or Path.cwd()).expanduser().resolve()
+    existing = _existing_client(folder)
+    chosen_url = url or existing.get("url") or DEFAULT_URL
+    if token_file is not None:
+        token = token_file.expanduser().read_text().strip()
+    elif isinstance(existing.get("token"), str):
+        token = existing["token"]
+    elif dry_run:
+        token = ""
+    else:
+        token = typer.prompt("Kernel token (empty for none)", default="", hide_input=True, show_default=False)
+
+    stamp = _stamp()
+    state = _load_state(folder)
+    summary: dict[str, Any] = {"agent": agent, "scope": scope, "changed": [], "unchanged": [], "backups": [], "dry_run": dry_run}
+    edits = []
+    for target in targets(agent, scope, settings, project, executable, mcp):
+        before = _read(target.path)
+        after = target.install(before or "")
+        edits.append((target, before, after))  # every file is checked before any is written
+    for target, before, after in edits:
+        if after == (before or "") and before is not None:
+            summary["unchanged"].append(str(target.path))
+            continue
+        summary["changed"].append(str(target.path))
+        if dry_run:
+            typer.echo(_diff(target.path, before, after), nl=False)
+            continue
+        backup = _backup(target.path, stamp)
+        if backup:
+            summary["backups"].append(backup)
+        _write_atomic(target.path, after)
+        key = str(target.path)
+        entry = state.get(key)
+        if entry and before is not None and _sha(before) == entry.get("written"):
+            entry["written"] = _sha(after)  # still connect's own bytes: the original stays the first backup
+        elif before is None or target.same(target.remove(before), before):
+            state[key] = {"existed": before is not None, "backup": backup, "written": _sha(after)}
+        else:
+            state.pop(key, None)  # the file already held entries of ours: no clean original to restore
+    if dry_run:
+        summary["client_file"] = str(folder / CLIENT_FILE)
+    else:
+        if summary["changed"]:
+            _save_state(folder, state)
+        summary["client_file"] = str(write_client_file(folder, chosen_url, token))
+    summary["url"] = chosen_url
+    if agent == "codex" and summary["changed"] and not dry_run:
+        typer.echo("codex: review and trust the new hooks with /hooks in Codex before they run", err=True)
+    typer.echo(json.dumps(summary))
+
+
+@operator_errors
+def disconnect(
+    agent: str = AgentArgument,
+    scope: str = ScopeOption,
+    dry_run: bool = DryRunOption,
+    project_dir: Path | None = ProjectOption,
+    config_dir: Path | None = ConfigDirOption,
+) -> None:
+    """Remove exactly the hooks and MCP server `brain connect` installed for an agent.
+
+    Entries are recognised by what they run (`brain hook <agent> ...`,
+    `brain mcp`, the marked [mcp_servers.brain] block); everything else stays.
+    A file nothing else changed since connect gets its old bytes back (a file
+    connect created is deleted). Each changed file is backed up first. The
+    client file is kept: other agents may use it.
+
+    Example: brain disconnect codex --dry-run
+    """
+    _check(agent, scope)
+    settings = load_settings()
+    folder = client_dir(settings, config_dir)
+    project = (project_dir or Path.cwd()).expanduser().resolve()
+    stamp = _stamp()
+    state = _load_state(folder)
+    summary: dict[str, Any] = {"agent": agent, "scope": scope, "changed": [], "restored": [], "unchanged": [], "backups": [], "dry_run": dry_run}
+    for target in targets(agent, scope, settings, project, "brain", mcp=True):
+        before = _read(target.path)
+        if before is None:
+            continue
+        key = str(target.path)
+        after: str | None = target.remove(before)
+        entry = state.get(key)
+        if entry and _sha(before) == entry.get("written"):
+            original = _read(Path(entry["backup"])) if entry.get("backup") else None
+            if not entry.get("existed"):
+                after = None if target.same(after or "", "") or not (after or "").strip() else after
+            elif original is not None and target.same(original, after or ""):
+                after = original
+            if after != target.remove(before):
+                summary["restored"].append(key)
+        if after == before:
+            summary["unchanged"].append(key)
+            continue
+        summary["changed"].append(key)
+        if dry_run:
+            typer.echo(_diff(target.path, before, after), nl=False)
+            continue
+        backup = _backup(target.path, stamp)
+        if backup:
+            summary["backups"].append(backup)
+        if after is None:
+            target.path.unlink()
+        else:
+            _write_atomic(target.path, after)
+        state.pop(key, None)
+    if not dry_run and summary["changed"]:
+        _save_state(folder, state)
+    typer.echo(json.dumps(summary))

@@ -1,0 +1,280 @@
+"""``brain connect`` / ``brain disconnect`` through the real CLI, over agent files that already hold other hooks and servers."""
+
+from __future__ import annotations
+
+import json
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from brain_cli import agent_config
+from brain_kernel.settings import Settings
+from tests.support.harness import brain, make_settings
+
+BRAIN = "/opt/brain env/bin/brain"  # a space: the hook command must quote it
+TOKEN = "s3cret-token-value"
+
+CLAUDE_SETTINGS = """{
+  "model": "opus",
+  "hooks": {
+    "SessionStart": [
+      {
+        "matcher": "startup",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "echo hello"
+          }
+        ]
+      }
+    ],
+    "PreToolUse": [
+      {
+        "matcher": "Bash",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "~/bin/guard.sh",
+            "timeout": 5
+          }
+        ]
+      }
+    ]
+  },
+  "permissions": {
+    "allow": [
+      "Bash(git log:*)"
+    ]
+  }
+}
+"""
+CLAUDE_JSON = """{
+  "numStartups": 12,
+  "mcpServers": {
+    "github": {
+      "type": "stdio",
+      "command": "npx",
+      "args": [
+        "-y",
+        "@modelcontextprotocol/server-github"
+      ],
+      "env": {}
+    }
+  },
+  "projects": {}
+}
+"""
+CODEX_HOOKS = """{
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "python3 ~/.codex/stop.py",
+            "timeout": 30
+          }
+        ]
+      }
+    ]
+  }
+}
+"""
+CODEX_CONFIG = """model = "gpt-5-codex"
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "docs-mcp"]
+
+[profiles.fast]
+model = "gpt-5-mini"
+"""
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path, None)
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    return path
+
+
+def _claude_files(settings: Settings) -> tuple[Path, Path]:
+    home = settings.user_home
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "settings.json").write_text(CLAUDE_SETTINGS)
+    (home / ".claude.json").write_text(CLAUDE_JSON)
+    return home / ".claude" / "settings.json", home / ".claude.json"
+
+
+def _codex_files(settings: Settings) -> tuple[Path, Path]:
+    folder = settings.resolved_codex_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hooks.json").write_text(CODEX_HOOKS)
+    (folder / "config.toml").write_text(CODEX_CONFIG)
+    return folder / "hooks.json", folder / "config.toml"
+
+
+def _connect(settings: Settings, agent: str, token_file: Path, *extra: str) -> dict:
+    result = brain(settings, "connect", agent, "--brain", BRAIN, "--token-file", str(token_file), "--url", "http://kernel:8080", *extra)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _snapshot(*paths: Path) -> dict[Path, bytes | None]:
+    return {p: p.read_bytes() if p.exists() else None for p in paths}
+
+
+def _commands(hooks: dict, event: str) -> list[str]:
+    return [h["command"] for group in hooks["hooks"].get(event, []) for h in group["hooks"]]
+
+
+def test_connect_claude_adds_hooks_and_server_and_keeps_the_others(settings: Settings, token_file: Path) -> None:
+    hooks_file, mcp_file = _claude_files(settings)
+    summary = _connect(settings, "claude", token_file)
+    assert sorted(summary["changed"]) == sorted([str(hooks_file), str(mcp_file)])
+    data = json.loads(hooks_file.read_text())
+    assert data["model"] == "opus" and data["permissions"] == {"allow": ["Bash(git log:*)"]}
+    assert list(data) == ["model", "hooks", "permissions"]  # key order kept
+    assert _commands(data, "SessionStart") == ["echo hello", "'/opt/brain env/bin/brain' hook claude session-start"]
+    assert data["hooks"]["SessionStart"][1]["matcher"] == "startup|resume|clear|compact"
+    assert data["hooks"]["SessionStart"][1]["hooks"][0]["timeout"] == 10
+    assert _commands(data, "PreToolUse") == ["~/bin/guard.sh"]
+    assert _commands(data, "UserPromptSubmit") == ["'/opt/brain env/bin/brain' hook claude prompt-submit"]
+    assert _commands(data, "Stop") == ["'/opt/brain env/bin/brain' hook claude stop"]
+    assert _commands(data, "SubagentStop") == ["'/opt/brain env/bin/brain' hook claude subagent-stop"]
+    assert "matcher" not in data["hooks"]["Stop"][0]
+    assert hooks_file.read_text().startswith('{\n  "model": "opus",\n  "hooks": {\n    "SessionStart": [\n')  # two-space indent
+    servers = json.loads(mcp_file.read_text())["mcpServers"]
+    assert list(servers) == ["github", "brain"]
+    assert servers["brain"] == {"type": "stdio", "command": BRAIN, "args": ["mcp"]}
+    backups = sorted(p.name for p in hooks_file.parent.glob("settings.json.brain-backup-*"))
+    assert len(backups) == 1 and (hooks_file.parent / backups[0]).read_text() == CLAUDE_SETTINGS
+
+
+def test_a_second_connect_changes_nothing_byte_for_byte(settings: Settings, token_file: Path) -> None:
+    files = [*_claude_files(settings), *_codex_files(settings)]
+    _connect(settings, "claude", token_file)
+    _connect(settings, "codex", token_file)
+    first = _snapshot(*files, *settings.user_home.rglob("*.brain-backup-*"))
+    assert _connect(settings, "claude", token_file)["changed"] == []
+    assert _connect(settings, "codex", token_file)["changed"] == []
+    assert _snapshot(*files, *settings.user_home.rglob("*.brain-backup-*")) == first  # no new backups either
+
+
+def test_dry_run_prints_a_diff_and_writes_nothing(settings: Settings, token_file: Path) -> None:
+    files = _claude_files(settings)
+    before = sorted(p for p in settings.user_home.rglob("*"))
+    result = brain(settings, "connect", "claude", "--brain", BRAIN, "--token-file", str(token_file), "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    assert f"--- {files[0]}" in result.stdout and f"+++ {files[1]}" in result.stdout
+    added = [line for line in result.stdout.splitlines() if line.startswith("+") and "hook claude session-start" in line]
+    assert added == ['+            "command": "\'/opt/brain env/bin/brain\' hook claude session-start",']
+    assert TOKEN not in result.stdout
+    assert sorted(p for p in settings.user_home.rglob("*")) == before  # no client file, no backup
+    assert files[0].read_text() == CLAUDE_SETTINGS and files[1].read_text() == CLAUDE_JSON
+
+
+def test_disconnect_restores_the_files_byte_for_byte(settings: Settings, token_file: Path) -> None:
+    claude = _claude_files(settings)
+    codex = _codex_files(settings)
+    _connect(settings, "claude", token_file)
+    _connect(settings, "codex", token_file)
+    _connect(settings, "claude", token_file)  # a rerun keeps the original as the one to restore
+    assert brain(settings, "disconnect", "claude").exit_code == 0
+    assert brain(settings, "disconnect", "codex").exit_code == 0
+    assert claude[0].read_text() == CLAUDE_SETTINGS and claude[1].read_text() == CLAUDE_JSON
+    assert codex[0].read_text() == CODEX_HOOKS and codex[1].read_text() == CODEX_CONFIG
+    assert json.loads(brain(settings, "disconnect", "claude").stdout)["changed"] == []  # nothing left to remove
+
+
+def test_disconnect_deletes_the_files_connect_created(settings: Settings, token_file: Path) -> None:
+    _connect(settings, "codex", token_file)
+    folder = settings.resolved_codex_dir
+    assert (folder / "hooks.json").exists() and (folder / "config.toml").exists()
+    assert brain(settings, "disconnect", "codex").exit_code == 0
+    assert not (folder / "hooks.json").exists() and not (folder / "config.toml").exists()
+
+
+def test_disconnect_after_other_edits_removes_only_our_entries(settings: Settings, token_file: Path) -> None:
+    hooks_file, mcp_file = _claude_files(settings)
+    _connect(settings, "claude", token_file)
+    data = json.loads(hooks_file.read_text())
+    data["hooks"]["Stop"].append({"hooks": [{"type": "command", "command": "notify-send done"}]})
+    data["theme"] = "dark"
+    hooks_file.write_text(json.dumps(data, indent=2) + "\n")
+    assert brain(settings, "disconnect", "claude").exit_code == 0
+    after = json.loads(hooks_file.read_text())
+    expected = json.loads(CLAUDE_SETTINGS)
+    expected["hooks"]["Stop"] = [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
+    expected["theme"] = "dark"
+    assert after == expected
+    assert mcp_file.read_text() == CLAUDE_JSON  # untouched since connect: its bytes back
+
+
+def test_codex_gets_hooks_json_and_a_toml_block(settings: Settings, token_file: Path) -> None:
+    hooks_file, config = _codex_files(settings)
+    _connect(settings, "codex", token_file)
+    data = json.loads(hooks_file.read_text())
+    assert _commands(data, "Stop") == ["python3 ~/.codex/stop.py", "'/opt/brain env/bin/brain' hook codex stop"]
+    assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear"
+    text = config.read_text()
+    assert text.startswith(CODEX_CONFIG + "\n" + agent_config.TOML_BEGIN)  # appended, the rest untouched
+    parsed = tomllib.loads(text)
+    assert parsed["mcp_servers"]["brain"] == {"command": BRAIN, "args": ["mcp"]}
+    assert parsed["mcp_servers"]["docs"]["command"] == "npx" and parsed["profiles"]["fast"]["model"] == "gpt-5-mini"
+
+
+def test_the_token_goes_to_the_client_file_only(settings: Settings, token_file: Path) -> None:
+    _claude_files(settings)
+    _codex_files(settings)
+    summary = _connect(settings, "claude", token_file)
+    _connect(settings, "codex", token_file)
+    client = Path(summary["client_file"])
+    assert client == settings.user_home / ".config" / "brain" / "client.json"
+    assert stat.S_IMODE(client.stat().st_mode) == 0o600
+    assert json.loads(client.read_text()) == {"url": "http://kernel:8080", "token": TOKEN}
+    for path in settings.user_home.rglob("*"):
+        if path.is_file() and path != client:
+            assert TOKEN not in path.read_text(), path
+
+
+def test_the_token_is_prompted_when_no_file_gives_it(settings: Settings, tmp_path: Path) -> None:
+    result = brain(settings, "connect", "claude", "--brain", BRAIN, "--no-mcp", input="typed-token\n")
+    assert result.exit_code == 0, result.stderr
+    client = json.loads((settings.user_home / ".config" / "brain" / "client.json").read_text())
+    assert client == {"url": "http://127.0.0.1:8080", "token": "typed-token"}
+    assert not (settings.user_home / ".claude.json").exists()  # --no-mcp
+
+
+def test_project_scope_writes_the_repository_files(settings: Settings, token_file: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _connect(settings, "claude", token_file, "--scope", "project", "--project-dir", str(repo))
+    assert "SessionStart" in json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    assert json.loads((repo / ".mcp.json").read_text())["mcpServers"]["brain"]["args"] == ["mcp"]
+    assert not (settings.user_home / ".claude" / "settings.json").exists()
+
+
+def test_a_foreign_server_named_brain_is_refused(settings: Settings, token_file: Path) -> None:
+    _, config = _codex_files(settings)
+    config.write_text(CODEX_CONFIG + '\n[mcp_servers.brain]\ncommand = "other"\n')
+    result = brain(settings, "connect", "codex", "--brain", BRAIN, "--token-file", str(token_file))
+    assert result.exit_code == 2 and "did not write it" in result.stderr
+    assert (settings.resolved_codex_dir / "hooks.json").read_text() == CODEX_HOOKS  # nothing written
+
+
+def test_a_moved_brain_replaces_the_stale_entries(settings: Settings, token_file: Path) -> None:
+    hooks_file, _ = _claude_files(settings)
+    _connect(settings, "claude", token_file)
+    result = brain(settings, "connect", "claude", "--brain", "/usr/local/bin/brain", "--token-file", str(token_file))
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(hooks_file.read_text())
+    assert _commands(data, "SessionStart") == ["echo hello", "/usr/local/bin/brain hook claude session-start"]
+    assert _commands(data, "Stop") == ["/usr/local/bin/brain hook claude stop"]
