@@ -278,3 +278,26 @@ def test_a_moved_brain_replaces_the_stale_entries(settings: Settings, token_file
     data = json.loads(hooks_file.read_text())
     assert _commands(data, "SessionStart") == ["echo hello", "/usr/local/bin/brain hook claude session-start"]
     assert _commands(data, "Stop") == ["/usr/local/bin/brain hook claude stop"]
+
+
+def test_codex_config_edited_since_keeps_the_edit_and_loses_only_our_block(settings: Settings, token_file: Path) -> None:
+    _, config = _codex_files(settings)
+    config.write_text(CODEX_CONFIG.rstrip("\n"))  # no final newline
+    _connect(settings, "codex", token_file)
+    config.write_text('approval_policy = "on-request"\n' + config.read_text())
+    assert brain(settings, "disconnect", "codex").exit_code == 0
+    assert config.read_text() == 'approval_policy = "on-request"\n' + CODEX_CONFIG.rstrip("\n") + "\n"
+    assert "brain" not in tomllib.loads(config.read_text())["mcp_servers"]
+
+
+def test_a_symlinked_settings_file_stays_a_symlink(settings: Settings, token_file: Path, tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text(CLAUDE_SETTINGS)
+    (settings.user_home / ".claude").mkdir(parents=True)
+    link = settings.user_home / ".claude" / "settings.json"
+    link.symlink_to(dotfiles / "settings.json")
+    _connect(settings, "claude", token_file, "--no-mcp")
+    assert link.is_symlink() and "hook claude stop" in (dotfiles / "settings.json").read_text()
+    assert brain(settings, "disconnect", "claude").exit_code == 0
+    assert link.is_symlink() and (dotfiles / "settings.json").read_text() == CLAUDE_SETTINGS

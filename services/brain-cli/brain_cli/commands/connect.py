@@ -152,7 +152,11 @@ def _read(path: Path) -> str | None:
 
 
 def _write_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write through a temporary file and a rename; keep the old file's mode (or use ``mode``)."""
+    """Write through a temporary file and a rename; keep the old file's mode (or use ``mode``).
+
+    A symlinked file (a dotfiles checkout) is written where the link points, so the link stays.
+    """
+    path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     keep = mode if mode is not None else (path.stat().st_mode & 0o777 if path.exists() else None)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
