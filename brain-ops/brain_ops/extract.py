@@ -7,6 +7,12 @@ held in memory), then resolves every session's project with the identity
 resolver before anything groups them: the Codex ``repository_url`` is passed
 as transcript evidence, git is consulted at most once per distinct folder.
 
+A Claude subagent's transcript (``agent-<id>.jsonl``, flat or under
+``<session>/subagents/``) is no session of its own: an arc is per session, so
+its work (tool calls, turns, errors, time) is folded into the session its
+lines name, which keeps that session's project; one whose session has no
+transcript is counted as skipped, never guessed a project.
+
 Safe to rerun: the job only reads transcripts; with a database it records
 session rows and learned roots in batches, writing only those that are new or
 changed, so an unchanged rerun writes nothing. Files that cannot be read, are
@@ -33,7 +39,7 @@ from brain_core.transcripts import SessionSummary
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.sessions import SessionRecord, record_sessions
-from brain_kernel.identity.transcript_files import TranscriptFile, find_transcripts, read_summary
+from brain_kernel.identity.transcript_files import TranscriptFile, find_subagent_transcripts, find_transcripts, read_summary
 from brain_kernel.settings import Settings
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)
@@ -62,6 +68,8 @@ class ScanStats:
 
     files_found: int = 0
     sessions_scanned: int = 0
+    subagent_files: int = 0
+    subagents_merged: int = 0
     skipped: Counter = field(default_factory=Counter)
     lines: Counter = field(default_factory=Counter)
 
@@ -74,8 +82,9 @@ def iter_summaries(
     min_turns: int,
     stats: ScanStats,
     progress: Progress = SILENT,
+    subagents: dict[str, list[SessionSummary]] | None = None,
 ) -> Iterator[tuple[TranscriptFile, SessionSummary]]:
-    """Parse the files and yield the sessions inside the window with enough turns."""
+    """Parse the files and yield the sessions inside the window with enough turns, their ``subagents`` folded in."""
     stats.files_found += len(files)
     total = len(files)
     for index, item in enumerate(files, 1):
@@ -99,6 +108,10 @@ def iter_summaries(
         stats.lines["malformed"] += summary.lines_malformed
         stats.lines["non_utf8"] += summary.lines_non_utf8
         stats.lines["unknown_type"] += summary.lines_unknown
+        if item.agent == "claude" and subagents:
+            for sub in subagents.get(summary.session_id, ()):
+                summary.fold_subagent(sub)
+                stats.subagents_merged += 1
         if summary.lines_read == 0:
             stats.skipped["empty"] += 1
             continue
@@ -113,6 +126,26 @@ def iter_summaries(
             stats.skipped["below_min_turns"] += 1
             continue
         yield item, summary
+
+
+def read_subagents(files: list[TranscriptFile], sessions: set[str], *, since: dt.datetime | None, stats: ScanStats) -> dict[str, list[SessionSummary]]:
+    """Subagent summaries by parent session id; one whose session is not in ``sessions`` is skipped."""
+    stats.subagent_files += len(files)
+    by_parent: dict[str, list[SessionSummary]] = {}
+    for item in files:
+        try:
+            if since is not None and dt.datetime.fromtimestamp(item.path.stat().st_mtime, dt.timezone.utc) < since:
+                continue  # nothing in the window: its session's own file says the rest
+            summary = read_summary(item)
+        except OSError:
+            stats.skipped["unreadable"] += 1
+            continue
+        parent = summary.parent_session_id
+        if not parent or parent not in sessions:
+            stats.skipped["subagent_without_session"] += 1
+            continue
+        by_parent.setdefault(parent, []).append(summary)
+    return by_parent
 
 
 def session_entry(item: TranscriptFile, summary: SessionSummary, identity: ProjectIdentity) -> dict[str, Any]:
@@ -168,6 +201,8 @@ def run_extract(
     resolver = resolver or IdentityResolver(settings, db, batch=db is not None)
     stats = ScanStats()
     files = find_transcripts(claude, codex)
+    claude_sessions = {item.session_id for item in files if item.agent == "claude"}
+    subagents = read_subagents(find_subagent_transcripts(claude), claude_sessions, since=since, stats=stats)
     found: list[tuple[TranscriptFile, SessionSummary]] = []
     # Path evidence is resolved once per distinct (folder, transcript URL). Git facts read
     # in-process cost well under a millisecond per repository: they are resolved when the pair
@@ -176,7 +211,7 @@ def run_extract(
     # processes' latency overlaps parsing; only that thread touches the resolver (and ``db``)
     # until the pool is shut down.
     pending: dict[tuple[str | None, str | None], Future[ProjectIdentity] | ProjectIdentity] = {}
-    summaries = iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress)
+    summaries = iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress, subagents=subagents)
     if resolver.git_in_process:
         for item, summary in summaries:
             found.append((item, summary))
@@ -236,6 +271,8 @@ def run_extract(
         "min_turns": min_turns,
         "files_found": stats.files_found,
         "sessions_scanned": stats.sessions_scanned,
+        "subagent_files": stats.subagent_files,
+        "subagents_merged": stats.subagents_merged,
         "sessions_returned": len(sessions),
         "skipped": sum(skipped_by_reason.values()),
         "skipped_by_reason": skipped_by_reason,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from brain_core.transcripts import ClaudeParser, codex_id_from_name, is_boilerplate
+from brain_core.transcripts import ClaudeParser, codex_id_from_name, is_boilerplate, subagent_id_from_name
 from tests.support.harness import REPO_ROOT
-from tests.support.transcript_factory import claude_lines, codex_lines, parse_claude, parse_codex
+from tests.support.transcript_factory import claude_lines, codex_lines, parse_claude, parse_codex, subagent_lines
 
 DATA = REPO_ROOT / "tests" / "data"
 CLAUDE_SAMPLE = DATA / "claude" / "projects" / "-home-dev-src-agentihooks-profiles-package" / "5f0c3f7e-2d5b-4c55-9a51-0d8d1b3f9e21.jsonl"
@@ -206,3 +206,42 @@ def test_parser_consumes_a_generator_line_by_line() -> None:
 def test_rollout_file_name_gives_the_session_id() -> None:
     assert codex_id_from_name("rollout-2026-11-28T11-00-00-019a7c2e-4b1f-7d10-8c3e-6a2b5d9e0f11.jsonl") == "019a7c2e-4b1f-7d10-8c3e-6a2b5d9e0f11"
     assert codex_id_from_name("rollout-odd.jsonl") == "rollout-odd"
+
+
+def test_a_subagent_transcript_names_its_parent_session_and_agent_and_counts_only_its_work() -> None:
+    start = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
+    lines = subagent_lines("sess-parent", "a7c9e01b", "/home/dev/dev/widget", start, "Find where the parser lives", tools=("Grep", "Read", "Read"))
+    parser = ClaudeParser("a7c9e01b", subagent=True, parent_session_id="sess-folder")
+    for line in lines:
+        parser.feed(line)
+    sub = parser.finish()
+    # The lines' sessionId wins over the folder's hint; every line is a sidechain and still read.
+    assert (sub.session_id, sub.agent_id, sub.parent_session_id) == ("a7c9e01b", "a7c9e01b", "sess-parent")
+    assert sub.cwd == "/home/dev/dev/widget"
+    assert (sub.num_assistant_turns, sub.num_tool_calls, dict(sub.tool_counts)) == (4, 3, {"Read": 2, "Grep": 1})
+    # The task is the parent agent's words, not the operator's: no prompt, no user turn.
+    assert (sub.num_user_turns, sub.first_user_prompt) == (0, "")
+
+
+def test_a_subagent_whose_lines_name_no_session_takes_its_folder_s() -> None:
+    start = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
+    parser = ClaudeParser("b1", subagent=True, parent_session_id="sess-folder")
+    for line in subagent_lines("ignored", "b1", "/w", start, "Look around", name_session=False):
+        parser.feed(line)
+    assert parser.finish().parent_session_id == "sess-folder"
+    assert subagent_id_from_name("agent-a7c9e01b.jsonl") == "a7c9e01b"
+    assert subagent_id_from_name("3f1c2a9e.jsonl") is None
+
+
+def test_folding_a_subagent_adds_its_work_and_time_to_the_session_but_not_its_prompts() -> None:
+    start = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
+    session = parse_claude(claude_lines("sess-parent", "/w", start, ["Fix the parser"], tools=("Task",)), "sess-parent")
+    sub = ClaudeParser("a1", subagent=True)
+    for line in subagent_lines("sess-parent", "a1", "/w", start + dt.timedelta(hours=1), "Find the parser", tools=("Grep",)):
+        sub.feed(line)
+    turns, prompt = session.num_turns, session.first_user_prompt
+    session.fold_subagent(sub.finish())
+    assert (session.num_turns, session.first_user_prompt) == (turns, prompt)
+    assert (session.num_tool_calls, session.tool_counts["Grep"], session.subagents, session.subagent_turns) == (2, 1, 1, 2)
+    assert session.end == start + dt.timedelta(hours=1, seconds=15, minutes=1)
+    assert session.activity()["subagents"] == 1

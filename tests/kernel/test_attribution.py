@@ -18,13 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from brain_core.vault import frontmatter
-from brain_kernel.db.models import Entry
+from brain_kernel.db.models import Entry, SessionRow
 from brain_kernel.index.entries import entry_rows
 from brain_kernel.index.rebuild import rebuild
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from tests.support.harness import brain
-from tests.support.transcript_factory import make_repo, write_claude
+from tests.support.transcript_factory import make_repo, write_claude, write_claude_subagent
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
@@ -82,6 +82,46 @@ def test_posting_a_session_attributes_its_earlier_markers(client, db: Session) -
     _feed(client, "org9/tool")  # unknown yet
     assert client.post("/sessions", json={"session_id": "sess-3", "repo": "org9/tool", "cwd": "/nowhere"}).status_code == 200
     assert "Orphan until registered." in _feed(client, "org9/tool")
+
+
+def _session_ids(db: Session) -> set[str]:
+    db.expire_all()
+    return set(db.scalars(select(SessionRow.session_id)).all())
+
+
+def test_a_marker_posted_with_a_subagent_id_gets_its_parent_session_s_project(client, settings: Settings, db: Session) -> None:
+    repo = make_repo(settings.user_home / "dev" / "widget", "git@github.com:acme/widget.git")
+    claude, start = settings.resolved_claude_dir, NOW - dt.timedelta(minutes=5)
+    write_claude(claude, "sess-parent", str(repo), start, ["Fix the widget parser"])
+    # The subagent's lines name its parent; its own cwd (a scratch folder) is not where the session works.
+    scratch = settings.user_home / "scratchpad"
+    scratch.mkdir()
+    path = write_claude_subagent(claude, "sess-parent", "a7c9e01b", str(scratch), start, "Find the parser")
+    assert path.parent.name == "subagents" and path.parent.parent.name == "sess-parent"
+    assert _lesson(client, "Subagents see the parser first.", session_id="a7c9e01b")["project"] == "widget"
+    # The parent session is what the index learns, never the agent id as a session of its own.
+    assert "sess-parent" in _session_ids(db) and "a7c9e01b" not in _session_ids(db)
+    assert _lesson(client, "Same agent, prefixed id.", session_id="agent-a7c9e01b")["project"] == "widget"
+
+
+def test_a_flat_subagent_resolves_through_the_session_index_before_any_transcript(client, settings: Settings, db: Session) -> None:
+    repo = make_repo(settings.user_home / "dev" / "gadget", "https://github.com/acme/gadget.git")
+    claude, start = settings.resolved_claude_dir, NOW - dt.timedelta(minutes=5)
+    parent = write_claude(claude, "sess-known", str(repo), start, ["Build the gadget"])
+    assert _lesson(client, "The parent's own marker.", session_id="sess-known")["project"] == "gadget"
+    parent.unlink()  # only the session index knows the parent now
+    other = make_repo(settings.user_home / "dev" / "elsewhere", "https://github.com/acme/elsewhere.git")
+    path = write_claude_subagent(claude, "sess-known", "b2c3d4e5", str(other), start, "Look elsewhere", flat=True)
+    assert path.parent.parent == claude  # flat: beside the session's transcript
+    assert _lesson(client, "A flat subagent's lesson.", session_id="b2c3d4e5")["project"] == "gadget"
+
+
+def test_a_subagent_whose_parent_left_no_transcript_takes_its_folder_and_names_the_parent_by_folder(client, settings: Settings, db: Session) -> None:
+    repo = make_repo(settings.user_home / "dev" / "gizmo", "git@github.com:acme/gizmo.git")
+    start = NOW - dt.timedelta(minutes=5)
+    write_claude_subagent(settings.resolved_claude_dir, "sess-folder", "c9d8e7f6", str(repo), start, "Work alone", name_session=False)
+    assert _lesson(client, "Alone but attributed.", session_id="c9d8e7f6")["project"] == "gizmo"
+    assert "sess-folder" in _session_ids(db) and "c9d8e7f6" not in _session_ids(db)
 
 
 def test_a_project_attr_that_is_a_folder_is_resolved_as_a_cwd(client, settings: Settings) -> None:

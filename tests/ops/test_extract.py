@@ -19,8 +19,8 @@ from brain_kernel.db.models import LearnedRoot, SessionRow
 from brain_kernel.identity.transcript_files import TranscriptFile, read_summary
 from brain_kernel.settings import Settings
 from brain_ops.extract import parse_when, run_extract
-from tests.support.harness import REPO_ROOT, make_settings, settings_env
-from tests.support.transcript_factory import add_worktree, make_repo, write_claude, write_codex
+from tests.support.harness import REPO_ROOT, brain, make_settings, settings_env
+from tests.support.transcript_factory import add_worktree, make_repo, write_claude, write_claude_subagent, write_codex
 
 NOW = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
 T0 = NOW - dt.timedelta(hours=3)
@@ -257,3 +257,27 @@ def test_with_a_database_sessions_and_learned_roots_are_recorded_and_reused(tmp_
     assert sessions["primary"]["repo"] == "acme/api" and sessions["primary"]["project_source"] == "session"
     assert sessions["later"]["repo"] == "acme/api" and sessions["later"]["project_source"] == "learned"
     assert again["git_calls"] == 0
+
+
+def test_subagent_work_joins_its_parent_session_in_both_layouts_and_is_never_a_session(world: World) -> None:
+    world.claude_session("nested", world.api, prompts=["Find and fix the login bug"])
+    world.claude_session("flat", world.worktree, start=T0 + dt.timedelta(minutes=30), prompts=["Review the feature branch"])
+    task_time = T0 + dt.timedelta(minutes=10)
+    write_claude_subagent(world.claude, world.ids["nested"], "a1111111", str(world.api), task_time, "Search for the login handler", tools=("Grep", "Read"))
+    write_claude_subagent(world.claude, world.ids["nested"], "a2222222", str(world.api), task_time, "Read the tests", tools=("Read",))
+    write_claude_subagent(world.claude, world.ids["flat"], "b3333333", str(world.worktree), task_time, "List the changes", tools=("Bash",), flat=True)
+    # A subagent whose session left no transcript, in a folder of its own: skipped, never given a project guess.
+    write_claude_subagent(world.claude, "gone-session", "c4444444", str(world.scratch), task_time, "Orphan work")
+    result = brain(world.settings, "extract", "--since", "2d", "--min-turns", "1")
+    assert result.exit_code == 0, result.stderr
+    bundle = json.loads(result.stdout)
+    assert sorted(s["session_id"] for s in bundle["sessions"]) == sorted(world.ids.values())
+    sessions = by_name(world, bundle)
+    nested, flat = sessions["nested"], sessions["flat"]
+    # Its own two tool calls (Bash, Edit) plus the subagents': one session, its project, one arc.
+    assert (nested["subagents"], nested["num_tool_calls"], nested["top_tools"]["Read"]) == (2, 5, 2)
+    assert (nested["project"], nested["num_user_turns"], nested["first_user_prompt"]) == ("api", 1, "Find and fix the login bug")
+    assert nested["subagent_turns"] == 5  # the subagents' assistant turns, apart from the session's own
+    assert (flat["subagents"], flat["num_tool_calls"], flat["top_tools"]["Bash"], flat["worktree"]) == (1, 3, 2, "api-feature")
+    assert (bundle["subagent_files"], bundle["subagents_merged"]) == (4, 3)
+    assert bundle["skipped_by_reason"]["subagent_without_session"] == 1

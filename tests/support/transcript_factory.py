@@ -16,7 +16,19 @@ from pathlib import Path
 from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary
 from tests.support.gitrepo import add_worktree, git, make_repo
 
-__all__ = ["add_worktree", "claude_lines", "codex_lines", "git", "make_repo", "parse_claude", "parse_codex", "write_claude", "write_codex"]
+__all__ = [
+    "add_worktree",
+    "claude_lines",
+    "codex_lines",
+    "git",
+    "make_repo",
+    "parse_claude",
+    "parse_codex",
+    "subagent_lines",
+    "write_claude",
+    "write_claude_subagent",
+    "write_codex",
+]
 
 
 def _iso(when: dt.datetime) -> str:
@@ -72,6 +84,51 @@ def write_claude(claude_dir: Path, session_id: str, cwd: str, start: dt.datetime
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{session_id}.jsonl"
     path.write_text("\n".join(claude_lines(session_id, cwd, start, prompts, **kwargs)) + "\n")  # type: ignore[arg-type]
+    return path
+
+
+def subagent_lines(
+    session_id: str,
+    agent_id: str,
+    cwd: str,
+    start: dt.datetime,
+    task: str,
+    *,
+    tools: Sequence[str] = ("Grep", "Read"),
+    branch: str = "main",
+    name_session: bool = True,
+) -> list[str]:
+    """The lines of a Claude Code subagent: the parent's task, tool calls, an answer, all ``isSidechain``.
+
+    ``name_session`` False leaves out ``sessionId`` (a version whose lines do not carry it).
+    """
+    base: dict[str, object] = {"isSidechain": True, "userType": "external", "cwd": cwd, "agentId": agent_id, "version": "2.0.31", "gitBranch": branch}
+    if name_session:
+        base["sessionId"] = session_id
+    t = start
+    lines = [json.dumps({**base, "type": "user", "message": {"role": "user", "content": task}, "uuid": f"{agent_id}-u0", "timestamp": _iso(t)})]
+    for k, tool in enumerate(tools):
+        t += dt.timedelta(seconds=15)
+        msg = {"id": f"msg_{agent_id}_{k}", "role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{agent_id}_{k}", "name": tool, "input": {}}]}
+        lines.append(json.dumps({**base, "type": "assistant", "message": msg, "uuid": f"{agent_id}-a{k}", "timestamp": _iso(t)}))
+        result = {"role": "user", "content": [{"tool_use_id": f"toolu_{agent_id}_{k}", "type": "tool_result", "content": "found it"}]}
+        lines.append(json.dumps({**base, "type": "user", "message": result, "uuid": f"{agent_id}-r{k}", "timestamp": _iso(t)}))
+    t += dt.timedelta(minutes=1)
+    answer = {"id": f"msg_{agent_id}_done", "role": "assistant", "content": [{"type": "text", "text": "Report: the parser lives in src/."}]}
+    lines.append(json.dumps({**base, "type": "assistant", "message": answer, "uuid": f"{agent_id}-az", "timestamp": _iso(t)}))
+    return lines
+
+
+def write_claude_subagent(
+    claude_dir: Path, session_id: str, agent_id: str, cwd: str, start: dt.datetime, task: str, *, flat: bool = False, **kwargs: object
+) -> Path:
+    """Write a subagent's transcript where Claude Code would: ``<folder>/<session>/subagents/agent-<id>.jsonl``, or flat beside the session."""
+    folder = claude_dir / claude_folder_name(cwd)
+    if not flat:
+        folder = folder / session_id / "subagents"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"agent-{agent_id}.jsonl"
+    path.write_text("\n".join(subagent_lines(session_id, agent_id, cwd, start, task, **kwargs)) + "\n")  # type: ignore[arg-type]
     return path
 
 

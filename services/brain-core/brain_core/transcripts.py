@@ -12,6 +12,15 @@ raises on bad input: malformed JSON, non-UTF-8 bytes and unknown line types are
 skipped and counted. Injected boilerplate (slash-command wrappers, environment
 context, user instructions, tool results) never becomes a "prompt".
 
+A Claude Code subagent (the Task tool) writes a transcript of its own,
+``agent-<agent id>.jsonl``, whose lines are all ``isSidechain`` and carry the
+parent's ``sessionId`` and the ``agentId``. ``ClaudeParser(subagent=True)``
+reads one: its summary's ``session_id`` is the agent id, ``parent_session_id``
+the session it worked for, and only its work counts (turns, tools, errors,
+time): its user lines are the parent agent's instructions and tool results,
+never the operator's prompts. ``SessionSummary.fold_subagent`` adds that work to
+the parent's summary, so a session and its subagents are one arc.
+
 Every text kept from a transcript (prompts, the summary's title hint) is
 scrubbed of secrets (``brain_core.redact``) here, before it is clipped, so
 the bundle, the arcs and everything derived from them never carry one and a
@@ -137,6 +146,10 @@ class SessionSummary:
     joy_markers: int = 0
     error_markers: int = 0
     title_hint: str | None = None
+    parent_session_id: str | None = None
+    agent_id: str | None = None
+    subagents: int = 0
+    subagent_turns: int = 0
     lines_read: int = 0
     lines_malformed: int = 0
     lines_non_utf8: int = 0
@@ -165,6 +178,20 @@ class SessionSummary:
         """True when the transcript holds at least one turn or a timestamp."""
         return self.num_turns > 0 or self.start is not None
 
+    def fold_subagent(self, sub: SessionSummary) -> None:
+        """Add a subagent's work to this, its parent session: tools, errors, its time, its turns apart."""
+        self.subagents += 1
+        self.subagent_turns += sub.num_assistant_turns
+        self.num_tool_calls += sub.num_tool_calls
+        self.tool_counts.update(sub.tool_counts)
+        self.error_markers += sub.error_markers
+        if sub.start is not None and (self.start is None or sub.start < self.start):
+            self.start = sub.start
+        if sub.end is not None and (self.end is None or sub.end > self.end):
+            self.end = sub.end
+        if self.cwd is None:
+            self.cwd = sub.cwd
+
     def activity(self) -> dict[str, Any]:
         """The activity fields of the extract bundle, JSON-ready."""
         return {
@@ -186,6 +213,8 @@ class SessionSummary:
             "joy_markers": self.joy_markers,
             "error_markers": self.error_markers,
             "title_hint": self.title_hint,
+            "subagents": self.subagents,
+            "subagent_turns": self.subagent_turns,
             # The summary keeps the URL as the resolver needs it; a credential in it never reaches the bundle.
             "transcript_repo_url": scrub(self.repo_url) if self.repo_url else None,
         }
@@ -287,13 +316,22 @@ _CLAUDE_IGNORED = frozenset({"summary", "system", "file-history-snapshot", "prog
 
 
 class ClaudeParser(_Parser):
-    """Claude Code JSONL: ``<claude-dir>/<folder>/<session_id>.jsonl``."""
+    """Claude Code JSONL: ``<claude-dir>/<folder>/<session_id>.jsonl``, or a subagent's ``agent-<id>.jsonl``.
+
+    ``subagent``: the file is a subagent's (``session_id`` its agent id,
+    ``parent_session_id`` the folder's hint, overridden by the lines' ``sessionId``).
+    """
 
     agent = "claude"
 
-    def __init__(self, session_id: str = "") -> None:
+    def __init__(self, session_id: str = "", *, subagent: bool = False, parent_session_id: str | None = None) -> None:
         super().__init__(session_id)
         self._last_message_id: str | None = None
+        self.subagent = subagent
+        if subagent:
+            self.s.agent_id = session_id or None
+            self.s.parent_session_id = parent_session_id or None
+        self._parent_seen = False
 
     def handle(self, obj: dict[str, Any]) -> None:
         """Fold one decoded Claude Code line into the summary."""
@@ -312,9 +350,11 @@ class ClaudeParser(_Parser):
             self.s.lines_unknown += 1
             return
         when = self.stamp(obj.get("timestamp"))
-        if obj.get("isSidechain"):
-            return
-        if not self.s.session_id and isinstance(obj.get("sessionId"), str):
+        if self.subagent:
+            self._subagent_ids(obj)
+        elif obj.get("isSidechain"):
+            return  # an older session file kept its subagents' lines inline: their work is not the session's turns
+        elif not self.s.session_id and isinstance(obj.get("sessionId"), str):
             self.s.session_id = storable(obj["sessionId"])
         cwd = obj.get("cwd")
         if self.s.cwd is None and isinstance(cwd, str) and cwd:
@@ -329,7 +369,20 @@ class ClaudeParser(_Parser):
         else:
             self._assistant(message, content, obj)
 
+    def _subagent_ids(self, obj: dict[str, Any]) -> None:
+        parent, agent = obj.get("sessionId"), obj.get("agentId")
+        if not self._parent_seen and isinstance(parent, str) and parent:
+            self.s.parent_session_id, self._parent_seen = storable(parent), True
+        if self.s.agent_id is None and isinstance(agent, str) and agent:
+            self.s.agent_id = storable(agent)
+            self.s.session_id = self.s.session_id or self.s.agent_id
+
     def _user(self, obj: dict[str, Any], content: Any, when: dt.datetime | None) -> None:
+        if self.subagent:
+            # The parent agent's instructions and the tool results: only failed tools count.
+            if isinstance(content, list):
+                self.s.error_markers += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error"))
+            return
         if obj.get("isCompactSummary"):
             self.compaction(when)
             if not self._seen_prompt:
@@ -493,6 +546,15 @@ class CodexParser(_Parser):
 
 
 _ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I)
+
+
+_AGENT_FILE = re.compile(r"^agent-(.+)\.jsonl$")
+
+
+def subagent_id_from_name(name: str) -> str | None:
+    """The agent id of a subagent transcript's file name (``agent-<id>.jsonl``), else None."""
+    match = _AGENT_FILE.match(name)
+    return match.group(1) if match else None
 
 
 def codex_id_from_name(name: str) -> str:

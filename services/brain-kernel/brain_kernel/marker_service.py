@@ -10,7 +10,8 @@ The steps (the entry point owns the request's transaction and commits it):
    differs), never a refusal;
 2. attribute the marker: attrs project/repo, else the session index, else
    the session's transcript found by id (its folder resolved, the session
-   recorded), else the cwd, else unattributed (never a guess);
+   recorded; a subagent's agent id through its parent session), else the
+   cwd, else unattributed (never a guess);
 3. write the vault under a marker id derived from the key and the reserved
    moment: lessons and milestones appended under ``flock`` in one
    ``O_APPEND`` write, signals and decisions created atomically. When the key
@@ -33,15 +34,17 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from brain_core.entries import EntryRecord
+from brain_core.identity import ProjectIdentity
 from brain_core.markers import DEFAULT_SEVERITY, FLEET, Attribution, MarkerRequest, idempotency_key, parse_request
 from brain_core.text import slugify
+from brain_core.transcripts import SessionSummary
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.db.engine import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity.resolver import IdentityResolver
-from brain_kernel.identity.transcript_files import TranscriptLocator, read_summary
+from brain_kernel.identity.transcript_files import HEAD_LINES, TranscriptFile, TranscriptLocator, read_summary
 from brain_kernel.index.changes import ENTRIES, SEARCH, sync_changes
 from brain_kernel.index.entries import touch_project
 from brain_kernel.scope import Scope
@@ -86,19 +89,46 @@ def attribute(db: Session, settings: Settings, req: MarkerRequest, *, locator: T
     resolver = IdentityResolver(settings, db)
     ident = resolver.resolve(req.cwd if disk else None, session_id=req.session_id)
     if not ident.project and req.session_id and locator is not None and disk:
-        found = locator.find(req.session_id)
-        if found is not None:
-            try:
-                head = read_summary(found, max_lines=200)
-            except OSError:
-                head = None
-            if head is not None and (head.cwd or head.repo_url):
-                ident = resolver.resolve(head.cwd, transcript_repo_url=head.repo_url)
-                if ident.project:  # the next marker of this session is answered by the session index
-                    resolver.record_session(req.session_id, ident, agent=found.agent, started_at=head.start)
+        ident = _transcript_identity(resolver, locator, req.session_id) or ident
     if ident.project:
         return Attribution(ident.project, ident.repo, req.worktree or ident.worktree, ident.source)
     return Attribution(worktree=req.worktree)
+
+
+def _head(found: TranscriptFile | None) -> SessionSummary | None:
+    try:
+        return read_summary(found, max_lines=HEAD_LINES) if found is not None else None
+    except OSError:
+        return None
+
+
+def _transcript_identity(resolver: IdentityResolver, locator: TranscriptLocator, session_id: str) -> ProjectIdentity | None:
+    """The project of the session's transcript, recorded in the session index; a subagent's is its parent session's.
+
+    A subagent's id resolves through the parent its lines name: the session
+    index first, else the parent's transcript, else the subagent's own folder
+    (the parent's too). The parent session is what gets recorded.
+    """
+    found = locator.find(session_id)
+    head = _head(found)
+    if found is None or head is None:
+        return None
+    if found.subagent and head.parent_session_id:
+        session_id = head.parent_session_id
+        known = resolver.resolve(None, session_id=session_id)
+        if known.project:
+            return known
+        parent = locator.find(session_id)
+        parent_head = _head(parent) if parent is not None and not parent.subagent else None
+        if parent is not None and parent_head is not None and (parent_head.cwd or parent_head.repo_url):
+            found, head = parent, parent_head
+    if not (head.cwd or head.repo_url):
+        return None
+    ident = resolver.resolve(head.cwd, transcript_repo_url=head.repo_url)
+    if ident.project and not (found.subagent and not head.parent_session_id):
+        # The next marker of this session is answered by the session index (a subagent naming no parent records nothing).
+        resolver.record_session(session_id, ident, agent=found.agent, started_at=head.start)
+    return ident
 
 
 def _replay(row: idempotency.KeyRow, req: MarkerRequest) -> MarkerOutcome:

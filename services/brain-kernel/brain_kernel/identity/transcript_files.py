@@ -2,24 +2,28 @@
 
 Claude Code writes ``<claude-dir>/<project folder>/<session_id>.jsonl``;
 Codex writes ``<codex-dir>/sessions/YYYY/MM/DD/rollout-<stamp>-<id>.jsonl``.
+A Claude subagent's transcript is ``agent-<agent id>.jsonl``, flat beside its
+session's (older versions) or under ``<folder>/<session_id>/subagents/``.
 ``brain extract`` lists and streams them (``find_transcripts``,
-``read_summary``); ``POST /marker`` finds the one transcript of a session the
-index does not know yet (``TranscriptLocator``) and reads only its first
-lines, where both agents record the working folder (and Codex the repository
-URL). The locator's cache is an optimisation only: a miss looks again, at
+``find_subagent_transcripts``, ``read_summary``); ``POST /marker`` finds the
+one transcript of a session the index does not know yet
+(``TranscriptLocator``), a subagent's by its agent id too, and reads only its
+first lines, where both agents record the working folder (and Codex the
+repository URL) and a subagent its parent session. The locator's cache is an optimisation only: a miss looks again, at
 most once a minute per session, and a found session is recorded in the
 session index, which every replica reads first.
 """
 
 from __future__ import annotations
 
+import glob
 import itertools
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name
+from brain_core.transcripts import ClaudeParser, CodexParser, SessionSummary, codex_id_from_name, subagent_id_from_name
 
 _READ_BUFFER = 1 << 20
 HEAD_LINES = 200  # both agents record the cwd within the first lines
@@ -28,11 +32,17 @@ MISS_TTL_S = 60.0
 
 @dataclass(frozen=True)
 class TranscriptFile:
-    """One transcript on disk and the parser that reads it."""
+    """One transcript on disk and the parser that reads it.
+
+    A subagent's: ``session_id`` is its agent id, ``parent_session_id`` the
+    session folder it sits in (None when flat: its lines name the parent).
+    """
 
     path: Path
     agent: str
     session_id: str
+    subagent: bool = False
+    parent_session_id: str | None = None
 
 
 def find_transcripts(claude_dir: Path | None, codex_dir: Path | None) -> list[TranscriptFile]:
@@ -50,9 +60,26 @@ def find_transcripts(claude_dir: Path | None, codex_dir: Path | None) -> list[Tr
     return found
 
 
+def find_subagent_transcripts(claude_dir: Path | None) -> list[TranscriptFile]:
+    """Claude subagent transcripts in both layouts (flat ``agent-<id>.jsonl``, ``<session>/subagents/``), in a stable order."""
+    if claude_dir is None or not claude_dir.is_dir():
+        return []
+    found = [_subagent_file(path, None) for path in sorted(claude_dir.glob("*/agent-*.jsonl"))]
+    found += [_subagent_file(path, path.parent.parent.name) for path in sorted(claude_dir.glob("*/*/subagents/agent-*.jsonl"))]
+    return found
+
+
+def _subagent_file(path: Path, parent: str | None) -> TranscriptFile:
+    return TranscriptFile(path, "claude", subagent_id_from_name(path.name) or path.stem, subagent=True, parent_session_id=parent)
+
+
 def read_summary(item: TranscriptFile, *, max_lines: int | None = None) -> SessionSummary:
     """Parse one transcript by streaming its lines (the first ``max_lines`` only, when given); OSError propagates."""
-    parser = ClaudeParser(item.session_id) if item.agent == "claude" else CodexParser(item.session_id)
+    parser: ClaudeParser | CodexParser
+    if item.agent == "codex":
+        parser = CodexParser(item.session_id)
+    else:
+        parser = ClaudeParser(item.session_id, subagent=item.subagent, parent_session_id=item.parent_session_id)
     with open(item.path, "rb", buffering=_READ_BUFFER) as handle:
         for line in itertools.islice(handle, max_lines):
             parser.feed(line)
@@ -60,7 +87,12 @@ def read_summary(item: TranscriptFile, *, max_lines: int | None = None) -> Sessi
 
 
 class TranscriptLocator:
-    """Finds a session's transcript by id: Claude by one stat per project folder, Codex through an index of rollouts."""
+    """Finds a session's transcript by id: Claude by one stat per project folder, Codex through an index of rollouts.
+
+    An id that names no session may be a Claude subagent's agent id (a client
+    posting the agent's id, ``agent-`` prefixed or not): its ``agent-<id>.jsonl``
+    is looked for last, flat and under every session's ``subagents/`` folder.
+    """
 
     def __init__(self, claude_dir: Path, codex_dir: Path) -> None:
         self.claude_dir, self.codex_dir = claude_dir, codex_dir
@@ -68,6 +100,7 @@ class TranscriptLocator:
         self._codex: dict[str, Path] = {}
         self._codex_listed = -MISS_TTL_S
         self._misses: dict[str, float] = {}
+        self._agents: dict[str, TranscriptFile] = {}
 
     def find(self, session_id: str) -> TranscriptFile | None:
         """The transcript of ``session_id``, or None (a miss is remembered for a minute)."""
@@ -77,13 +110,15 @@ class TranscriptLocator:
         with self._lock:
             if now - self._misses.get(session_id, -MISS_TTL_S) < MISS_TTL_S:
                 return None
-        found = self._claude(session_id) or self._codex_file(session_id, now)
+        found = self._claude(session_id) or self._codex_file(session_id, now) or self._subagent(session_id)
         if found is None:
             with self._lock:
                 self._misses[session_id] = now
         return found
 
     def _claude(self, session_id: str) -> TranscriptFile | None:
+        if session_id.startswith("agent-"):
+            return None  # a flat subagent transcript is no session: ``_subagent`` reads it as one
         try:
             folders = [p for p in self.claude_dir.iterdir() if p.is_dir()]
         except OSError:
@@ -92,6 +127,27 @@ class TranscriptLocator:
             path = folder / f"{session_id}.jsonl"
             if path.is_file():
                 return TranscriptFile(path, "claude", session_id)
+        return None
+
+    def _subagent(self, agent_id: str) -> TranscriptFile | None:
+        agent_id = agent_id.removeprefix("agent-")
+        with self._lock:
+            known = self._agents.get(agent_id)
+        if known is not None and known.path.is_file():
+            return known
+        name = f"agent-{agent_id}.jsonl"
+        try:
+            folders = [p for p in self.claude_dir.iterdir() if p.is_dir()]
+        except OSError:
+            return None
+        for folder in folders:
+            flat = folder / name
+            paths = [flat] if flat.is_file() else sorted(folder.glob(f"*/subagents/{glob.escape(name)}"))
+            if paths:
+                found = _subagent_file(paths[0], None if paths[0] == flat else paths[0].parent.parent.name)
+                with self._lock:
+                    self._agents[agent_id] = found
+                return found
         return None
 
     def _codex_file(self, session_id: str, now: float) -> TranscriptFile | None:
