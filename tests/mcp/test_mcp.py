@@ -4,7 +4,8 @@ An arc is written to the vault, indexed by ``brain reindex`` and embedded by
 ``brain embed`` (the offline model); the server then answers from the same
 database and vault in-process. Over HTTP the tokens are on: a request
 without the bearer token is refused before it reaches the MCP app, and
-``/ping`` answers without one.
+``/ping`` answers without one. A tool's failure is an MCP tool error
+(``isError``) whose text is upstream's JSON ``{"error": ...}`` (ADR 0041).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.orm import Session
 
+from brain_core.markers import MARKER_TYPES
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.vault_store import Vault
@@ -35,6 +37,7 @@ from tests.support.planting import arc_session, write_arc
 from tests.support.servers import free_port, stop
 
 TOOLS = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_ingest", "brain_tick", "brain_feed", "brain_marker"}
+READ_ONLY = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed"}
 TOKEN = "t0k"
 OTHER = "t0k-web"  # bound to another project: org1/api's memory never reaches it
 
@@ -50,11 +53,20 @@ def _plant(settings: Settings) -> tuple[str, str]:
 
 
 async def _call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A tool's answer: the JSON text it returns, parsed."""
+    """A tool's answer: the JSON text it returns, parsed; an ``{"error": ...}`` one came as an MCP tool error."""
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, result.content
     [content] = result.content
-    return json.loads(content.text)  # type: ignore[union-attr]
+    answer = json.loads(content.text)  # type: ignore[union-attr]
+    assert result.is_error == ("error" in answer), (result.is_error, answer)
+    return answer
+
+
+async def _refusal(client: Client, name: str, arguments: dict[str, Any]) -> str:
+    """The text of a call the SDK refused against the tool's input schema (an MCP tool error)."""
+    result = await client.call_tool(name, arguments)
+    assert result.is_error, result.content
+    [content] = result.content
+    return content.text  # type: ignore[union-attr]
 
 
 def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Settings, tmp_path: Path) -> None:
@@ -66,7 +78,7 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
         with (tmp_path / "mcp-stdio.err").open("w") as errlog:
             # Leaving the block closes stdin and stops the process (terminated, then killed), also on a failure.
             async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=30) as client:
-                answers["tools"] = {tool.name for tool in (await client.list_tools()).tools}
+                answers["listed"] = (await client.list_tools()).tools
                 answers["search"] = await _call(client, "kb_search", {"query": word})
                 answers["scoped"] = await _call(client, "kb_search", {"query": word, "project": "acme/nobody"})
                 answers["brief"] = await _call(client, "kb_brief", {"query": word})
@@ -76,10 +88,16 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
                 lesson = {"type": "lesson", "content": f"Lesson: {word} needs a warm cache.", "attrs": {"repo": "org1/api", "source": "mcp-test"}}
                 answers["marker"] = await _call(client, "brain_marker", lesson)
                 answers["replay"] = await _call(client, "brain_marker", lesson)
-                answers["refused"] = await _call(client, "brain_marker", {"type": "rumour", "content": "x"})
+                answers["refused"] = await _refusal(client, "brain_marker", {"type": "rumour", "content": "x"})
+                answers["too_long"] = await _call(client, "brain_marker", {"type": "lesson", "content": "x" * 5000})
+                answers["missing"] = await _call(client, "brain_get_arc", {"cluster_id": "arc-nope"})
 
     anyio.run(session)
-    assert answers["tools"] == TOOLS
+    listed = {tool.name: tool for tool in answers["listed"]}
+    assert set(listed) == TOOLS
+    assert {name for name, tool in listed.items() if tool.annotations and tool.annotations.read_only_hint} == READ_ONLY
+    assert all(tool.annotations and tool.annotations.destructive_hint is False for tool in listed.values())
+    assert listed["brain_marker"].input_schema["properties"]["type"]["enum"] == list(MARKER_TYPES)
 
     search = answers["search"]
     assert search["query"] == word and search["sources_searched"] == ["artifact", "obsidian"]
@@ -112,7 +130,9 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
     assert marker["ok"] is True and marker["marker_type"] == "lesson" and marker["action"] == "appended" and marker["project"] == "api"
     assert word in Vault(settings.vault).read_text(marker["vault_path"])
     assert replay["idempotent_replay"] is True and replay["vault_path"] == marker["vault_path"]
-    assert answers["refused"] == {"error": "invalid marker type: 'rumour'"}
+    assert "'lesson', 'milestone', 'signal' or 'decision'" in answers["refused"]  # refused by the schema's enum
+    assert answers["too_long"] == {"error": "content exceeds 4KB limit"}
+    assert answers["missing"] == {"error": "cluster_id not found: arc-nope"}
 
 
 class _Replies(OpenAIStub):

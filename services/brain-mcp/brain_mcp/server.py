@@ -3,7 +3,10 @@
 ``build_server(settings)`` registers the tools on the SDK's ``MCPServer``
 (named ``agentibrain``, as upstream's); each is a thin wrapper that calls
 ``brain_mcp.tools`` on one ``Kernel`` and returns its answer as a JSON
-string, as upstream's tools did. Over HTTP (``http_app``) the SDK's
+string, as upstream's tools did. A failure keeps upstream's text, the JSON
+``{"error": ...}``, and is an MCP tool error (``isError: true``), so a client
+tells it from an answer without parsing it (ADR 0041). The read tools carry
+``readOnlyHint``; ``brain_marker``'s ``type`` is an enum in its schema. Over HTTP (``http_app``) the SDK's
 streamable-HTTP app serves ``/mcp`` statelessly (upstream's proxy default,
 ``MCP_PROXY_STATELESS=true``), so any replica answers any request; with
 tokens configured every request but ``GET /ping`` must carry
@@ -25,6 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
 from mcp.server import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -46,6 +50,12 @@ INSTRUCTIONS = (
     "brain_feed, record what you learned with brain_marker."
 )
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# brain_core.markers.MARKER_TYPES, spelled out: a schema's enum is read from a Literal.
+MarkerType = Literal["lesson", "milestone", "signal", "decision"]
+# Hints for the client (it may run a read tool without asking); the server enforces nothing by them.
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+MARKER = WRITE.model_copy(update={"idempotent_hint": True})  # the same body twice writes it once
 # The principal of the HTTP request being served (set by BearerAuth; the tasks and threads that run a
 # tool copy the request's context); stdio sets the local operator. Unset: the tool refuses (fails closed).
 PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("brain_principal", default=None)
@@ -62,6 +72,15 @@ def _principal() -> Principal:
     return principal
 
 
+def _reply(answer: dict[str, Any]) -> CallToolResult:
+    """A tool's answer as its JSON text; an ``{"error": ...}`` answer is the same text marked as a tool error.
+
+    Built here rather than raised as the SDK's ``ToolError``, whose text the
+    SDK prefixes with ``Error executing tool <name>:``: the text stays JSON.
+    """
+    return CallToolResult(content=[TextContent(type="text", text=tools.to_json(answer))], is_error="error" in answer)
+
+
 def _version() -> str:
     try:
         return version("brain-kernel")
@@ -74,13 +93,17 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
     k = kernel or Kernel.open(settings)
     server = MCPServer(NAME, instructions=INSTRUCTIONS, version=_version(), log_level=log_level)
 
-    def tool(fn: Callable[..., str]) -> Callable[..., str]:
+    def tool(annotations: ToolAnnotations) -> Callable[[Callable[..., CallToolResult]], Callable[..., CallToolResult]]:
         # The docstring, on one line, is the description; structured_output=False: the answer is the
         # JSON text itself, as upstream's tools returned it.
-        server.add_tool(fn, description=" ".join(inspect.cleandoc(fn.__doc__ or "").split()), structured_output=False)
-        return fn
+        def register(fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
+            description = " ".join(inspect.cleandoc(fn.__doc__ or "").split())
+            server.add_tool(fn, description=description, annotations=annotations, structured_output=False)
+            return fn
 
-    @tool
+        return register
+
+    @tool(READ)
     def kb_search(
         query: str,
         limit: int = 10,
@@ -88,54 +111,54 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
         include_obsidian: bool = True,
         min_score: float = 0.0,
         project: str | None = None,
-    ) -> str:
+    ) -> CallToolResult:
         """Search the knowledge base: the semantic index of arcs, lessons, decisions and signals ("artifact")
         and the vault's markdown text ("obsidian"), best first, at most 2 x limit results. `project` (a short
         key or owner/name) keeps only that project's memory. Returns JSON {query, count, results, sources_searched}."""
-        return tools.to_json(tools.kb_search(k, query, limit, include_artifact, include_obsidian, min_score, project, principal=_principal()))
+        return _reply(tools.kb_search(k, query, limit, include_artifact, include_obsidian, min_score, project, principal=_principal()))
 
-    @tool
-    def kb_brief(query: str, limit: int = 8, model: str = "") -> str:
+    @tool(READ)
+    def kb_brief(query: str, limit: int = 8, model: str = "") -> CallToolResult:
         """Search the knowledge base and have the LLM write a short brief of the hits, with the refs most worth
         opening. Returns JSON {query, hits, brief, candidate_refs, model}; without an LLM the brief says why and
         the refs are the first three hits."""
-        return tools.to_json(tools.kb_brief(k, query, limit, model, principal=_principal()))
+        return _reply(tools.kb_brief(k, query, limit, model, principal=_principal()))
 
-    @tool
-    def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> str:
+    @tool(READ)
+    def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> CallToolResult:
         """Find arcs (threads of past work) by meaning, one result per arc, nearest first; `min_heat` keeps
         only arcs at least that hot, `project` only that project's. Returns JSON {query, count, arcs: [{cluster_id, title, region, heat, status, path, score, preview}]}."""
-        return tools.to_json(tools.brain_search_arcs(k, query, top_k, min_heat, min_score, project, principal=_principal()))
+        return _reply(tools.brain_search_arcs(k, query, top_k, min_heat, min_score, project, principal=_principal()))
 
-    @tool
-    def brain_get_arc(cluster_id: str) -> str:
+    @tool(READ)
+    def brain_get_arc(cluster_id: str) -> CallToolResult:
         """Read one arc by its cluster_id (from brain_search_arcs or the feed's hot arcs). Returns JSON
         {cluster_id, source: "vault", path, content} (the first 2000 characters), or the error not found."""
-        return tools.to_json(tools.brain_get_arc(k, cluster_id, principal=_principal()))
+        return _reply(tools.brain_get_arc(k, cluster_id, principal=_principal()))
 
-    @tool
-    def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> str:
+    @tool(WRITE)
+    def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> CallToolResult:
         """Ingest a document into the knowledge base. Not available yet on this kernel: returns a JSON error."""
-        return tools.to_json(tools.brain_ingest(k, content, title, producer, chunk_size))
+        return _reply(tools.brain_ingest(k, content, title, producer, chunk_size))
 
-    @tool
-    def brain_tick(no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> str:
+    @tool(WRITE)
+    def brain_tick(no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> CallToolResult:
         """Ask for a keeper tick (re-scores arcs, rewrites the feed); `brain tick-drain` runs it. With `wait`,
         follow it for up to `timeout` seconds. Returns JSON {job_id, status, no_ai, waited, waited_seconds, note}."""
-        return tools.to_json(tools.brain_tick(k, no_ai, wait, timeout, source))
+        return _reply(tools.brain_tick(k, no_ai, wait, timeout, source))
 
-    @tool
-    def brain_feed(project: str | None = None) -> str:
+    @tool(READ)
+    def brain_feed(project: str | None = None) -> CallToolResult:
         """The feed a new session reads: global, or with `project` (a short key or owner/name) that project's
         intent, hot arcs, recent lessons, decisions, milestones and signals. Returns the feed JSON."""
-        return tools.to_json(tools.brain_feed(k, project, principal=_principal()))
+        return _reply(tools.brain_feed(k, project, principal=_principal()))
 
-    @tool
-    def brain_marker(type: str, content: str, attrs: dict[str, Any] | None = None) -> str:
+    @tool(MARKER)
+    def brain_marker(type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> CallToolResult:
         """Record a marker: type lesson, milestone, signal or decision; content in markdown (at most 4096
         characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
         Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
-        return tools.to_json(tools.brain_marker(k, type, content, attrs, principal=_principal()))
+        return _reply(tools.brain_marker(k, type, content, attrs, principal=_principal()))
 
     return server
 
