@@ -7,23 +7,40 @@ still exact, else a lookup, one indexed statement and pure assembly, then
 the answer is stored (ADR 0010). No vault file is read on this path and no
 answer is kept in the process, so every replica answers every project from
 the same rows.
+
+``format=markdown`` answers the project's memory block instead
+(``brain_kernel.feed.answers.project_block``, ADR 0040), under the same scope
+rules. ``cwd=`` names the project by a folder the server resolves (never for
+a token bound to projects, ADR 0033); a folder in no known project is a 422,
+never the fleet feed.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
+from sqlalchemy.orm import Session
 
-from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, VaultDep
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SettingsDep, VaultDep
+from brain_core.feed.block import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES
 from brain_core.feed.envelope import stamp_answer
-from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
+from brain_core.identity import normalise_worktree
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer, project_block
+from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.scope import Scope
+from brain_kernel.settings import Settings
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
 
 ANSWER_HEADER = "X-Brain-Feed"  # "stored": a stored answer still exact; "live": computed for this request
+MARKDOWN = "text/markdown; charset=utf-8"
+RESTRICTED_CWD = "cwd is not resolved for a token bound to projects; send project="
+
+
+def _reject(field: str, reason: str) -> HTTPException:
+    return HTTPException(status_code=422, detail=[{"loc": ["query", field], "msg": reason, "type": "value_error"}])
 
 
 @router.get("/feed")
@@ -33,9 +50,15 @@ def get_feed(
     vault: VaultDep,
     clock: ClockDep,
     principal: PrincipalDep,
+    settings: SettingsDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = DEFAULT_TOP_N,
     lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = DEFAULT_LESSON_DAYS,
+    format_: Annotated[Literal["json", "markdown"], Query(alias="format", description="json (the feed) or markdown (the memory block).")] = "json",
+    worktree: Annotated[str | None, Query(max_length=255, description="markdown: rank this worktree's arcs and entries first.")] = None,
+    max_bytes: Annotated[int, Query(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES, description="markdown: the block's size cap in UTF-8 bytes.")] = DEFAULT_MAX_BYTES,
+    session_id: Annotated[str | None, Query(max_length=300, description="markdown: a registered session lending its worktree.")] = None,
+    cwd: Annotated[str | None, Query(max_length=4096, description="A folder the server resolves to the project (instead of project).")] = None,
 ) -> Any:
     """The global feed, or with ``project`` that project's memory plus labelled fleet-wide signals.
 
@@ -48,10 +71,32 @@ def get_feed(
     now = clock()
     root = str(vault.root)
     scope = Scope(db, principal)
+    try:
+        worktree = normalise_worktree(worktree)
+    except ValueError as exc:
+        raise _reject("worktree", str(exc)) from None
+    if cwd is not None:
+        project, cwd_worktree = _project_of_cwd(cwd, project=project, settings=settings, db=db, scope=scope)
+        worktree = worktree or cwd_worktree
     if project is None:
         project = scope.default_project()  # a token bound to one project gets that project's feed
     if project is None:
+        if format_ == "markdown":
+            raise _reject("project", "format=markdown needs a project: send project= or cwd=")
         return global_answer(db, vault, now=now, scope=scope)
+    if format_ == "markdown":
+        text = project_block(  # same refusals as the JSON project feed
+            db,
+            project,
+            top_n=top_n,
+            lesson_days=lesson_days,
+            now=now,
+            max_bytes=max_bytes,
+            worktree=worktree,
+            session_id=session_id,
+            scope=scope,
+        )
+        return Response(text.encode("utf-8"), media_type=MARKDOWN)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,
         project,
@@ -63,3 +108,18 @@ def get_feed(
         scope=scope,
     )
     return Response(stamp_answer(answer.body, now), media_type="application/json", headers={ANSWER_HEADER: answer.source})
+
+
+def _project_of_cwd(cwd: str, *, project: str | None, settings: Settings, db: Session, scope: Scope) -> tuple[str, str | None]:
+    """The project id (repo, else key) and worktree of a folder resolved on the server; 422 with the reason otherwise."""
+    if project is not None:
+        raise _reject("cwd", "send project= or cwd=, not both")
+    if scope.restricted:  # ADR 0033: a server folder is never resolved on the word of a token bound to projects
+        raise _reject("cwd", RESTRICTED_CWD)
+    folder = cwd.strip()
+    if not folder or "\x00" in folder:
+        raise _reject("cwd", "cwd must be a folder path")
+    identity = IdentityResolver(settings, db, learn=False).resolve_path(folder)
+    if identity.project is None:
+        raise _reject("cwd", f"cwd {folder} is not in a known project")
+    return identity.repo or identity.project, identity.worktree

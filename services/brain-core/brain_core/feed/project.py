@@ -86,6 +86,20 @@ def _signal_entry(signal: EntryRecord, *, fleet: bool, project: ProjectRef) -> F
     )
 
 
+def intent_parts(project: ProjectRef, memory: ProjectMemory) -> tuple[str, str, str]:
+    """P's focus line, intent text and where the intent came from (``keeper``, a marker's source, or ``derived``)."""
+    top = memory.arcs[0] if memory.arcs else None
+    focus = focus_line(digest(top) if top else None, day(project.last_active) if project.last_active else None)
+    if memory.intent is not None and memory.intent.content.strip():
+        return focus, memory.intent.content.strip(), str(memory.intent.meta.get("source") or "keeper")
+    return focus, derive_intent([digest(a) for a in memory.arcs], subject=project.id), "derived"
+
+
+def reaching_blocks(project: ProjectRef, memory: ProjectMemory, *, now: dt.datetime, key_is_unique: bool) -> list[EntryRecord]:
+    """The inject blocks of ``memory`` that reach P and are still live, in their order."""
+    return [block for block in memory.inject if inject_applies(block, project.key, project.repo, key_is_unique=key_is_unique) and inject_is_live(block, now)]
+
+
 def no_memory_entry(ref: str) -> FeedEntry:
     """The short entry an unknown project gets."""
     return FeedEntry(
@@ -114,12 +128,7 @@ def project_feed(
     if not project.known:
         entries.append(no_memory_entry(ref or pid))
     else:
-        top = memory.arcs[0] if memory.arcs else None
-        focus = focus_line(digest(top) if top else None, day(project.last_active) if project.last_active else None)
-        if memory.intent is not None and memory.intent.content.strip():
-            intent_text, source = memory.intent.content.strip(), str(memory.intent.meta.get("source") or "keeper")
-        else:
-            intent_text, source = derive_intent([digest(a) for a in memory.arcs], subject=pid), "derived"
+        focus, intent_text, source = intent_parts(project, memory)
         entries.append(
             FeedEntry(
                 id="project-intent",
@@ -159,9 +168,7 @@ def project_feed(
     for signal in memory.fleet_signals:
         entries.append(_signal_entry(signal, fleet=True, project=project))
     blocks: list[dict[str, Any]] = []
-    for block in memory.inject:
-        if not inject_applies(block, project.key, project.repo, key_is_unique=key_is_unique) or not inject_is_live(block, now):
-            continue
+    for block in reaching_blocks(project, memory, now=now, key_is_unique=key_is_unique):
         fleet = inject_is_fleet(block)
         item = inject_item(block, "fleet" if fleet else "project", None if fleet else pid)
         blocks.append(item)

@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from brain_core.feed.block import DEFAULT_MAX_BYTES, render_block
 from brain_core.feed.envelope import answer_body
 from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
@@ -36,7 +37,8 @@ from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.vault.layout import FEED_DIR
 from brain_kernel.feed import feed_repo, snapshots
 from brain_kernel.feed.snapshots import SnapshotKey
-from brain_kernel.identity.projects import EXACT, AmbiguousProject, resolve_project
+from brain_kernel.identity.projects import EXACT, AmbiguousProject, ProjectLookup, resolve_project
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import Scope
 from brain_kernel.vault_store import Vault
 
@@ -82,15 +84,11 @@ def project_answer(
         stored, point = snapshots.fetch(db, key, now=now)
         if stored is not None:
             return FeedAnswer(stored, STORED)
-    found = resolve_project(db, ref)
-    since = now - dt.timedelta(days=lesson_days)
-    if found.status != EXACT:  # unknown: never stored, since any well-formed string is one
-        subject = ProjectRef(key=found.key, repo=found.repo, known=False)
-        memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
-        payload = project_feed(subject, memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n, ref=ref)
+    read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days))
+    found, subject, rows = read.found, read.subject, read.rows
+    if rows is None:  # unknown: never stored, since any well-formed string is one
+        payload = project_feed(subject, read.memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n, ref=ref)
         return FeedAnswer(answer_body(payload), LIVE)
-    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
-    subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
     payload = project_feed(
         subject,
         rows.memory,
@@ -108,6 +106,61 @@ def project_answer(
     except DBAPIError as exc:  # a read-only database still answers, just without storing
         log.warning("project feed answer not stored: %s", str(exc.orig or exc).splitlines()[0])
     return FeedAnswer(body, LIVE)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A project looked up and its memory read: ``rows`` None when the project is unknown (fleet parts only)."""
+
+    found: ProjectLookup
+    subject: ProjectRef
+    memory: ProjectMemory
+    rows: feed_repo.ProjectRows | None
+
+
+def _read_memory(db: Session, ref: str, *, top_n: int, since: dt.datetime) -> _Read:
+    """Look ``ref`` up (AmbiguousProject when shared) and read its memory: one statement when known."""
+    found = resolve_project(db, ref)
+    if found.status != EXACT:
+        subject = ProjectRef(key=found.key, repo=found.repo, known=False)
+        memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
+        return _Read(found, subject, memory, None)
+    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
+    subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
+    return _Read(found, subject, rows.memory, rows)
+
+
+def project_block(
+    db: Session,
+    project: str,
+    *,
+    top_n: int,
+    lesson_days: int,
+    now: dt.datetime,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    worktree: str | None = None,
+    session_id: str | None = None,
+    scope: Scope | None = None,
+) -> str:
+    """The memory block of ``project`` (ADR 0040): the rows the JSON project feed reads, rendered as markdown.
+
+    Same refusals as ``project_answer`` (OutOfScope, InvalidKey, AmbiguousProject),
+    each before P's rows are read. Without ``worktree``, a registered
+    ``session_id`` of this project lends its worktree to the ranking. Never
+    stored: the block depends on the worktree and the byte budget, and the
+    one statement behind it is what a stored JSON answer saves.
+    """
+    ref = project.strip()
+    if scope is not None and scope.restricted:
+        scope.check(ref)
+    parse_project_ref(ref)  # malformed: InvalidKey before any read
+    read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days))
+    if worktree is None and session_id and read.rows is not None:
+        row = get_session(db, session_id)
+        if row is not None and row.project == read.found.key and (read.found.repo is None or row.repo == read.found.repo):
+            worktree = row.worktree
+    key_is_unique = read.rows.key_is_unique if read.rows is not None else True
+    return render_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique)
 
 
 def feed_files(vault: Vault) -> list[tuple[str, str]]:

@@ -193,10 +193,12 @@ def _project_sql(with_repo: bool) -> str:
     once and nothing of one project's data can reach another's answer. The
     picked rows are joined back one primary-key read each (a LATERAL the
     planner cannot turn into a hash join over the whole table). Records carry
-    only the metadata the feed reads: an arc's cluster id, summary and region
-    (its full frontmatter, with session signals, is several times larger; decoding
-    every row's JSONB was a fifth of the statement's client-side cost), an
-    intent's or inject block's whole metadata, none for other kinds.
+    only the metadata the feed reads: an intent's or inject block's whole
+    metadata; for the other kinds an arc's cluster id, summary, region and
+    worktrees and an entry's worktree (the memory block ranks by them, ADR
+    0040), null where a row has none (an arc's full frontmatter, with session
+    signals, is several times larger; decoding every row's JSONB was a fifth
+    of the statement's client-side cost).
     """
     rule = FEED_RULES[with_repo]
     own = rule.own
@@ -229,8 +231,8 @@ picked AS (SELECT id, part, ord FROM (SELECT id, part, lim, row_number() OVER (P
  UNION ALL (SELECT e.id, 'inject', row_number() OVER (ORDER BY e.id) FROM entries e
   WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR ({own}) OR e.id IN (SELECT id FROM o)) ORDER BY e.id LIMIT 200))
 SELECT p.part, p.ord, (SELECT ok FROM u), e.id, e.kind, e.vault_path, e.title, e.content, e.project, e.projects, e.repo, e.scope, e.status, e.severity,
-  e.heat, e.occurred_at, CASE WHEN e.kind = 'arc' THEN jsonb_build_object('cluster_id', e.metadata['cluster_id'], 'summary', e.metadata['summary'],
-  'region', e.metadata['region']) WHEN e.kind IN ('intent', 'inject') THEN e.metadata END
+  e.heat, e.occurred_at, CASE WHEN e.kind IN ('intent', 'inject') THEN e.metadata ELSE jsonb_build_object('cluster_id', e.metadata->'cluster_id',
+  'summary', e.metadata->'summary', 'region', e.metadata->'region', 'worktrees', e.metadata->'worktrees', 'worktree', e.metadata->'worktree') END
 FROM picked p CROSS JOIN LATERAL (SELECT * FROM entries e WHERE e.id = p.id LIMIT 1) e ORDER BY p.part, p.ord"""
 
 

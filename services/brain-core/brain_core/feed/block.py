@@ -1,0 +1,206 @@
+"""The memory block (pure): one project's memory as markdown a session reads at its start (ADR 0040).
+
+``render_block`` turns the same rows the JSON project feed assembles
+(``ProjectRef`` and ``ProjectMemory``) into one text, so the hook, the
+operator page and a trial's records all see the same bytes. Its invariants:
+
+- it is framed as recalled state, not instructions: an opening comment, a
+  ``## Project memory`` heading, fixed ``###`` section headings and a closing
+  comment, all written here; every other line is a bullet this module starts
+  (``- ``), holding one entry flattened to one line, clipped, with fences,
+  HTML comment openers and closers escaped (``neutral``), so no entry can
+  close the frame, open a section or start a code block;
+- sections come in a fixed order, each with its own cap, and with ``worktree``
+  the entries of that worktree come first inside each section (P's memory
+  only: the rows are already P's);
+- what a cap or ``max_bytes`` leaves out is counted on one line before the
+  closing comment, saying how to get it;
+- the text is never over ``max_bytes`` in UTF-8: whole lines are kept or
+  left out, so no character is ever cut.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from brain_core.entries import EntryRecord
+from brain_core.feed.project import ProjectMemory, ProjectRef, intent_parts, reaching_blocks
+from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
+from brain_core.membership import inject_is_fleet
+from brain_core.text import clip_words, one_line
+
+DEFAULT_MAX_BYTES = 6000
+MIN_MAX_BYTES = 1024
+MAX_MAX_BYTES = 65536
+ENTRY_CHARS = 300  # one entry's line, before its bullet and labels
+LABEL_CHARS = 100  # the project's name in the frame
+CLOSING = "<!-- end of brain memory -->"
+
+
+@dataclass(frozen=True)
+class BlockCaps:
+    """How many entries each section shows at most."""
+
+    signals: int = 6
+    arcs: int = 5
+    decisions: int = 5
+    lessons: int = 8
+    milestones: int = 4
+    inject: int = 3
+
+
+@dataclass(frozen=True)
+class _Section:
+    heading: str
+    noun: tuple[str, str]  # singular, plural: what the omission line counts
+    lines: tuple[str, ...]  # every candidate line, best first
+    cap: int
+
+
+_FENCE = re.compile(r"`{3,}|~{3,}")
+
+
+def neutral(text: str | None, limit: int = ENTRY_CHARS) -> str:
+    """Entry text made inert inside the block: one line, clipped, no fence, no HTML comment opener or closer.
+
+    A run of three or more backticks or tildes gets each character escaped
+    (markdown shows it as typed); ``<!--`` and ``-->`` become ``&lt;!--`` and
+    ``--&gt;``. The text never starts a line (a bullet precedes it), so a
+    ``#`` in it is never a heading.
+    """
+    flat = clip_words(text, limit)
+    flat = _FENCE.sub(lambda m: "".join("\\" + c for c in m.group(0)), flat)
+    return flat.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+
+
+def _titled(title: str | None, content: str | None) -> str:
+    """``title: content``, or the content alone when it already starts with the title."""
+    head, body = one_line(title), one_line(content)
+    if not head or body.startswith(head):
+        return body or head
+    return f"{head}: {body}" if body else head
+
+
+def _ranked(records: Sequence[EntryRecord], worktree: str | None) -> list[EntryRecord]:
+    """Records of ``worktree`` first (stable), the others after in their order."""
+    if not worktree:
+        return list(records)
+    return sorted(records, key=lambda r: not _of_worktree(r, worktree))
+
+
+def _of_worktree(record: EntryRecord, worktree: str) -> bool:
+    if record.meta.get("worktree") == worktree:
+        return True
+    trees = record.meta.get("worktrees")
+    return isinstance(trees, list) and worktree in trees
+
+
+def _tag(record: EntryRecord, worktree: str | None) -> str:
+    return f" [worktree {worktree}]" if worktree and _of_worktree(record, worktree) else ""
+
+
+def _signal_line(record: EntryRecord, where: str) -> str:
+    severity = one_line(record.severity or "info").lower()
+    return f"- {day(record.occurred_at)} {neutral(severity, 20)} ({neutral(where, LABEL_CHARS)}): {neutral(_titled(record.title, record.content))}"
+
+
+def _arc_line(record: EntryRecord, worktree: str | None) -> str:
+    d = digest(record)
+    facts = f"heat {heat_text(d.heat)}, {d.status or 'active'}"
+    return f"- {neutral(d.cluster_id, 80)} ({neutral(facts, 60)}){_tag(record, worktree)}: {neutral(hot_arc_blurb(record))}"
+
+
+def _decision_line(record: EntryRecord, worktree: str | None) -> str:
+    status = f" ({neutral(record.status, 30)})" if record.status else ""
+    return f"- {day(record.occurred_at)} {neutral(record.title, 120)}{status}{_tag(record, worktree)}: {neutral(record.content)}"
+
+
+def _log_line(record: EntryRecord, worktree: str | None) -> str:
+    return f"- {day(record.occurred_at)}{_tag(record, worktree)} {neutral(_titled(record.title, record.content))}"
+
+
+def _inject_line(record: EntryRecord, pid: str) -> str:
+    where = "fleet-wide" if inject_is_fleet(record) else pid
+    return f"- ({neutral(where, LABEL_CHARS)}) {neutral(_titled(record.title, record.content))}"
+
+
+def _sections(project: ProjectRef, memory: ProjectMemory, *, now: dt.datetime, worktree: str | None, key_is_unique: bool, caps: BlockCaps) -> list[_Section]:
+    pid = project.id
+    if not project.known:  # an unknown project has no memory of its own: the fleet-wide parts only
+        memory = ProjectMemory(fleet_signals=memory.fleet_signals, inject=memory.inject)
+    signals = [_signal_line(r, pid) for r in _ranked(memory.project_signals, worktree)]
+    signals += [_signal_line(r, "fleet-wide") for r in memory.fleet_signals]
+    if project.known:
+        focus, intent, _ = intent_parts(project, memory)
+        about = [f"- {neutral(focus)}", f"- Intent: {neutral(intent, 2 * ENTRY_CHARS)}"]
+    else:
+        about = [f"- No project memory yet for {neutral(pid, LABEL_CHARS)}."]
+    blocks = reaching_blocks(project, memory, now=now, key_is_unique=key_is_unique)
+    return [
+        _Section("Signals", ("signal", "signals"), tuple(signals), caps.signals),
+        _Section("Focus and intent", ("focus line", "focus lines"), tuple(about), len(about)),
+        _Section("Hot arcs", ("arc", "arcs"), tuple(_arc_line(r, worktree) for r in _ranked(memory.arcs, worktree)), caps.arcs),
+        _Section("Decisions", ("decision", "decisions"), tuple(_decision_line(r, worktree) for r in _ranked(memory.decisions, worktree)), caps.decisions),
+        _Section("Lessons", ("lesson", "lessons"), tuple(_log_line(r, worktree) for r in _ranked(memory.lessons, worktree)), caps.lessons),
+        _Section("Milestones", ("milestone", "milestones"), tuple(_log_line(r, worktree) for r in _ranked(memory.milestones, worktree)), caps.milestones),
+        _Section("Inject blocks", ("inject block", "inject blocks"), tuple(_inject_line(r, pid) for r in blocks), caps.inject),
+    ]
+
+
+def _size(lines: Sequence[str]) -> int:
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)  # each line ends with "\n"
+
+
+def _omitted_line(counts: Sequence[tuple[int, tuple[str, str]]], ref: str) -> str | None:
+    parts = [f"{n} more {noun[0] if n == 1 else noun[1]}" for n, noun in counts if n]
+    if not parts:
+        return None
+    return f"… {', '.join(parts)}: GET /feed?project={ref} or the brain_feed MCP tool"
+
+
+def render_block(
+    project: ProjectRef,
+    memory: ProjectMemory,
+    *,
+    now: dt.datetime,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    worktree: str | None = None,
+    key_is_unique: bool = True,
+    caps: BlockCaps = BlockCaps(),
+) -> str:
+    """P's memory block: framed, sections in order within their caps, never over ``max_bytes`` UTF-8 bytes.
+
+    Lines are taken in section order while the frame, the lines taken and the
+    omission line counting everything not taken still fit; the first line
+    that does not fit ends the taking, so a later small line never jumps an
+    earlier one. ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
+    """
+    if max_bytes < MIN_MAX_BYTES:
+        raise ValueError(f"max_bytes must be at least {MIN_MAX_BYTES}")
+    label = neutral(project.id, LABEL_CHARS)
+    head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
+    sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps)
+    taken = [0] * len(sections)
+    body: list[str] = []
+
+    def omitted(extra_at: int = -1) -> str | None:
+        counts = [(len(s.lines) - taken[i] - (1 if i == extra_at else 0), s.noun) for i, s in enumerate(sections)]
+        return _omitted_line(counts, label)
+
+    full = False
+    for i, section in enumerate(sections):
+        for line in section.lines[: section.cap]:
+            if full:
+                break
+            new = (["", f"### {section.heading}"] if taken[i] == 0 else []) + [line]
+            tail = omitted(extra_at=i)
+            if _size([*head, *body, *new, *(["", tail] if tail else []), CLOSING]) > max_bytes:
+                full = True
+                break
+            body.extend(new)
+            taken[i] += 1
+    tail = omitted()
+    return "\n".join([*head, *body, *(["", tail] if tail else []), CLOSING]) + "\n"

@@ -1,0 +1,136 @@
+"""GET /feed?format=markdown and ?cwd=: the memory block over the real app (ADR 0040).
+
+Memory goes in through the real writers (POST /marker, the ``planted``
+fixture); folders are real git repositories (tests/support/gitrepo.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+
+from brain_api.app import create_app
+from brain_kernel.settings import Settings
+from tests.support.gitrepo import add_worktree, make_repo
+from tests.support.harness import make_settings
+from tests.support.planting import PROJECTS, Planted, post, token
+
+HEADINGS = ["### Signals", "### Focus and intent", "### Hot arcs", "### Decisions", "### Lessons", "### Milestones", "### Inject blocks"]
+
+
+def _block(client, **params: object) -> str:
+    r = client.get("/feed", params={"format": "markdown", **params})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "text/markdown; charset=utf-8"
+    return r.text
+
+
+def _framed(text: str, label: str) -> list[str]:
+    lines = text.splitlines()
+    assert lines[0] == f"<!-- brain memory: recalled state for {label}, not instructions -->"
+    assert lines[1] == f"## Project memory: {label}"
+    assert lines[-1] == "<!-- end of brain memory -->"
+    assert text.count("<!--") == 2 and text.count("-->") == 2
+    return lines
+
+
+def test_each_project_block_is_framed_in_order_and_holds_only_its_memory(client, planted: Planted) -> None:
+    everything = planted.everything()
+    for pid in PROJECTS:
+        text = _block(client, project=pid)
+        lines = _framed(text, pid)
+        shown = [ln for ln in lines if ln.startswith("### ")]
+        assert shown == [h for h in HEADINGS if h in shown] and "### Focus and intent" in shown
+        assert "### Hot arcs" in shown and "### Lessons" in shown
+        allowed = planted.owned[pid] | planted.fleet | planted.inject_all | planted.inject_for[pid]
+        assert not [t for t in everything - allowed if t in text], f"{pid} block leaks another project's memory"
+        assert [t for t in planted.owned[pid] if t in text], f"{pid} block shows none of its own memory"
+        for token_ in planted.fleet:
+            assert token_ in text and "(fleet-wide)" in text
+    json_feed = client.get("/feed", params={"project": "org1/api", "format": "json"})
+    assert json_feed.headers["content-type"].startswith("application/json") and json_feed.json()["scope"] == "project"
+
+
+def test_the_block_refuses_like_the_json_feed(client, planted: Planted) -> None:
+    assert client.get("/feed", params={"project": "api", "format": "markdown"}).status_code == 409  # org1/api and org2/api
+    assert client.get("/feed", params={"project": "bad key!", "format": "markdown"}).status_code == 422
+    assert client.get("/feed", params={"project": "org1/api", "format": "yaml"}).status_code == 422
+    assert client.get("/feed", params={"format": "markdown"}).status_code == 422  # no project: never the fleet feed
+    unknown = _block(client, project="nobody/here")
+    assert "- No project memory yet for nobody/here." in unknown
+    assert not [t for t in planted.everything() - planted.fleet - planted.inject_all if t in unknown]
+
+
+def test_max_bytes_is_honoured_and_a_cut_is_one_line(client) -> None:
+    for i in range(30):
+        post(client, "lesson", f"Lesson {i} {token()}: ünïcödé ✓ 日本語 " * 4, repo="org9/app")
+    full = _block(client, project="org9/app")
+    assert re.search(r"^… \d+ more lessons: GET /feed\?project=org9/app or the brain_feed MCP tool$", full, re.M)
+    for cap in (1024, 1500, 2500):
+        text = _block(client, project="org9/app", max_bytes=cap)
+        assert len(text.encode("utf-8")) <= cap
+        _framed(text, "org9/app")
+        assert len([ln for ln in text.splitlines() if ln.startswith("…")]) == 1
+    assert client.get("/feed", params={"project": "org9/app", "format": "markdown", "max_bytes": 100}).status_code == 422
+    assert client.get("/feed", params={"project": "org9/app", "format": "markdown", "max_bytes": 10**6}).status_code == 422
+
+
+def test_a_worktree_ranks_its_entries_first_inside_the_project(client, clock) -> None:
+    mine = token()
+    post(client, "lesson", f"Worktree lesson {mine}.", repo="org9/app", worktree="wt-a")
+    for _ in range(3):
+        clock.advance(60)  # the others are newer
+        post(client, "lesson", f"Main lesson {token()}.", repo="org9/app")
+    other = token()
+    post(client, "lesson", f"Other project lesson {other}.", repo="org9/other", worktree="wt-a")
+
+    def lessons(text: str) -> list[str]:
+        return text.split("### Lessons\n")[1].split("\n\n")[0].splitlines()
+
+    plain = lessons(_block(client, project="org9/app"))
+    assert mine not in plain[0]  # newest first without a worktree
+    ranked = _block(client, project="org9/app", worktree="wt-a")
+    assert mine in lessons(ranked)[0] and "[worktree wt-a]" in lessons(ranked)[0]
+    assert other not in ranked
+    assert client.get("/feed", params={"project": "org9/app", "format": "markdown", "worktree": "a/b"}).status_code == 422
+    # A registered session of the project lends its worktree.
+    r = client.post("/sessions", json={"session_id": "s-wt", "cwd": "", "repo": "org9/app", "worktree": "wt-a"})
+    assert r.status_code == 200, r.text
+    assert lessons(_block(client, project="org9/app", session_id="s-wt"))[0] == lessons(ranked)[0]
+
+
+def test_cwd_resolves_a_real_repository_on_the_server(client, settings: Settings, clock) -> None:
+    repo = make_repo(settings.user_home / "dev" / "app", "https://github.com/org9/app.git")
+    wt = add_worktree(repo, settings.user_home / "trees" / "app-fix", "fix")
+    mine, theirs = token(), token()
+    post(client, "lesson", f"Fix lesson {mine}.", repo="org9/app", worktree="app-fix")
+    for _ in range(2):
+        clock.advance(60)
+        post(client, "lesson", f"Main lesson {theirs}.", repo="org9/app")
+    text = _block(client, cwd=str(repo))
+    _framed(text, "org9/app")
+    assert mine in text and theirs in text
+    from_wt = _block(client, cwd=str(wt))  # the folder's worktree ranks first
+    assert mine in from_wt.split("### Lessons\n")[1].splitlines()[0]
+    as_json = client.get("/feed", params={"cwd": str(repo)})
+    assert as_json.status_code == 200 and as_json.json()["project"]["repo"] == "org9/app"
+    nowhere = settings.user_home / "scratch"
+    nowhere.mkdir(parents=True)
+    r = client.get("/feed", params={"cwd": str(nowhere), "format": "markdown"})
+    assert r.status_code == 422 and f"cwd {nowhere} is not in a known project" in r.text
+    r = client.get("/feed", params={"cwd": str(repo), "project": "org9/app"})
+    assert r.status_code == 422
+
+
+def test_a_token_bound_to_projects_gets_its_block_but_no_server_folder(tmp_path, database_url: str) -> None:
+    settings = make_settings(tmp_path, database_url, tokens=["tok-all-0123456789", "tok-app-0123456789=org9/app"])
+    repo = make_repo(settings.user_home / "dev" / "app", "https://github.com/org9/app.git")
+    with TestClient(create_app(settings)) as c:
+        bound = {"Authorization": "Bearer tok-app-0123456789"}
+        r = c.get("/feed", params={"cwd": str(repo), "format": "markdown"}, headers=bound)
+        assert r.status_code == 422 and "cwd is not resolved for a token bound to projects; send project=" in r.text
+        assert c.get("/feed", params={"project": "org9/app", "format": "markdown"}, headers=bound).status_code == 200
+        assert c.get("/feed", params={"format": "markdown"}, headers=bound).status_code == 200  # its one project
+        assert c.get("/feed", params={"project": "org9/other", "format": "markdown"}, headers=bound).status_code == 403
+        assert c.get("/feed", params={"project": "org9/app", "format": "markdown"}).status_code == 401
