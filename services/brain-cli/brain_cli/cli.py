@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from brain_cli.commands import amygdala, apply, backfill, cluster, connect, drain, embed, extract, init, loop, mcp, reindex, scrub, server, tick, whereis
+from brain_cli.commands import amygdala, apply, backfill, cluster, connect, drain, embed, extract, hook, init, loop, mcp, reindex, scrub, server, tick, whereis
 
 app = typer.Typer(
     name="brain",
@@ -48,6 +48,7 @@ for name, command in (
     ("scrub", scrub.scrub),
     ("connect", connect.connect),
     ("disconnect", connect.disconnect),
+    ("hook", hook.hook),
 ):
     app.command(name, help=_help(command))(command)
 

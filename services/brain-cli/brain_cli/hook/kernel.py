@@ -1,0 +1,129 @@
+"""The hook's way to the kernel: the per-user client file and plain HTTP calls bounded by a deadline.
+
+The client file is ``~/.config/brain/client.json`` (mode 0600), ``{"url", "token"}``, written by
+``brain connect`` (docs/connect.md). Its place comes from ``Path.home()`` and the XDG defaults, not
+from the environment: only the settings module reads the environment (tests/test_architecture.py).
+
+Plain ``http://`` goes over a socket with a one-shot HTTP/1.0 request: ``urllib.request`` and
+``http.client`` import ``ssl`` and ``email``, which cost more than the rest of the hook's start
+(ADR 0042). ``https://`` takes ``http.client``, imported only then.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.parse
+from pathlib import Path
+
+
+def config_dir() -> Path:
+    """``~/.config/brain``: where the client file lives."""
+    return Path.home() / ".config" / "brain"
+
+
+def state_dir() -> Path:
+    """``~/.local/state/brain``: the outbox, the sent keys and the sessions' projects."""
+    return Path.home() / ".local" / "state" / "brain"
+
+
+class Answer:
+    """One HTTP answer: status (0 when the kernel could not be reached), content type and body."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        self.status = status
+        self.content_type = content_type
+        self.body = body
+
+    def json(self) -> object:
+        """The body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+class Kernel:
+    """The kernel at the client file's URL; every call takes no longer than what is left of the budget."""
+
+    def __init__(self, url: str, token: str | None, deadline: float) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.deadline = deadline
+
+    @classmethod
+    def from_client_file(cls, path: Path, deadline: float) -> Kernel | None:
+        """The kernel the client file names, or None when there is no usable client file."""
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str) or not data["url"]:
+            return None
+        token = data.get("token")
+        return cls(data["url"], token if isinstance(token, str) and token else None, deadline)
+
+    def left(self) -> float:
+        """Seconds left of the budget."""
+        return self.deadline - time.monotonic()
+
+    def call(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
+        """One request; a network failure, a malformed answer or a spent budget answers status 0."""
+        if self.left() <= 0.01:
+            return Answer(0, "", b"")
+        sent = {"Host": "", "Accept": "*/*", **(headers or {})}
+        if self.token:
+            sent["Authorization"] = f"Bearer {self.token}"
+        data = b""
+        if body is not None:
+            data = json.dumps(body).encode()
+            sent["Content-Type"] = "application/json"
+        try:
+            parts = urllib.parse.urlsplit(self.url + path)
+            if parts.scheme == "https":
+                return self._https(parts, method, sent, data)
+            if parts.scheme != "http" or not parts.hostname:
+                return Answer(0, "", b"")
+            sent["Host"] = parts.netloc
+            return self._plain(parts, method, sent, data)
+        except (OSError, ValueError, IndexError):
+            return Answer(0, "", b"")
+
+    def _plain(self, parts: urllib.parse.SplitResult, method: str, headers: dict[str, str], data: bytes) -> Answer:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        head = f"{method} {target or '/'} HTTP/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        request = (head + f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode() + data
+        chunks = []
+        with socket.create_connection((parts.hostname, parts.port or 80), timeout=max(self.left(), 0.01)) as sock:
+            sock.sendall(request)
+            while True:
+                left = self.left()
+                if left <= 0:
+                    return Answer(0, "", b"")
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        raw = b"".join(chunks)
+        header, _, content = raw.partition(b"\r\n\r\n")
+        lines = header.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        return Answer(status, fields.get("content-type", ""), content)
+
+    def _https(self, parts: urllib.parse.SplitResult, method: str, headers: dict[str, str], data: bytes) -> Answer:
+        import http.client  # imports ssl: only for a kernel behind TLS
+
+        headers.pop("Host")
+        connection = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=max(self.left(), 0.01))
+        try:
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            connection.request(method, target or "/", body=data or None, headers=headers)
+            response = connection.getresponse()
+            return Answer(response.status, response.getheader("Content-Type") or "", response.read())
+        except http.client.HTTPException:
+            return Answer(0, "", b"")
+        finally:
+            connection.close()

@@ -1,0 +1,146 @@
+"""The hook process: one event of one agent, within a budget, always exit 0.
+
+``main(["claude", "stop"])`` reads the hook JSON on stdin. A timer ends the
+process (exit 0) when the budget is spent, whatever it is waiting on; every
+file it writes is written atomically, so being cut short loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+
+from brain_cli.hook.kernel import Kernel, config_dir, state_dir
+from brain_cli.hook.outbox import Outbox
+
+BUDGET_SECONDS = 2.0
+AGENTS = {"claude": "claude-code", "codex": "codex"}
+EVENTS = {
+    "sessionstart": "SessionStart",
+    "userpromptsubmit": "UserPromptSubmit",
+    "promptsubmit": "UserPromptSubmit",
+    "stop": "Stop",
+    "subagentstop": "SubagentStop",
+}
+USAGE = """usage: brain hook claude|codex <event>
+
+The hook process an agent's hook runs (brain connect installs it): reads the
+hook JSON on stdin, always exits 0, prints only the agent's documented output,
+within a budget of 2 s. Events: SessionStart, UserPromptSubmit, Stop,
+SubagentStop (or session-start, prompt-submit, stop, subagent-stop).
+The kernel's URL and token come from ~/.config/brain/client.json.
+"""
+
+
+def _event(name: str) -> str | None:
+    return EVENTS.get(name.lower().replace("-", "").replace("_", ""))
+
+
+def _subagent_transcript(payload: dict[str, object]) -> Path | None:
+    """A subagent's transcript: the path the agent sent, else the two layouts Claude Code uses."""
+    given = payload.get("agent_transcript_path")
+    if isinstance(given, str) and given:
+        return Path(given)
+    main_path, agent_id, session = payload.get("transcript_path"), payload.get("agent_id"), payload.get("session_id")
+    if not (isinstance(main_path, str) and isinstance(agent_id, str) and agent_id):
+        return None
+    parent = Path(main_path).parent
+    nested = parent / str(session) / "subagents" / f"agent-{agent_id}.jsonl"
+    return nested if nested.exists() else parent / f"agent-{agent_id}.jsonl"
+
+
+def stop(payload: dict[str, object], agent: str, subagent: bool, kernel: Kernel | None, outbox: Outbox) -> None:
+    """Queue every new block marker of the transcript, then drain the outbox."""
+    session = str(payload.get("session_id") or "")
+    if subagent:
+        transcript = _subagent_transcript(payload)
+    else:
+        path = payload.get("transcript_path")
+        transcript = Path(path) if isinstance(path, str) and path else None
+    if transcript is not None and session:
+        from brain_cli.hook.transcript import marker_key, markers_in  # hashlib and the parser: only a stop needs them
+
+        for found in markers_in(transcript):
+            attrs: dict[str, object] = {**found.attrs, "session_id": session, "source": AGENTS[agent]}
+            for name in ("cwd", "agent_id"):
+                if isinstance(payload.get(name), str) and payload[name]:
+                    attrs[name] = payload[name]
+            outbox.add(marker_key(session, found), {"type": found.type, "content": found.content, "attrs": attrs})
+    if kernel is not None:
+        outbox.drain(kernel)
+
+
+def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None) -> str | None:
+    """Register the session and answer the project's memory block (None: print nothing)."""
+    session, cwd = payload.get("session_id"), payload.get("cwd")
+    if kernel is None or not isinstance(session, str) or not session or not isinstance(cwd, str):
+        return None
+    answer = kernel.call("POST", "/sessions", {"session_id": session, "cwd": cwd, "agent": agent})
+    identity = answer.json() if 200 <= answer.status < 300 else None
+    project = identity.get("project") if isinstance(identity, dict) else None
+    if not isinstance(project, str) or not project:
+        return None  # a folder with no project: no block
+    query = urllib.parse.urlencode({"project": project, "format": "markdown", "session_id": session})
+    feed = kernel.call("GET", f"/feed?{query}")
+    if not (200 <= feed.status < 300) or "json" in feed.content_type:
+        return None  # no memory block from this kernel (yet)
+    block = feed.body.decode(errors="replace").strip()
+    return block or None
+
+
+def run(agent: str, event: str, stdin: str, deadline: float, emit: Callable[[str], None]) -> None:
+    """One hook event: ``emit`` gets what to print on stdout, if anything; then the outbox is drained."""
+    try:
+        payload = json.loads(stdin) if stdin.strip() else {}
+    except ValueError:
+        payload = {}
+    if not isinstance(payload, dict):
+        payload = {}
+    kernel = Kernel.from_client_file(config_dir() / "client.json", deadline)
+    outbox = Outbox(state_dir())
+    if event in ("Stop", "SubagentStop"):
+        stop(payload, agent, event == "SubagentStop", kernel, outbox)
+        return
+    if event == "SessionStart":
+        block = session_start(payload, agent, kernel)
+        if block is not None:
+            emit(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": block}}))
+    # UserPromptSubmit adds no recall yet (ADR 0042): it only sends what waits in the outbox.
+    if kernel is not None and outbox.queued():
+        outbox.drain(kernel)
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _give_up(_signum: int, _frame: object) -> None:
+    os._exit(0)
+
+
+def main(argv: list[str]) -> int:
+    """``brain hook AGENT EVENT``: always 0 (a hook that fails must not harm the session)."""
+    if not argv or argv[0] in ("-h", "--help") or len(argv) < 2 or argv[0] not in AGENTS or "--help" in argv:
+        if not argv or "-h" in argv or "--help" in argv:
+            sys.stdout.write(USAGE)
+        return 0
+    deadline = time.monotonic() + BUDGET_SECONDS
+    with contextlib.suppress(AttributeError, ValueError):  # no SIGALRM (Windows) or not the main thread
+        signal.signal(signal.SIGALRM, _give_up)
+        signal.setitimer(signal.ITIMER_REAL, BUDGET_SECONDS)
+    try:
+        event = _event(argv[1])
+        stdin = sys.stdin.read() if event else ""
+        if event:
+            run(argv[0], event, stdin, deadline, _emit)
+    except Exception:  # the hook's one promise: exit 0, whatever went wrong
+        return 0
+    return 0

@@ -1,0 +1,273 @@
+"""``brain hook claude|codex <event>``: the real hook process, on the samples' payloads, against a kernel.
+
+Each test runs the process (``python -m brain_cli.hook``) with HOME at a
+temporary folder holding the client file, so the outbox and the sent keys are
+the test's own. The real kernel is the run's multi-worker ``brain serve``; the
+stand-in (tests/support/hook_kernel.py) counts exactly what a hook sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from tests.support.gitrepo import make_repo
+from tests.support.harness import Served
+from tests.support.hook_kernel import BLOCK, stub_kernel
+from tests.support.servers import free_port
+
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "hooks"  # the agents' documented payloads
+BUDGET = 2.0
+
+MARKERS = [
+    ("lesson", 'title="Pin the clock"', "Auth tests flake when the clock moves; pin it."),
+    ("lesson", "", "The login test needs a fresh database per run."),
+    ("milestone", "status=done", "Auth tests are stable."),
+    ("milestone", 'scope=auth title="Clock pinned"', "The clock is pinned in every auth test."),
+    ("signal", "severity=warning", "The staging database is nearly full."),
+    ("decision", 'title="Freeze the clock in tests" status=accepted', "Tests freeze time through one fixture."),
+    ("decision", 'title="One auth fixture"', "Every auth test uses the same fixture."),
+]
+
+
+def _sample(name: str, **changes: object) -> dict[str, object]:
+    """A sample payload with some fields changed (cwd to a real repository, transcript_path to a written one)."""
+    payload = json.loads((SAMPLES / name).read_text())
+    payload.update(changes)
+    return payload
+
+
+def _transcript(path: Path, session: str) -> Path:
+    """A Claude transcript whose assistant turns hold the seven block markers (and markers that must not post)."""
+    lines = [{"type": "user", "sessionId": session, "message": {"role": "user", "content": "<!-- @lesson -->from the user, never posted<!-- @/lesson -->"}}]
+    for n, (kind, attrs, content) in enumerate(MARKERS):
+        opening = f"<!-- @{kind} {attrs} -->" if attrs else f"<!-- @{kind} -->"
+        said = f"Step {n} done.\n\n{opening}\n{content}\n<!-- @/{kind} -->\n\nMoving on. <!-- @hot arc=x -->"
+        lines.append({"type": "assistant", "sessionId": session, "message": {"role": "assistant", "content": [{"type": "text", "text": said}]}})
+    lines.append({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {}}]}})
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
+    return path
+
+
+def _home(tmp_path: Path, url: str) -> Path:
+    home = tmp_path / "home"
+    client = home / ".config" / "brain" / "client.json"
+    client.parent.mkdir(parents=True, exist_ok=True)
+    client.write_text(json.dumps({"url": url, "token": None}))
+    client.chmod(0o600)
+    return home
+
+
+def _point(home: Path, url: str) -> None:
+    (home / ".config" / "brain" / "client.json").write_text(json.dumps({"url": url, "token": None}))
+
+
+def hook(home: Path, agent: str, event: str, payload: dict[str, object]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the hook process once: (its result, seconds it took)."""
+    env = {**os.environ, "HOME": str(home)}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "brain_cli.hook", agent, event], input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=30
+    )
+    return proc, time.monotonic() - started
+
+
+def _outbox(home: Path) -> list[Path]:
+    folder = home / ".local" / "state" / "brain" / "outbox"
+    return sorted(folder.glob("*.json")) if folder.exists() else []
+
+
+def _hook_keys(served: Served) -> int:
+    served.db.rollback()
+    return served.db.execute(text("SELECT count(*) FROM idempotency_keys WHERE key LIKE 'hook-%'")).scalar_one()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "dev" / "widget", remote="git@github.com:acme/widget.git")
+
+
+def test_stop_posts_every_block_marker_once_and_a_second_stop_posts_none(served: Served, tmp_path: Path, repo: Path) -> None:
+    home = _home(tmp_path, served.base)
+    payload = _sample("claude-stop.json", cwd=str(repo))
+    payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+    first, _ = hook(home, "claude", "Stop", payload)
+    assert (first.returncode, first.stdout) == (0, "")
+    assert _hook_keys(served) == 7
+    assert _outbox(home) == []
+    again, _ = hook(home, "claude", "Stop", payload)
+    assert (again.returncode, again.stdout) == (0, "")
+    assert _hook_keys(served) == 7
+    # Without the local record of sent keys, the kernel replays: still nothing new.
+    for sent in (home / ".local" / "state" / "brain" / "sent").iterdir():
+        sent.unlink()
+    hook(home, "claude", "Stop", payload)
+    assert _hook_keys(served) == 7
+    assert _outbox(home) == []
+
+
+def test_with_the_kernel_down_markers_wait_and_the_next_hook_drains_them(served: Served, tmp_path: Path, repo: Path) -> None:
+    home = _home(tmp_path, f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    payload = _sample("claude-stop.json", cwd=str(repo))
+    payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+    down, took = hook(home, "claude", "Stop", payload)
+    assert (down.returncode, down.stdout) == (0, "")
+    assert took < BUDGET + 1
+    assert len(_outbox(home)) == 7
+    hook(home, "claude", "Stop", payload)  # still down: queued once, not twice
+    assert len(_outbox(home)) == 7
+    _point(home, served.base)
+    back, _ = hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json", cwd=str(repo)))
+    assert (back.returncode, back.stdout) == (0, "")
+    assert _outbox(home) == []
+    assert _hook_keys(served) == 7
+
+
+def test_a_kernel_that_never_answers_costs_the_budget_and_nothing_more(tmp_path: Path, repo: Path) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepts connections, never answers
+        home = _home(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        payload = _sample("claude-session-start.json", cwd=str(repo))
+        start, took = hook(home, "claude", "SessionStart", payload)
+        assert (start.returncode, start.stdout) == (0, "")
+        assert BUDGET - 0.2 < took < BUDGET + 1
+        payload = _sample("claude-stop.json", cwd=str(repo))
+        payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+        stop, took = hook(home, "claude", "Stop", payload)
+        assert (stop.returncode, stop.stdout, took < BUDGET + 1) == (0, "", True)
+        assert len(_outbox(home)) == 7
+
+
+def test_the_drain_sends_each_waiting_marker_exactly_once_oldest_first(tmp_path: Path, repo: Path) -> None:
+    port = free_port()
+    home = _home(tmp_path, f"http://127.0.0.1:{port}")
+    payload = _sample("claude-stop.json", cwd=str(repo))
+    payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+    hook(home, "claude", "Stop", payload)
+    queued = [json.loads(p.read_text())["key"] for p in _outbox(home)]
+    assert len(set(queued)) == 7
+    with stub_kernel(port) as stub:
+        hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json"))
+        hook(home, "claude", "Stop", payload)
+    posted = [key for method, path, key, _ in stub.requests if (method, path) == ("POST", "/marker")]
+    assert posted == queued
+    bodies = [body for method, path, _, body in stub.requests if path == "/marker"]
+    assert [b["type"] for b in bodies] == [m[0] for m in MARKERS]
+    assert bodies[0]["attrs"] == {"title": "Pin the clock", "session_id": payload["session_id"], "source": "claude-code", "cwd": str(repo)}
+    assert bodies[5]["attrs"]["status"] == "accepted"
+
+
+def test_a_refused_marker_moves_aside_with_its_reason_and_a_bad_file_stops_nothing(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel(refuse={"signal"}) as stub:
+        home = _home(tmp_path, f"http://127.0.0.1:{free_port()}")
+        payload = _sample("claude-stop.json", cwd=str(repo))
+        payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+        hook(home, "claude", "Stop", payload)
+        outbox = home / ".local" / "state" / "brain" / "outbox"
+        (outbox / "00000000000000000000-garbage.json").write_text("{not json")
+        _point(home, stub.url)
+        hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json"))
+        assert _outbox(home) == []
+        refused = sorted((outbox / "refused").glob("*.json"))
+        reasons = [json.loads(p.read_text())["refused"] for p in refused]
+        assert reasons[0]["detail"].startswith("unreadable outbox file")
+        assert reasons[1] == {"status": 400, "detail": "invalid marker type: 'signal'"}
+        assert len(refused) == 2
+        hook(home, "claude", "Stop", payload)  # a refused marker is never retried
+    assert sum(1 for _, path, _, body in stub.requests if path == "/marker" and body["type"] == "signal") == 1
+    assert sum(1 for _, path, _, _ in stub.requests if path == "/marker") == 7
+
+
+def test_a_subagent_stop_reads_the_subagent_transcript(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        payload = _sample("claude-subagent-stop.json", cwd=str(repo))
+        main = tmp_path / "s.jsonl"
+        _transcript(main, "other")
+        sub = tmp_path / str(payload["session_id"]) / "subagents" / f"agent-{payload['agent_id']}.jsonl"
+        sub.parent.mkdir(parents=True)
+        sub.write_text(
+            json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "<!-- @lesson -->sub<!-- @/lesson -->"}]}})
+        )
+        payload.update(transcript_path=str(main), agent_transcript_path=None)
+        result, _ = hook(home, "claude", "SubagentStop", payload)
+    assert (result.returncode, result.stdout) == (0, "")
+    bodies = [body for _, path, _, body in stub.requests if path == "/marker"]
+    assert [(b["content"], b["attrs"]["agent_id"]) for b in bodies] == [("sub", payload["agent_id"])]
+
+
+def test_a_codex_stop_reads_the_rollout(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        rollout = tmp_path / "rollout.jsonl"
+        said = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "<!-- @decision title=T -->Use one fixture.<!-- @/decision -->"}],
+        }
+        rollout.write_text(json.dumps({"type": "response_item", "payload": said}) + "\n")
+        payload = _sample("codex-stop.json", cwd=str(repo), transcript_path=str(rollout))
+        hook(home, "codex", "Stop", payload)
+    bodies = [body for _, path, _, body in stub.requests if path == "/marker"]
+    assert [(b["type"], b["content"], b["attrs"]["source"], b["attrs"]["title"]) for b in bodies] == [("decision", "Use one fixture.", "codex", "T")]
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_session_start_prints_the_memory_block_as_the_agent_documents_it(tmp_path: Path, repo: Path, agent: str) -> None:
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        result, _ = hook(home, agent, "SessionStart", _sample(f"{agent}-session-start.json", cwd=str(repo)))
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": BLOCK.strip()}}
+    sessions = [body for _, path, _, body in stub.requests if path == "/sessions"]
+    assert sessions == [{"session_id": sessions[0]["session_id"], "cwd": str(repo), "agent": agent}]
+    feed = [path for method, path, _, _ in stub.requests if method == "GET"]
+    assert feed == [f"/feed?project=widget&format=markdown&session_id={sessions[0]['session_id']}"]
+
+
+def test_session_start_against_the_kernel_registers_the_session_and_prints_its_block_or_nothing(served: Served, tmp_path: Path, repo: Path) -> None:
+    home = _home(tmp_path, served.base)
+    payload = _sample("claude-session-start.json", cwd=str(repo))
+    result, _ = hook(home, "claude", "SessionStart", payload)
+    assert result.returncode == 0
+    with urllib.request.urlopen(f"{served.base}/feed?project=acme/widget&format=markdown") as answer:
+        kind, block = answer.headers.get("Content-Type", ""), answer.read().decode().strip()
+    if "json" in kind or not block:  # a kernel without the markdown block: nothing to print
+        assert result.stdout == ""
+    else:
+        assert json.loads(result.stdout)["hookSpecificOutput"] == {"hookEventName": "SessionStart", "additionalContext": block}
+    served.db.rollback()
+    stored = served.db.execute(text("SELECT count(*) FROM sessions WHERE session_id = :s"), {"s": payload["session_id"]}).scalar_one()
+    assert stored == 1
+
+
+def test_a_hook_without_a_client_file_or_with_bad_input_prints_nothing_and_exits_0(tmp_path: Path) -> None:
+    home = tmp_path / "nobody"
+    home.mkdir()
+    for event, stdin in (("SessionStart", {"session_id": "s"}), ("Stop", {}), ("Bogus", {})):
+        result, took = hook(home, "claude", event, stdin)
+        assert (result.returncode, result.stdout) == (0, "")
+        assert took < BUDGET
+    env = {**os.environ, "HOME": str(home)}
+    garbage = subprocess.run([sys.executable, "-m", "brain_cli.hook", "claude", "Stop"], input="{[", capture_output=True, text=True, env=env, timeout=30)
+    assert (garbage.returncode, garbage.stdout, garbage.stderr) == (0, "", "")
+
+
+def test_the_console_entry_runs_a_hook_without_importing_typer(tmp_path: Path) -> None:
+    probe = (
+        "import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('typer', 'brain_kernel', 'pydantic') if m in sys.modules)));"
+        "sys.argv = ['brain', 'hook', 'claude', 'Stop']; from brain_cli.entry import main; main()"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", probe], input="{}", capture_output=True, text=True, env=env, timeout=30)
+    assert (result.returncode, result.stdout.strip()) == (0, "[]")

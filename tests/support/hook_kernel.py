@@ -1,0 +1,86 @@
+"""A stand-in kernel for the hook process's tests and bench: the four routes a hook calls, answered after a delay.
+
+It answers like the kernel (``POST /sessions``, ``GET /feed?format=markdown``,
+``POST /marker``, ``POST /search``) and records every request, so a test can
+count what a hook sent; ``refuse`` names marker types it answers 400.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BLOCK = "# Recalled project memory (widget)\n\n- lesson: pin the clock in auth tests\n"
+
+
+@dataclass
+class StubKernel:
+    """What the stand-in saw: (method, path, idempotency key, JSON body) per request."""
+
+    delay: float = 0.01
+    refuse: set[str] = field(default_factory=set)
+    requests: list[tuple[str, str, str | None, object]] = field(default_factory=list)
+    url: str = ""
+
+
+def _handler(stub: StubKernel) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def _answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+            time.sleep(stub.delay)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _record(self) -> object:
+            size = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(size)) if size else None
+            stub.requests.append((self.command, self.path, self.headers.get("X-Idempotency-Key"), body))
+            return body
+
+        def do_GET(self) -> None:
+            self._record()
+            if self.path.startswith("/feed"):
+                self._answer(200, BLOCK.encode(), "text/markdown; charset=utf-8")
+            else:
+                self._answer(404, b'{"detail": "not found"}')
+
+        def do_POST(self) -> None:
+            body = self._record()
+            if self.path == "/sessions" and isinstance(body, dict):
+                self._answer(200, json.dumps({"session_id": body.get("session_id"), "project": "widget", "repo": "acme/widget"}).encode())
+            elif self.path == "/marker" and isinstance(body, dict):
+                if body.get("type") in stub.refuse:
+                    self._answer(400, json.dumps({"detail": f"invalid marker type: '{body.get('type')}'"}).encode())
+                else:
+                    self._answer(201, json.dumps({"ok": True, "marker_type": body.get("type")}).encode())
+            elif self.path == "/search":
+                self._answer(200, json.dumps({"results": [], "count": 0}).encode())
+            else:
+                self._answer(404, b'{"detail": "not found"}')
+
+    return Handler
+
+
+@contextmanager
+def stub_kernel(port: int = 0, delay: float = 0.01, refuse: set[str] | None = None) -> Iterator[StubKernel]:
+    """A running stand-in kernel on 127.0.0.1 (``port`` 0: any free port), stopped on exit."""
+    stub = StubKernel(delay=delay, refuse=refuse or set())
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(stub))
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield stub
+    finally:
+        server.shutdown()
+        server.server_close()
