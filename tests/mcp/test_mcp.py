@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.orm import Session
@@ -61,6 +61,23 @@ async def _call(client: Client, name: str, arguments: dict[str, Any]) -> dict[st
     return answer
 
 
+async def _read(client: Client, uri: str) -> Any:
+    """A resource's text: JSON parsed, markdown as it is."""
+    [content] = (await client.read_resource(uri)).contents
+    text = content.text  # type: ignore[union-attr]
+    assert content.mime_type in ("application/json", "text/markdown"), content.mime_type
+    return json.loads(text) if content.mime_type == "application/json" else text
+
+
+async def _unreadable(client: Client, uri: str) -> str:
+    """The message of the JSON-RPC error a resource read answered."""
+    try:
+        await client.read_resource(uri)
+    except MCPError as exc:
+        return exc.error.message
+    raise AssertionError(f"{uri} was read")
+
+
 async def _refusal(client: Client, name: str, arguments: dict[str, Any]) -> str:
     """The text of a call the SDK refused against the tool's input schema (an MCP tool error)."""
     result = await client.call_tool(name, arguments)
@@ -91,6 +108,12 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
                 answers["refused"] = await _refusal(client, "brain_marker", {"type": "rumour", "content": "x"})
                 answers["too_long"] = await _call(client, "brain_marker", {"type": "lesson", "content": "x" * 5000})
                 answers["missing"] = await _call(client, "brain_get_arc", {"cluster_id": "arc-nope"})
+                answers["resources"] = [str(r.uri) for r in (await client.list_resources()).resources]
+                answers["templates"] = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+                answers["feed_resource"] = await _read(client, "brain://feed")
+                answers["project_resource"] = await _read(client, "brain://feed/org1/api")
+                answers["key_resource"] = await _read(client, "brain://feed/api")
+                answers["bad_resource"] = await _unreadable(client, "brain://feed/not a key!")
 
     anyio.run(session)
     listed = {tool.name: tool for tool in answers["listed"]}
@@ -133,6 +156,17 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
     assert "'lesson', 'milestone', 'signal' or 'decision'" in answers["refused"]  # refused by the schema's enum
     assert answers["too_long"] == {"error": "content exceeds 4KB limit"}
     assert answers["missing"] == {"error": "cluster_id not found: arc-nope"}
+
+    # The feed as resources: the global feed's JSON, and a project's memory block (GET /feed?format=markdown).
+    assert answers["resources"] == ["brain://feed"] and answers["templates"] == ["brain://feed/{+project}"]
+    assert [a["cluster_id"] for a in answers["feed_resource"]["arcs"]] == [cluster_id]
+    block = answers["project_resource"]
+    assert block.startswith("<!-- brain memory: recalled state for org1/api") and block.rstrip().endswith("<!-- end of brain memory -->")
+    assert "## Project memory: org1/api" in block and f"- {cluster_id} (heat " in block
+    assert (
+        answers["key_resource"].splitlines()[:2] == block.splitlines()[:2] and f"- {cluster_id} (heat " in answers["key_resource"]
+    )  # the short key: the same project
+    assert "error" in json.loads(answers["bad_resource"])
 
 
 class _Replies(OpenAIStub):
@@ -230,6 +264,8 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
             ):
                 answers["other_arcs"] = await _call(client, "brain_search_arcs", {"query": f"the {word} pipeline"})
                 answers["other_refused"] = await _call(client, "brain_search_arcs", {"query": word, "project": "org1/api"})
+                answers["other_resource"] = await _unreadable(client, "brain://feed/org1/api")
+                answers["own_resource"] = await _read(client, "brain://feed")
 
         anyio.run(session)
     finally:
@@ -243,6 +279,8 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     assert arc["cluster_id"] == cluster_id and isinstance(arc["heat"], int) and arc["path"].endswith(f"{cluster_id}.md") and len(arc["preview"]) <= 200
     assert answers["too_hot"] == {"query": word, "count": 0, "arcs": []}
     assert answers["other_arcs"]["arcs"] == [] and "outside" in answers["other_refused"]["error"]  # scoped tokens (ADR 0021)
+    assert "outside" in json.loads(answers["other_resource"])["error"]  # the resources read as the token's principal
+    assert answers["own_resource"]["scope"] == "project" and cluster_id not in json.dumps(answers["own_resource"])  # the feed of org2/web
 
     tick = answers["tick"]
     assert set(tick) == {"job_id", "status", "no_ai", "waited", "note"}

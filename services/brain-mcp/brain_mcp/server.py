@@ -6,7 +6,11 @@
 string, as upstream's tools did. A failure keeps upstream's text, the JSON
 ``{"error": ...}``, and is an MCP tool error (``isError: true``), so a client
 tells it from an answer without parsing it (ADR 0041). The read tools carry
-``readOnlyHint``; ``brain_marker``'s ``type`` is an enum in its schema. Over HTTP (``http_app``) the SDK's
+``readOnlyHint``; ``brain_marker``'s ``type`` is an enum in its schema. The
+feed is also a resource for clients that attach resources to a session:
+``brain://feed``, the JSON of ``brain_feed``, and ``brain://feed/{project}``,
+the project's memory block in markdown (ADR 0040); a failure there is a
+JSON-RPC error whose message is the ``{"error": ...}`` JSON. Over HTTP (``http_app``) the SDK's
 streamable-HTTP app serves ``/mcp`` statelessly (upstream's proxy default,
 ``MCP_PROXY_STATELESS=true``), so any replica answers any request; with
 tokens configured every request but ``GET /ping`` must carry
@@ -28,6 +32,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -43,6 +48,10 @@ NAME = "agentibrain"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8104
 MCP_PATH = "/mcp"
+FEED_URI = "brain://feed"
+PROJECT_FEED_URI = "brain://feed/{+project}"  # reserved expansion: owner/name keeps its slash
+JSON_MIME = "application/json"
+MARKDOWN_MIME = "text/markdown"
 OPEN_PATHS = frozenset({"/ping"})  # liveness for proxies and probes, unauthenticated as upstream's proxy answered it
 INSTRUCTIONS = (
     "The team's memory: arcs (threads of work ranked by heat), lessons, decisions, milestones and signals, "
@@ -79,6 +88,16 @@ def _reply(answer: dict[str, Any]) -> CallToolResult:
     SDK prefixes with ``Error executing tool <name>:``: the text stays JSON.
     """
     return CallToolResult(content=[TextContent(type="text", text=tools.to_json(answer))], is_error="error" in answer)
+
+
+def _unless_error(answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer``; an ``{"error": ...}`` one raises with its JSON text (a JSON-RPC error to the client)."""
+    if "error" not in answer:
+        return answer
+    text = tools.to_json(answer)
+    if str(answer["error"]).startswith(tools.DATABASE_UNAVAILABLE):
+        raise ResourceError(text)  # the server's fault: an internal error
+    raise ResourceNotFoundError(text)  # the caller's project: malformed, ambiguous or out of scope (invalid params)
 
 
 def _version() -> str:
@@ -159,6 +178,21 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
         characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
         Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
         return _reply(tools.brain_marker(k, type, content, attrs, principal=_principal()))
+
+    @server.resource(FEED_URI, name="feed", title="The feed", mime_type=JSON_MIME, description="The feed brain_feed answers without a project.")
+    def feed() -> str:
+        return tools.to_json(_unless_error(tools.brain_feed(k, principal=_principal())))
+
+    @server.resource(
+        PROJECT_FEED_URI,
+        name="memory_block",
+        title="A project's memory",
+        mime_type=MARKDOWN_MIME,
+        description="One project's memory block (a short key or owner/name), the markdown a session starts with: its "
+        "signals, focus and intent, hot arcs, decisions, lessons, milestones and inject blocks (GET /feed?format=markdown).",
+    )
+    def memory_block(project: str) -> str:
+        return str(_unless_error(tools.memory_block(k, project, principal=_principal()))["markdown"])
 
     return server
 

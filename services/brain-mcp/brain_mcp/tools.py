@@ -43,7 +43,7 @@ from brain_kernel.clock import Clock, utc_now
 from brain_kernel.db.engine import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.feed import feed_repo
-from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer, project_block
 from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.scope import Scope, search_members
@@ -78,6 +78,7 @@ TICK_POLL_S = 0.5  # a tick is run by ``brain tick-drain`` elsewhere; this only 
 MAX_TICK_WAIT_S = 600.0
 UNKNOWN_POLLS = 2  # upstream stopped after two consecutive ``unknown`` answers
 INGEST_UNAVAILABLE = "brain_ingest is not available: the kernel has no /ingest yet"
+DATABASE_UNAVAILABLE = "database unavailable"
 
 
 @dataclass
@@ -136,7 +137,7 @@ def answers_errors(func: F) -> F:
             return {"error": str(exc)}
         except SQLAlchemyError as exc:
             log.warning("%s: database unavailable: %s", func.__name__, _reason(exc))
-            return {"error": f"database unavailable: {_reason(exc)}"}
+            return {"error": f"{DATABASE_UNAVAILABLE}: {_reason(exc)}"}
 
     return wrapper  # type: ignore[return-value]
 
@@ -421,6 +422,14 @@ def brain_feed(k: Kernel, project: str | None = None, *, principal: Principal = 
             return global_answer(db, k.vault, now=now, scope=reach)
         answer = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now, scope=reach)
     return json.loads(stamp_answer(answer.body, now))
+
+
+@answers_errors
+def memory_block(k: Kernel, project: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """The project's memory block, as ``GET /feed?project=P&format=markdown`` renders it (ADR 0040): ``{"markdown": text}``."""
+    with k.reads() as db:
+        text = project_block(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, now=k.clock(), scope=Scope(db, principal))
+    return {"markdown": text}
 
 
 @answers_errors
