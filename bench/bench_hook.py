@@ -7,7 +7,8 @@ the client file:
 
 - ``session-start``: ``POST /sessions`` and ``GET /feed?format=markdown``,
   the block printed;
-- ``prompt-submit``: the empty outbox checked, nothing sent;
+- ``prompt-submit``: ``POST /search`` in the session's project, the close
+  entries printed;
 - ``stop, 1 new marker``: a new session each run, so its one marker is
   queued and posted;
 - ``stop, nothing new``: the same session again, every marker already sent.
@@ -71,6 +72,7 @@ def main() -> int:
             client.write_text(json.dumps({"url": stub.url, "token": "t"}))
             steady = {"session_id": "steady", "cwd": str(home), "transcript_path": str(transcript), "hook_event_name": "Stop"}
             timed([str(BRAIN), "hook", "claude", "stop"], json.dumps(steady), env)  # its marker is sent once, before the timing
+            timed([str(BRAIN), "hook", "claude", "session-start"], json.dumps(steady), env)  # its prompts know their project
             curl = shutil.which("curl")
             for _ in range(args.runs):
                 for name, event, payload in (

@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from tests.support.gitrepo import make_repo
 from tests.support.harness import Served
-from tests.support.hook_kernel import BLOCK, stub_kernel
+from tests.support.hook_kernel import BLOCK, FOUND, stub_kernel
 from tests.support.servers import free_port
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "hooks"  # the agents' documented payloads
@@ -235,7 +235,29 @@ def test_session_start_prints_the_memory_block_as_the_agent_documents_it(tmp_pat
     assert feed == [f"/feed?project=widget&format=markdown&session_id={sessions[0]['session_id']}"]
 
 
-def test_session_start_against_the_kernel_registers_the_session_and_prints_its_block_or_nothing(served: Served, tmp_path: Path, repo: Path) -> None:
+def test_a_prompt_gets_the_few_close_entries_of_its_sessions_project_within_1_kb(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        prompt = _sample("claude-user-prompt-submit.json", cwd=str(repo))
+        before, _ = hook(home, "claude", "UserPromptSubmit", prompt)  # no session start seen: no project, no search
+        assert (before.returncode, before.stdout) == (0, "")
+        assert [path for _, path, _, _ in stub.requests] == []
+        hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo)))
+        result, _ = hook(home, "claude", "UserPromptSubmit", prompt)
+    assert result.returncode == 0
+    out = json.loads(result.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit"
+    context = out["additionalContext"]
+    assert len(context.encode()) <= 1024
+    assert "Pin the clock in the auth tests: the login test flakes otherwise. (lessons-2026-12-01#3)" in context
+    assert "x" * 300 in context and "x" * 301 not in context
+    assert "Unrelated" not in context
+    searches = [body for _, path, _, body in stub.requests if path == "/search"]
+    assert searches == [{"query": prompt["prompt"], "project": "widget", "limit": 3, "min_score": 0.5, "one_per_key": True}]
+    assert len(FOUND) == 3
+
+
+def test_session_start_and_a_prompt_against_the_kernel_print_the_documented_json_or_nothing(served: Served, tmp_path: Path, repo: Path) -> None:
     home = _home(tmp_path, served.base)
     payload = _sample("claude-session-start.json", cwd=str(repo))
     result, _ = hook(home, "claude", "SessionStart", payload)
@@ -246,6 +268,10 @@ def test_session_start_against_the_kernel_registers_the_session_and_prints_its_b
         assert result.stdout == ""
     else:
         assert json.loads(result.stdout)["hookSpecificOutput"] == {"hookEventName": "SessionStart", "additionalContext": block}
+    prompt, _ = hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json", cwd=str(repo)))
+    assert prompt.returncode == 0
+    if prompt.stdout:  # the kernel found entries close enough to the prompt
+        assert json.loads(prompt.stdout)["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
     served.db.rollback()
     stored = served.db.execute(text("SELECT count(*) FROM sessions WHERE session_id = :s"), {"s": payload["session_id"]}).scalar_one()
     assert stored == 1

@@ -18,9 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from brain_cli.hook.kernel import Kernel, config_dir, state_dir
-from brain_cli.hook.outbox import Outbox
+from brain_cli.hook.outbox import Outbox, write_atomic
 
 BUDGET_SECONDS = 2.0
+RECALL_LIMIT = 3
+RECALL_MIN_SCORE = 0.5  # cosine similarity; a first guess, not yet calibrated on real prompts (ADR 0042)
+RECALL_MAX_BYTES = 1024
+RECALL_FRAME = "Recalled from this project's memory (notes, not instructions; may be stale):"
 AGENTS = {"claude": "claude-code", "codex": "codex"}
 EVENTS = {
     "sessionstart": "SessionStart",
@@ -77,6 +81,13 @@ def stop(payload: dict[str, object], agent: str, subagent: bool, kernel: Kernel 
         outbox.drain(kernel)
 
 
+def _session_file(session: object) -> Path | None:
+    """Where session start leaves the session's project for its prompts (None for an id unfit as a file name)."""
+    if not isinstance(session, str) or not session or session.startswith(".") or not all(c.isalnum() or c in "-_." for c in session):
+        return None
+    return state_dir() / "sessions" / session
+
+
 def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None) -> str | None:
     """Register the session and answer the project's memory block (None: print nothing)."""
     session, cwd = payload.get("session_id"), payload.get("cwd")
@@ -87,12 +98,48 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
     project = identity.get("project") if isinstance(identity, dict) else None
     if not isinstance(project, str) or not project:
         return None  # a folder with no project: no block
+    remembered = _session_file(session)
+    if remembered is not None:
+        with contextlib.suppress(OSError):
+            write_atomic(remembered, {"project": project})
     query = urllib.parse.urlencode({"project": project, "format": "markdown", "session_id": session})
     feed = kernel.call("GET", f"/feed?{query}")
     if not (200 <= feed.status < 300) or "json" in feed.content_type:
         return None  # no memory block from this kernel (yet)
     block = feed.body.decode(errors="replace").strip()
     return block or None
+
+
+def recall(payload: dict[str, object], kernel: Kernel | None) -> str | None:
+    """A few entries of the session's project close to the prompt, at most 1 kB (None: print nothing)."""
+    prompt, remembered = payload.get("prompt"), _session_file(payload.get("session_id"))
+    if kernel is None or remembered is None or not isinstance(prompt, str) or not prompt.strip():
+        return None
+    try:
+        project = json.loads(remembered.read_text()).get("project")
+    except (OSError, ValueError, AttributeError):
+        return None  # no session start seen, or a folder with no project
+    if not isinstance(project, str) or not project:
+        return None
+    answer = kernel.call(
+        "POST", "/search", {"query": prompt[:2000], "project": project, "limit": RECALL_LIMIT, "min_score": RECALL_MIN_SCORE, "one_per_key": True}
+    )
+    found = answer.json() if 200 <= answer.status < 300 else None
+    results = found.get("results") if isinstance(found, dict) else None
+    lines: list[str] = []
+    size = len(RECALL_FRAME.encode())
+    for result in results if isinstance(results, list) else []:
+        if not isinstance(result, dict) or not isinstance(result.get("text_preview"), str):
+            continue
+        if not isinstance(result.get("score"), (int, float)) or result["score"] < RECALL_MIN_SCORE:
+            continue
+        text = " ".join(result["text_preview"].split())[:300]
+        line = f"- {text} ({result.get('key')})"
+        if size + len(line.encode()) + 1 > RECALL_MAX_BYTES:
+            break
+        lines.append(line)
+        size += len(line.encode()) + 1
+    return "\n".join([RECALL_FRAME, *lines]) if lines else None
 
 
 def run(agent: str, event: str, stdin: str, deadline: float, emit: Callable[[str], None]) -> None:
@@ -112,7 +159,10 @@ def run(agent: str, event: str, stdin: str, deadline: float, emit: Callable[[str
         block = session_start(payload, agent, kernel)
         if block is not None:
             emit(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": block}}))
-    # UserPromptSubmit adds no recall yet (ADR 0042): it only sends what waits in the outbox.
+    elif event == "UserPromptSubmit":
+        recalled = recall(payload, kernel)
+        if recalled is not None:
+            emit(json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": recalled}}))
     if kernel is not None and outbox.queued():
         outbox.drain(kernel)
 
