@@ -190,13 +190,18 @@ def _diff(path: Path, before: str | None, after: str | None) -> str:
     )
 
 
-def _load_state(folder: Path) -> dict[str, Any]:
-    text = _read(folder / STATE_FILE)
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON file's object; a missing, unreadable or non-object file reads as empty."""
+    text = _read(path)
     try:
-        state = json.loads(text) if text else {}
+        data = json.loads(text) if text else {}
     except json.JSONDecodeError:
         return {}
-    return state if isinstance(state, dict) else {}
+    return data if isinstance(data, dict) else {}
+
+
+def _load_state(folder: Path) -> dict[str, Any]:
+    return _json_object(folder / STATE_FILE)
 
 
 def _save_state(folder: Path, state: dict[str, Any]) -> None:
@@ -208,11 +213,7 @@ def write_client_file(folder: Path, url: str, token: str) -> Path:
     """``client.json`` with the kernel's URL and token (other keys kept), mode 0600 from the first byte."""
     path = folder / CLIENT_FILE
     current = _read(path)
-    try:
-        data = json.loads(current) if current else {}
-    except json.JSONDecodeError:
-        data = {}
-    data = data if isinstance(data, dict) else {}
+    data = _json_object(path)
     data.update(url=url, token=token)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps(data, indent=2) + "\n"
@@ -222,12 +223,7 @@ def write_client_file(folder: Path, url: str, token: str) -> Path:
 
 
 def _existing_client(folder: Path) -> dict[str, Any]:
-    text = _read(folder / CLIENT_FILE)
-    try:
-        data = json.loads(text) if text else {}
-    except json.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
+    return _json_object(folder / CLIENT_FILE)
 
 
 def _check(agent: str, scope: str) -> None:
