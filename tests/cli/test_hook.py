@@ -257,24 +257,50 @@ def test_a_prompt_gets_the_few_close_entries_of_its_sessions_project_within_1_kb
     assert len(FOUND) == 3
 
 
-def test_session_start_and_a_prompt_against_the_kernel_print_the_documented_json_or_nothing(served: Served, tmp_path: Path, repo: Path) -> None:
+def _post_lesson(base: str, repo: str, content: str) -> None:
+    body = json.dumps({"type": "lesson", "content": content, "attrs": {"repo": repo}}).encode()
+    request = urllib.request.Request(f"{base}/marker", data=body, headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request) as answer:
+        assert answer.status == 201
+
+
+def test_session_start_and_a_prompt_against_the_kernel_print_the_documented_json(served: Served, tmp_path: Path, repo: Path) -> None:
     home = _home(tmp_path, served.base)
     payload = _sample("claude-session-start.json", cwd=str(repo))
     result, _ = hook(home, "claude", "SessionStart", payload)
     assert result.returncode == 0
     with urllib.request.urlopen(f"{served.base}/feed?project=acme/widget&format=markdown") as answer:
-        kind, block = answer.headers.get("Content-Type", ""), answer.read().decode().strip()
-    if "json" in kind or not block:  # a kernel without the markdown block: nothing to print
-        assert result.stdout == ""
-    else:
-        assert json.loads(result.stdout)["hookSpecificOutput"] == {"hookEventName": "SessionStart", "additionalContext": block}
+        assert answer.headers.get("Content-Type", "").startswith("text/markdown")
+        block = answer.read().decode().rstrip("\n")  # the hook prints the block without its last newline
+    assert json.loads(result.stdout)["hookSpecificOutput"] == {"hookEventName": "SessionStart", "additionalContext": block}
     prompt, _ = hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json", cwd=str(repo)))
     assert prompt.returncode == 0
-    if prompt.stdout:  # the kernel found entries close enough to the prompt
+    if prompt.stdout:  # recall prints only entries above its score threshold; the stand-in kernel tests the recall itself
         assert json.loads(prompt.stdout)["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
     served.db.rollback()
     stored = served.db.execute(text("SELECT count(*) FROM sessions WHERE session_id = :s"), {"s": payload["session_id"]}).scalar_one()
     assert stored == 1
+
+
+def test_a_session_in_a_linked_worktree_or_a_subfolder_gets_its_projects_block_and_nothing_else(served: Served, tmp_path: Path, repo: Path) -> None:
+    """The kernel resolves the worktree to its repository and the subfolder to its checkout: widget's memory, never gadget's."""
+    from tests.support.gitrepo import add_worktree
+
+    make_repo(tmp_path / "dev" / "gadget", remote="git@github.com:acme/gadget.git")
+    word = f"w{time.time_ns()}"
+    _post_lesson(served.base, "acme/widget", f"Widget {word} lesson: pin the clock in the auth tests.")
+    _post_lesson(served.base, "acme/gadget", f"Gadget {word} lesson: never shown in widget's sessions.")
+    home = _home(tmp_path, served.base)
+    worktree = add_worktree(repo, tmp_path / "worktrees" / "widget-feature", "feature")
+    subfolder = repo / "src" / "auth"
+    subfolder.mkdir(parents=True)
+    for n, cwd in enumerate((worktree, subfolder)):
+        payload = _sample("claude-session-start.json", cwd=str(cwd), session_id=f"{word}-{n}")
+        result, took = hook(home, "claude", "SessionStart", payload)
+        assert result.returncode == 0 and took < BUDGET + 1.5, (cwd, took, result.stderr)
+        block = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert f"Widget {word}" in block and f"Gadget {word}" not in block, (cwd, block)
+        assert "## Project memory: acme/widget" in block
 
 
 def test_a_hook_without_a_client_file_or_with_bad_input_prints_nothing_and_exits_0(tmp_path: Path) -> None:
