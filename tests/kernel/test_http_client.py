@@ -2,58 +2,39 @@
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from brain_kernel import http_client
 from brain_kernel.search.embedders import OpenAIEmbedder
+from tests.support.openai_stub import OpenAIStub
 
 
-class _KeepAliveEmbeddings:
-    """An HTTP/1.1 embeddings endpoint that keeps connections open and records each request's client port."""
+class _KeepAliveEmbeddings(OpenAIStub):
+    """An embeddings endpoint that keeps connections open; ``ports`` are its requests' client ports in order."""
 
     def __init__(self) -> None:
-        self.ports: list[int] = []
-        ports = self.ports
+        super().__init__(keep_alive=True)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: a client that reuses its connection comes from the same port
-            disable_nagle_algorithm = True  # as real servers: else each kept-alive answer waits out a delayed ACK
+    @property
+    def ports(self) -> list[int]:
+        return [r["port"] for r in self.requests]
 
-            def do_POST(self) -> None:
-                inputs = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
-                ports.append(self.client_address[1])
-                data = json.dumps({"data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(inputs))]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def respond(self, body: dict[str, Any]) -> tuple[int, Any]:
+        return 200, {"data": [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(body["input"]))]}
 
 
 @pytest.fixture
 def endpoint() -> Iterator[_KeepAliveEmbeddings]:
-    stub = _KeepAliveEmbeddings()
-    thread = threading.Thread(target=stub.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
     http_client.close()  # start from no client: another test may have left one with connections elsewhere
-    try:
-        yield stub
-    finally:
-        http_client.close()  # the kept connections end, so the server's handler threads do
-        stub.server.shutdown()
-        stub.server.server_close()
+    with _KeepAliveEmbeddings() as stub:
+        try:
+            yield stub
+        finally:
+            http_client.close()  # the kept connections end, so the server's handler threads do
 
 
 def test_each_endpoint_has_one_client_until_it_is_closed() -> None:

@@ -115,7 +115,7 @@ def test_a_rebuild_finishes_when_a_follow_claimed_a_new_file_and_waits_on_a_log_
 
 
 def _writes_alone(db: Session) -> bool:
-    """Whether this session's transaction holds the search index's writer lock (``search_docs._WRITE_ALONE``)."""
+    """Whether the given database session's transaction holds the search index's writer lock (``search_docs._WRITE_ALONE``)."""
     stmt = text(
         "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'vault_documents'::regclass AND pid = pg_backend_pid() AND mode = 'ShareRowExclusiveLock')"
     )

@@ -13,17 +13,25 @@ from typing import Any
 
 
 class OpenAIStub:
-    """Records ``{path, auth, body}`` of every POST and answers ``respond(body)`` -> (status, JSON payload)."""
+    """Records ``{path, auth, body, port}`` of every POST and answers ``respond(body)`` -> (status, JSON payload).
 
-    def __init__(self) -> None:
+    ``keep_alive``: HTTP/1.1 with connections kept open, so a client that
+    reuses its connection comes from the same port (``port`` of each request).
+    """
+
+    def __init__(self, *, keep_alive: bool = False) -> None:
         self.requests: list[dict[str, Any]] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            if keep_alive:
+                protocol_version = "HTTP/1.1"
+                disable_nagle_algorithm = True  # as real servers: else each kept-alive answer waits out a delayed ACK
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
-                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "port": self.client_address[1]})
                 status, payload = stub.respond(body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)

@@ -126,7 +126,7 @@ def _transcript_identity(resolver: IdentityResolver, locator: TranscriptLocator,
         return None
     ident = resolver.resolve(head.cwd, transcript_repo_url=head.repo_url)
     if ident.project and not (found.subagent and not head.parent_session_id):
-        # The next marker of this session is answered by the session index (a subagent naming no parent records nothing).
+        # The agent's next marker is answered by the session index (a subagent naming no parent records nothing).
         resolver.record_session(session_id, ident, agent=found.agent, started_at=head.start)
     return ident
 

@@ -132,7 +132,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress = SILENT, key_
     # beside this one: the interpreter's lock held here no longer bounds the pass.
     helper = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) if sum(map(size_of, paths)) >= PREPARE_APART_BYTES else None
     # A rerun's worker makes only the segments of documents the index does not hold as read: a hint read on a
-    # connection of its own (this session is the writer's), which ``_write`` tests again under the row locks.
+    # connection of its own (the writer's connection is busy), which ``_write`` tests again under the row locks.
     # Not into an empty index: its tables are locked by this transaction until it commits.
     hint = helper is not None and documents.deferred is None and not documents.recode
     peek = search_docs.peek_connection(session) if hint else None
