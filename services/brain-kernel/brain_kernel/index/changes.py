@@ -29,10 +29,10 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import is_tombstone, kind_of_path
-from brain_core.vault.records import ActivityTally, parsed_document, parsed_records, records_for, skipped_entries
+from brain_core.vault.records import ActivityTally
 from brain_kernel.index import filestats
 from brain_kernel.index.entries import drop_paths_not_in, upsert_entries, write_file_records
-from brain_kernel.index.rebuild import arc_facts_of
+from brain_kernel.index.rebuild import arc_facts_of, file_records
 from brain_kernel.search import search_docs
 from brain_kernel.vault_store import Vault
 
@@ -71,10 +71,9 @@ def _keeps_file_stats(rel: str) -> bool:
     return bool(kind_of_path(rel)) and not is_tombstone(rel) and not rel.rsplit("/", 1)[-1].startswith("_")
 
 
-def _load(vault: Vault, item: Changed, summary: SyncSummary) -> bool:
-    """Fill ``item.text`` from the vault; False when the file is gone (its rows go) or unreadable (left as it was)."""
-    if item.text is not None:
-        return True
+def _load(vault: Vault, item: Changed, summary: SyncSummary) -> bool | None:
+    """Fill ``item.text`` from the vault: True when read, False when the file is gone (its rows go), None when it
+    cannot be read (reported; its rows are left as they were)."""
     try:
         item.text = vault.read_text(item.path)
         return True
@@ -82,24 +81,17 @@ def _load(vault: Vault, item: Changed, summary: SyncSummary) -> bool:
         return False
     except (OSError, UnicodeDecodeError) as exc:
         summary.skipped.append(f"{item.path}: {getattr(exc, 'strerror', None) or exc}")
-        raise LookupError(item.path) from None
+        return None
 
 
 def _rows(item: Changed, summary: SyncSummary) -> list[EntryRecord]:
-    """The entries a written file holds (none for a file no kind indexes); a bad file is skipped and reported."""
+    """The entries a written file holds (none for a file no kind indexes)."""
     if item.records is not None:
         return list(item.records)
     if not kind_of_path(item.path):
         return []
     assert item.text is not None
-    try:
-        if item.doc is None:
-            item.doc = parsed_document(item.path, item.text)
-        rows = parsed_records(item.path, item.doc) if item.doc is not None else records_for(item.path, item.text)
-    except Exception as exc:  # one bad file must not stop its writer
-        summary.skipped.append(f"{item.path}: {type(exc).__name__}: {exc}")
-        return []
-    summary.skipped.extend(f"{item.path}: {problem}" for problem in skipped_entries(item.path, item.text))
+    rows, item.doc = file_records(item.path, item.text, summary.skipped, doc=item.doc)
     return rows
 
 
@@ -127,16 +119,23 @@ def sync_changes(
     """
     summary = SyncSummary()
     present: list[Changed] = []
+    given: dict[str, str] = {}  # texts the writer holds: the search index takes them as they are
+    read_here: dict[str, str] = {}  # texts read here: the search index reads them again under its row lock
     gone = [vault.rel(vault.path(p)) for p in removed]
+    needs_text = bool(stores & {ENTRIES, FILE_STATS})  # the search store reads what it needs itself
     for entry in changed:
         item = entry if isinstance(entry, Changed) else Changed(vault.rel(vault.path(entry)))
-        try:
-            if _load(vault, item, summary):
-                present.append(item)
-            else:
+        if item.text is not None:
+            given[item.path] = item.text
+        elif needs_text:
+            state = _load(vault, item, summary)
+            if state is None:
+                continue
+            if not state:
                 gone.append(item.path)
-        except LookupError:
-            continue
+                continue
+            read_here[item.path] = item.text or ""
+        present.append(item)
     gone = sorted(set(gone))
     paths = sorted({item.path for item in present} | set(gone))
     summary.files = len(paths)
@@ -150,7 +149,7 @@ def sync_changes(
     if FILE_STATS in stores:
         summary.file_stats, summary.forgotten = _file_stats(session, vault, present, gone)
     if SEARCH in stores:
-        _follow_search(session, vault, [*paths, *(appended or {})], texts={item.path: item.text for item in present if item.text is not None})
+        _follow_search(session, vault, [*paths, *(appended or {})], given=given, read_here=read_here)
     return summary
 
 
@@ -194,20 +193,23 @@ def catch_up_search(session: Session, vault: Vault) -> None:
         search_docs.rebuild_documents(session, vault)
 
 
-def _follow_search(session: Session, vault: Vault, rels: Iterable[str], *, texts: Mapping[str, str] | None = None) -> None:
+def _follow_search(session: Session, vault: Vault, rels: Iterable[str], *, given: Mapping[str, str], read_here: Mapping[str, str]) -> None:
     """Keep the search index (``search_docs``) current for these files, once a rebuild built it.
 
-    ``texts``: files' texts (as ``Vault.read_text`` gives them) already read,
-    which are not read again; a file read here is read again under its row
-    lock, since a concurrent append may be newer.
+    ``given``: texts a writer holds, taken as they are; every other file is
+    read (``read_here``: already read by this call) and read again under its
+    row lock, since a concurrent append may be newer.
     """
     wanted = sorted(set(rels))
     if not wanted or not search_docs.indexed(session, vault):
         return
-    given, present, gone = [], [], []
+    taken, present, gone = [], [], []
     for rel in wanted:
-        if texts is not None and rel in texts:
-            given.append((rel, texts[rel]))
+        if rel in given:
+            taken.append((rel, given[rel]))
+            continue
+        if rel in read_here:
+            present.append((rel, read_here[rel]))
             continue
         try:
             present.append((rel, vault.read_text(rel)))
@@ -215,6 +217,6 @@ def _follow_search(session: Session, vault: Vault, rels: Iterable[str], *, texts
             gone.append(rel)
         except (OSError, UnicodeDecodeError):
             continue
-    search_docs.upsert_documents(session, given)
+    search_docs.upsert_documents(session, taken)
     search_docs.upsert_documents(session, present, reread=vault)
     search_docs.delete_documents(session, gone)

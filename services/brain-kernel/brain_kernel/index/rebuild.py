@@ -157,9 +157,10 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress = SILENT, key_
                 texts.append((rel, text_))
                 if rel not in live:
                     continue  # searched, holds no entry
-                found, meta = _records_of(rel, text_, summary)
+                found, doc = file_records(rel, text_, summary.skipped)
+                meta = doc.meta if doc is not None else None
                 records.extend(found)
-                spans[rel] = entry_line_spans(rel, text_)  # the split _records_of just made (kept by the parser)
+                spans[rel] = entry_line_spans(rel, text_)  # the split file_records just made (kept by the parser)
                 if keys_since is not None:
                     kept.extend(kept_keys(rel, text_, found, since=keys_since))
                 stat = stats.get(rel)
@@ -195,21 +196,21 @@ def _read(vault: Vault, rel: str, summary: ReindexSummary) -> str | None:
         return None
 
 
-def _records_of(rel: str, text_: str, summary: ReindexSummary) -> tuple[list[EntryRecord], Mapping[str, Any] | None]:
-    """The file's rows, and its frontmatter when its kind's rows come from it (parsed once, for ``arc_facts_of``
-    too); what it held but could not give (a bad file, a log entry's bad stamp) goes to ``summary.skipped``."""
-    meta = None
+def file_records(rel: str, text_: str, skipped: list[str], *, doc: frontmatter.Document | None = None) -> tuple[list[EntryRecord], frontmatter.Document | None]:
+    """A file's rows, and its parsed document when its kind's rows come from one (``doc``: already parsed).
+
+    The one per-file reader of a rebuild and of ``changes.sync_changes``; what the
+    file held but could not give (a bad file, a log entry's bad stamp) goes to ``skipped``.
+    """
     try:
-        doc = parsed_document(rel, text_)
-        if doc is not None:
-            meta, records = doc.meta, parsed_records(rel, doc)
-        else:
-            records = records_for(rel, text_)
-    except Exception as exc:  # one bad file must not stop a rebuild of the whole vault
-        summary.skipped.append(f"{rel}: {type(exc).__name__}: {exc}")
-        return [], meta
-    summary.skipped.extend(f"{rel}: {problem}" for problem in skipped_entries(rel, text_))
-    return records, meta
+        if doc is None:
+            doc = parsed_document(rel, text_)
+        records = parsed_records(rel, doc) if doc is not None else records_for(rel, text_)
+    except Exception as exc:  # one bad file must not stop a rebuild of the whole vault, or its writer
+        skipped.append(f"{rel}: {type(exc).__name__}: {exc}")
+        return [], doc
+    skipped.extend(f"{rel}: {problem}" for problem in skipped_entries(rel, text_))
+    return records, doc
 
 
 def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
