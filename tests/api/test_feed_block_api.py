@@ -56,10 +56,22 @@ def test_the_block_refuses_like_the_json_feed(client, planted: Planted) -> None:
     assert client.get("/feed", params={"project": "api", "format": "markdown"}).status_code == 409  # org1/api and org2/api
     assert client.get("/feed", params={"project": "bad key!", "format": "markdown"}).status_code == 422
     assert client.get("/feed", params={"project": "org1/api", "format": "yaml"}).status_code == 422
-    assert client.get("/feed", params={"format": "markdown"}).status_code == 422  # no project: never the fleet feed
     unknown = _block(client, project="nobody/here")
     assert "- No project memory yet for nobody/here." in unknown
     assert not [t for t in planted.everything() - planted.fleet - planted.inject_all if t in unknown]
+
+
+def test_without_a_project_the_block_is_the_fleets_and_holds_no_projects_logs(client, planted: Planted) -> None:
+    text = _block(client)
+    lines = text.splitlines()
+    assert lines[:2] == ["<!-- brain memory: recalled state for the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
+    assert lines[-1] == "<!-- end of brain memory -->" and text.count("<!--") == 2
+    assert [ln for ln in lines if ln.startswith("### ")] == ["### Signals", "### Focus and intent", "### Hot arcs", "### Inject blocks"]
+    for token_ in planted.fleet | planted.inject_all:
+        assert token_ in text
+    for pid in PROJECTS:
+        assert not [t for t in planted.inject_for[pid] if t in text], "a project's inject block reached the fleet block"
+    assert len(_block(client, max_bytes=1024).encode()) <= 1024
 
 
 def test_max_bytes_is_honoured_and_a_cut_is_one_line(client) -> None:
@@ -124,7 +136,7 @@ def test_cwd_resolves_a_real_repository_on_the_server(client, settings: Settings
 
 
 def test_a_token_bound_to_projects_gets_its_block_but_no_server_folder(tmp_path, database_url: str) -> None:
-    settings = make_settings(tmp_path, database_url, tokens=["tok-all-0123456789", "tok-app-0123456789=org9/app"])
+    settings = make_settings(tmp_path, database_url, tokens=["tok-all-0123456789", "tok-app-0123456789=org9/app", "tok-two-0123456789=org9/app|org9/web"])
     repo = make_repo(settings.user_home / "dev" / "app", "https://github.com/org9/app.git")
     with TestClient(create_app(settings)) as c:
         bound = {"Authorization": "Bearer tok-app-0123456789"}
@@ -134,3 +146,4 @@ def test_a_token_bound_to_projects_gets_its_block_but_no_server_folder(tmp_path,
         assert c.get("/feed", params={"format": "markdown"}, headers=bound).status_code == 200  # its one project
         assert c.get("/feed", params={"project": "org9/other", "format": "markdown"}, headers=bound).status_code == 403
         assert c.get("/feed", params={"project": "org9/app", "format": "markdown"}).status_code == 401
+        assert c.get("/feed", params={"format": "markdown"}, headers={"Authorization": "Bearer tok-two-0123456789"}).status_code == 403  # the fleet's block

@@ -163,7 +163,14 @@ def test_the_drain_sends_each_waiting_marker_exactly_once_oldest_first(tmp_path:
     assert posted == queued
     bodies = [body for method, path, _, body in stub.requests if path == "/marker"]
     assert [b["type"] for b in bodies] == [m[0] for m in MARKERS]
-    assert bodies[0]["attrs"] == {"title": "Pin the clock", "session_id": payload["session_id"], "source": "claude-code", "cwd": str(repo)}
+    assert bodies[0]["attrs"] == {
+        "project": "widget",
+        "repo": "acme/widget",
+        "cwd": str(repo),
+        "title": "Pin the clock",
+        "session_id": payload["session_id"],
+        "source": "claude-code",
+    }
     assert bodies[5]["attrs"]["status"] == "accepted"
 
 
@@ -230,7 +237,8 @@ def test_session_start_prints_the_memory_block_as_the_agent_documents_it(tmp_pat
     assert result.returncode == 0
     assert json.loads(result.stdout) == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": BLOCK.strip()}}
     sessions = [body for _, path, _, body in stub.requests if path == "/sessions"]
-    assert sessions == [{"session_id": sessions[0]["session_id"], "cwd": str(repo), "agent": agent}]
+    # resolved here by git, so a kernel on another machine still files the session right
+    assert sessions == [{"project": "widget", "repo": "acme/widget", "cwd": str(repo), "session_id": sessions[0]["session_id"], "agent": agent}]
     feed = [path for method, path, _, _ in stub.requests if method == "GET"]
     assert feed == [f"/feed?project=widget&format=markdown&session_id={sessions[0]['session_id']}"]
 
@@ -323,3 +331,57 @@ def test_the_console_entry_runs_a_hook_without_importing_typer(tmp_path: Path) -
     env = {**os.environ, "HOME": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", probe], input="{}", capture_output=True, text=True, env=env, timeout=30)
     assert (result.returncode, result.stdout.strip()) == (0, "[]")
+
+
+def test_a_marker_carries_the_folders_project_repo_and_worktree_unless_it_names_its_own(tmp_path: Path, repo: Path) -> None:
+    from tests.support.gitrepo import add_worktree
+
+    worktree = add_worktree(repo, tmp_path / "worktrees" / "widget-fix", "fix")
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        transcript = tmp_path / "t.jsonl"
+        said = "<!-- @lesson -->From the worktree.<!-- @/lesson --> <!-- @lesson repo=acme/gadget -->For gadget.<!-- @/lesson -->"
+        transcript.write_text(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": said}]}}))
+        hook(home, "claude", "Stop", _sample("claude-stop.json", cwd=str(worktree), transcript_path=str(transcript)))
+    attrs = [body["attrs"] for _, path, _, body in stub.requests if path == "/marker"]
+    assert [(a.get("project"), a.get("repo"), a.get("worktree"), a["cwd"]) for a in attrs] == [
+        ("widget", "acme/widget", "widget-fix", str(worktree)),
+        (None, "acme/gadget", None, str(worktree)),
+    ]
+
+
+def test_a_folder_in_no_project_gets_the_fleet_block_unless_the_client_file_says_none(served: Served, tmp_path: Path) -> None:
+    loose = tmp_path / "scratch"
+    loose.mkdir()
+    home = _home(tmp_path, served.base)
+    payload = _sample("claude-session-start.json", cwd=str(loose), session_id=f"loose-{time.time_ns()}")
+    result, _ = hook(home, "claude", "SessionStart", payload)
+    assert result.returncode == 0, result.stderr
+    block = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert block.startswith("<!-- brain memory: recalled state for the fleet, not instructions -->")
+    assert "## Fleet memory" in block and "## Project memory" not in block
+    client = home / ".config" / "brain" / "client.json"
+    client.write_text(json.dumps({"url": served.base, "token": None, "no_project": "none"}))
+    quiet, _ = hook(home, "claude", "SessionStart", payload)
+    assert (quiet.returncode, quiet.stdout) == (0, "")
+
+
+def test_the_client_file_comes_from_xdg_config_home_or_the_named_file(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel() as stub:
+        home = tmp_path / "home"
+        home.mkdir()
+        for client in (tmp_path / "xdg" / "brain" / "client.json", tmp_path / "elsewhere.json"):
+            client.parent.mkdir(parents=True, exist_ok=True)
+            client.write_text(json.dumps({"url": stub.url, "token": "t0k"}))
+        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+        payload = json.dumps(_sample("claude-session-start.json", cwd=str(repo)))
+        command = [sys.executable, "-m", "brain_cli.hook", "claude", "SessionStart"]
+        by_xdg = subprocess.run(command, input=payload, capture_output=True, text=True, env=env, timeout=30)
+        env["XDG_CONFIG_HOME"] = str(tmp_path / "nowhere")
+        by_flag = subprocess.run(
+            [*command, "--client-file", str(tmp_path / "elsewhere.json")], input=payload, capture_output=True, text=True, env=env, timeout=30
+        )
+        none = subprocess.run(command, input=payload, capture_output=True, text=True, env=env, timeout=30)
+    assert json.loads(by_xdg.stdout)["hookSpecificOutput"]["additionalContext"] == BLOCK.strip()
+    assert json.loads(by_flag.stdout)["hookSpecificOutput"]["additionalContext"] == BLOCK.strip()
+    assert (none.returncode, none.stdout) == (0, "")

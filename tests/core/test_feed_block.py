@@ -8,7 +8,7 @@ import re
 import pytest
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, neutral, render_block
+from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, neutral, render_block, render_fleet_block
 from brain_core.feed.project import ProjectMemory, ProjectRef
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -165,3 +165,36 @@ def test_an_unknown_project_gets_the_no_memory_line_and_fleet_parts_only() -> No
 def test_max_bytes_below_the_floor_is_refused() -> None:
     with pytest.raises(ValueError):
         render_block(API, MEMORY, now=NOW, max_bytes=MIN_MAX_BYTES - 1)
+
+
+FLEET_GOLDEN = """\
+<!-- brain memory: recalled state for the fleet, not instructions -->
+## Fleet memory (this folder is in no known project)
+
+### Signals
+- 2026-11-29 critical (fleet-wide): Registry down: npm registry is down.
+
+### Focus and intent
+- Focus in the fleet: Speed up the ingest path (active). Also: Token scopes for the API (active).
+
+### Hot arcs
+- arc-ingest (heat 9, active, org1/api): Speed up the ingest path
+- arc-auth (heat 4, active, org1/api): Token scopes for the API
+
+### Inject blocks
+- (fleet-wide) Be brief: Keep answers short.
+<!-- end of brain memory -->
+"""
+
+
+def test_the_fleet_block_renders_byte_exact_with_fleet_rows_only() -> None:
+    project_only = EntryRecord(id="inject:api", kind="inject", vault_path="left/inject/api.md", content="Only api.", project="api", meta={"target": "api"})
+    fleet = ProjectMemory(arcs=MEMORY.arcs, fleet_signals=MEMORY.fleet_signals, inject=(*MEMORY.inject, project_only))
+    assert render_fleet_block(fleet) == FLEET_GOLDEN
+
+
+def test_the_fleet_block_keeps_to_max_bytes_and_says_what_it_left_out() -> None:
+    arcs = tuple(_arc(f"arc-{n}", f"Work item {n} " + "x" * 200, 50 - n) for n in range(30))
+    text = render_fleet_block(ProjectMemory(arcs=arcs), max_bytes=MIN_MAX_BYTES)
+    assert len(text.encode()) <= MIN_MAX_BYTES
+    assert re.search(r"^… \d+ more arcs: GET /feed or the brain_feed MCP tool$", text, re.M)

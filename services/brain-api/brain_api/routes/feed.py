@@ -10,7 +10,8 @@ the same rows.
 
 ``format=markdown`` answers the project's memory block instead
 (``brain_kernel.feed.answers.project_block``, ADR 0040), under the same scope
-rules. ``cwd=`` names the project by a folder the server resolves (never for
+rules; without a project, the fleet's block (fleet-wide signals, focus, hot
+arcs and inject blocks: what a session in no project reads). ``cwd=`` names the project by a folder the server resolves (never for
 a token bound to projects, ADR 0033); a folder in no known project is a 422,
 never the fleet feed.
 """
@@ -27,7 +28,7 @@ from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, Sett
 from brain_core.feed.block import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES
 from brain_core.feed.envelope import stamp_answer
 from brain_core.identity import normalise_worktree
-from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer, project_block
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, project_block
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.scope import Scope
 from brain_kernel.settings import Settings
@@ -81,8 +82,9 @@ def get_feed(
     if project is None:
         project = scope.default_project()  # a token bound to one project gets that project's feed
     if project is None:
-        if format_ == "markdown":
-            raise _reject("project", "format=markdown needs a project: send project= or cwd=")
+        if format_ == "markdown":  # the fleet's block: what a session in no project reads
+            text = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope)
+            return Response(text.encode("utf-8"), media_type=MARKDOWN)
         return global_answer(db, vault, now=now, scope=scope)
     if format_ == "markdown":
         text = project_block(  # same refusals as the JSON project feed

@@ -1,8 +1,9 @@
 """The hook's way to the kernel: the per-user client file and plain HTTP calls bounded by a deadline.
 
-The client file is ``~/.config/brain/client.json`` (mode 0600), ``{"url", "token"}``, written by
-``brain connect`` (docs/connect.md). Its place comes from ``Path.home()`` and the XDG defaults, not
-from the environment: only the settings module reads the environment (tests/test_architecture.py).
+The client file is ``$XDG_CONFIG_HOME/brain/client.json`` (``~/.config/brain/client.json`` by
+default, mode 0600), ``{"url", "token", "no_project"}``, written by ``brain connect``
+(docs/connect.md). This module is the hook's settings: the one other reader of the environment
+besides ``brain_kernel.settings``, because the hook cannot afford to import pydantic (ADR 0042).
 
 Plain ``http://`` goes over a socket with a one-shot HTTP/1.0 request: ``urllib.request`` and
 ``http.client`` import ``ssl`` and ``email``, which cost more than the rest of the hook's start
@@ -12,20 +13,27 @@ Plain ``http://`` goes over a socket with a one-shot HTTP/1.0 request: ``urllib.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 import urllib.parse
 from pathlib import Path
 
 
+def _xdg(name: str, default: str) -> Path:
+    """An XDG base folder: the variable when it holds an absolute path (the spec ignores a relative one), else the default under home."""
+    value = os.environ.get(name, "")
+    return Path(value) if os.path.isabs(value) else Path.home() / default
+
+
 def config_dir() -> Path:
-    """``~/.config/brain``: where the client file lives."""
-    return Path.home() / ".config" / "brain"
+    """``$XDG_CONFIG_HOME/brain`` (``~/.config/brain``): where the client file lives."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / "brain"
 
 
 def state_dir() -> Path:
-    """``~/.local/state/brain``: the outbox, the sent keys and the sessions' projects."""
-    return Path.home() / ".local" / "state" / "brain"
+    """``$XDG_STATE_HOME/brain`` (``~/.local/state/brain``): the outbox, the sent keys and the sessions' projects."""
+    return _xdg("XDG_STATE_HOME", ".local/state") / "brain"
 
 
 class Answer:
@@ -47,10 +55,11 @@ class Answer:
 class Kernel:
     """The kernel at the client file's URL; every call takes no longer than what is left of the budget."""
 
-    def __init__(self, url: str, token: str | None, deadline: float) -> None:
+    def __init__(self, url: str, token: str | None, deadline: float, *, fleet_block: bool = True) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.deadline = deadline
+        self.fleet_block = fleet_block  # a folder in no project gets the fleet's block (client file "no_project": "fleet"|"none")
 
     @classmethod
     def from_client_file(cls, path: Path, deadline: float) -> Kernel | None:
@@ -62,7 +71,7 @@ class Kernel:
         if not isinstance(data, dict) or not isinstance(data.get("url"), str) or not data["url"]:
             return None
         token = data.get("token")
-        return cls(data["url"], token if isinstance(token, str) and token else None, deadline)
+        return cls(data["url"], token if isinstance(token, str) and token else None, deadline, fleet_block=data.get("no_project", "fleet") != "none")
 
     def left(self) -> float:
         """Seconds left of the budget."""

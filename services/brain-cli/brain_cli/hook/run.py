@@ -33,13 +33,16 @@ EVENTS = {
     "stop": "Stop",
     "subagentstop": "SubagentStop",
 }
-USAGE = """usage: brain hook claude|codex <event>
+USAGE = """usage: brain hook claude|codex <event> [--client-file PATH]
 
 The hook process an agent's hook runs (brain connect installs it): reads the
 hook JSON on stdin, always exits 0, prints only the agent's documented output,
 within a budget of 2 s. Events: SessionStart, UserPromptSubmit, Stop,
 SubagentStop (or session-start, prompt-submit, stop, subagent-stop).
-The kernel's URL and token come from ~/.config/brain/client.json.
+The kernel's URL and token come from the client file,
+$XDG_CONFIG_HOME/brain/client.json (~/.config/brain/client.json) by default.
+
+Example: echo '{"session_id":"s1","cwd":"'$PWD'"}' | brain hook claude SessionStart
 """
 
 
@@ -71,14 +74,29 @@ def stop(payload: dict[str, object], agent: str, subagent: bool, kernel: Kernel 
     if transcript is not None and session:
         from brain_cli.hook.transcript import marker_key, markers_in  # hashlib and the parser: only a stop needs them
 
-        for found in markers_in(transcript):
-            attrs: dict[str, object] = {**found.attrs, "session_id": session, "source": AGENTS[agent]}
-            for name in ("cwd", "agent_id"):
-                if isinstance(payload.get(name), str) and payload[name]:
-                    attrs[name] = payload[name]
-            outbox.add(marker_key(session, found), {"type": found.type, "content": found.content, "attrs": attrs})
+        fresh = [(marker_key(session, found), found) for found in markers_in(transcript)]
+        fresh = [(key, found) for key, found in fresh if not outbox.was_sent(key)]
+        where = _where(payload) if fresh else {}  # git only when something is new to send
+        for key, found in fresh:
+            # a marker that names its project or repo is filed where it says: the folder's identity would contradict it
+            named = any(found.attrs.get(k) for k in ("project", "repo"))
+            base = {k: v for k, v in where.items() if k == "cwd"} if named else where
+            attrs: dict[str, object] = {**base, **found.attrs, "session_id": session, "source": AGENTS[agent]}
+            if isinstance(payload.get("agent_id"), str) and payload["agent_id"]:
+                attrs["agent_id"] = payload["agent_id"]
+            outbox.add(key, {"type": found.type, "content": found.content, "attrs": attrs})
     if kernel is not None:
         outbox.drain(kernel)
+
+
+def _where(payload: dict[str, object]) -> dict[str, str]:
+    """``cwd`` and the folder's project, repo and worktree, resolved here (ADR 0042)."""
+    cwd = payload.get("cwd")
+    if not isinstance(cwd, str) or not cwd:
+        return {}
+    from brain_cli.hook.identity import local_identity  # subprocess and the git rules: not every event needs them
+
+    return {**local_identity(cwd), "cwd": cwd}
 
 
 def _session_file(session: object) -> Path | None:
@@ -89,20 +107,30 @@ def _session_file(session: object) -> Path | None:
 
 
 def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None) -> str | None:
-    """Register the session and answer the project's memory block (None: print nothing)."""
+    """Register the session and answer its project's memory block, or the fleet's (None: print nothing).
+
+    The identity is resolved here by git and sent; a folder git knows nothing
+    of is sent as ``cwd`` alone for the kernel to resolve. A folder in no
+    project gets the fleet's block unless the client file says ``"no_project": "none"``.
+    """
     session, cwd = payload.get("session_id"), payload.get("cwd")
     if kernel is None or not isinstance(session, str) or not session or not isinstance(cwd, str):
         return None
-    answer = kernel.call("POST", "/sessions", {"session_id": session, "cwd": cwd, "agent": agent})
+    answer = kernel.call("POST", "/sessions", {**_where(payload), "session_id": session, "cwd": cwd, "agent": agent})
     identity = answer.json() if 200 <= answer.status < 300 else None
+    if answer.status == 0:
+        return None  # no kernel within the budget: nothing to say
     project = identity.get("project") if isinstance(identity, dict) else None
     if not isinstance(project, str) or not project:
-        return None  # a folder with no project: no block
+        project = None
+        if not kernel.fleet_block:
+            return None
     remembered = _session_file(session)
-    if remembered is not None:
+    if remembered is not None and project:
         with contextlib.suppress(OSError):
             write_atomic(remembered, {"project": project})
-    query = urllib.parse.urlencode({"project": project, "format": "markdown", "session_id": session})
+    wanted = {"project": project, "format": "markdown", "session_id": session} if project else {"format": "markdown"}
+    query = urllib.parse.urlencode(wanted)
     feed = kernel.call("GET", f"/feed?{query}")
     if not (200 <= feed.status < 300) or "json" in feed.content_type:
         return None  # no memory block from this kernel (yet)
@@ -142,7 +170,7 @@ def recall(payload: dict[str, object], kernel: Kernel | None) -> str | None:
     return "\n".join([RECALL_FRAME, *lines]) if lines else None
 
 
-def run(agent: str, event: str, stdin: str, deadline: float, emit: Callable[[str], None]) -> None:
+def run(agent: str, event: str, stdin: str, deadline: float, emit: Callable[[str], None], client_file: Path | None = None) -> None:
     """One hook event: ``emit`` gets what to print on stdout, if anything; then the outbox is drained."""
     try:
         payload = json.loads(stdin) if stdin.strip() else {}
@@ -150,7 +178,7 @@ def run(agent: str, event: str, stdin: str, deadline: float, emit: Callable[[str
         payload = {}
     if not isinstance(payload, dict):
         payload = {}
-    kernel = Kernel.from_client_file(config_dir() / "client.json", deadline)
+    kernel = Kernel.from_client_file(client_file or config_dir() / "client.json", deadline)
     outbox = Outbox(state_dir())
     if event in ("Stop", "SubagentStop"):
         stop(payload, agent, event == "SubagentStop", kernel, outbox)
@@ -177,11 +205,15 @@ def _give_up(_signum: int, _frame: object) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``brain hook AGENT EVENT``: always 0 (a hook that fails must not harm the session)."""
+    """``brain hook AGENT EVENT [--client-file PATH]``: always 0 (a hook that fails must not harm the session)."""
     if not argv or argv[0] in ("-h", "--help") or len(argv) < 2 or argv[0] not in AGENTS or "--help" in argv:
         if not argv or "-h" in argv or "--help" in argv:
             sys.stdout.write(USAGE)
         return 0
+    client_file = None
+    if "--client-file" in argv[2:]:
+        at = argv.index("--client-file", 2)
+        client_file = Path(argv[at + 1]).expanduser() if at + 1 < len(argv) else None
     deadline = time.monotonic() + BUDGET_SECONDS
     with contextlib.suppress(AttributeError, ValueError):  # no SIGALRM (Windows) or not the main thread
         signal.signal(signal.SIGALRM, _give_up)
@@ -190,7 +222,7 @@ def main(argv: list[str]) -> int:
         event = _event(argv[1])
         stdin = sys.stdin.read() if event else ""
         if event:
-            run(argv[0], event, stdin, deadline, _emit)
+            run(argv[0], event, stdin, deadline, _emit, client_file)
     except Exception:  # the hook's one promise: exit 0, whatever went wrong
         return 0
     return 0

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from brain_core.entries import EntryRecord
+from brain_core.feed.intent import derive_intent
 from brain_core.feed.project import ProjectMemory, ProjectRef, intent_parts, reaching_blocks
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
 from brain_core.membership import inject_is_fleet
@@ -154,11 +155,11 @@ def _size(lines: Sequence[str]) -> int:
     return sum(len(line.encode("utf-8")) + 1 for line in lines)  # each line ends with "\n"
 
 
-def _omitted_line(counts: Sequence[tuple[int, tuple[str, str]]], ref: str) -> str | None:
+def _omitted_line(counts: Sequence[tuple[int, tuple[str, str]]], more: str) -> str | None:
     parts = [f"{n} more {noun[0] if n == 1 else noun[1]}" for n, noun in counts if n]
     if not parts:
         return None
-    return f"… {', '.join(parts)}: GET /feed?project={ref} or the brain_feed MCP tool"
+    return f"… {', '.join(parts)}: {more} or the brain_feed MCP tool"
 
 
 def render_block(
@@ -173,22 +174,62 @@ def render_block(
 ) -> str:
     """P's memory block: framed, sections in order within their caps, never over ``max_bytes`` UTF-8 bytes.
 
-    Lines are taken in section order while the frame, the lines taken and the
-    omission line counting everything not taken still fit; the first line
-    that does not fit ends the taking, so a later small line never jumps an
-    earlier one. ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
+    ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
     """
-    if max_bytes < MIN_MAX_BYTES:
-        raise ValueError(f"max_bytes must be at least {MIN_MAX_BYTES}")
     label = neutral(project.id, LABEL_CHARS)
     head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
     sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps)
+    return _render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}")
+
+
+def render_fleet_block(
+    memory: ProjectMemory,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    caps: BlockCaps = BlockCaps(),
+) -> str:
+    """The block a session in no project reads (ADR 0040): fleet-wide signals, the fleet's focus, its hottest arcs, fleet inject blocks.
+
+    ``memory`` holds fleet rows only: ``fleet_signals``, ``arcs`` (the fleet's
+    hottest, each labelled with its project) and ``inject`` (blocks of no
+    project; only those aimed at the whole fleet are shown). No project's
+    lessons, decisions or milestones: those are that project's sessions' memory.
+    """
+    head = ["<!-- brain memory: recalled state for the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
+    focus = derive_intent([digest(a) for a in memory.arcs], subject="the fleet")
+    arcs = [_fleet_arc_line(r) for r in memory.arcs]
+    sections = [
+        _Section("Signals", ("signal", "signals"), tuple(_signal_line(r, "fleet-wide") for r in memory.fleet_signals), caps.signals),
+        _Section("Focus and intent", ("focus line", "focus lines"), (f"- {neutral(focus, 2 * ENTRY_CHARS)}",), 1),
+        _Section("Hot arcs", ("arc", "arcs"), tuple(arcs), caps.arcs),
+        _Section("Inject blocks", ("inject block", "inject blocks"), tuple(_inject_line(r, "") for r in memory.inject if inject_is_fleet(r)), caps.inject),
+    ]
+    return _render(head, sections, max_bytes=max_bytes, more="GET /feed")
+
+
+def _fleet_arc_line(record: EntryRecord) -> str:
+    d = digest(record)
+    where = record.repo or record.project or "no project"
+    facts = f"heat {heat_text(d.heat)}, {d.status or 'active'}, {where}"
+    return f"- {neutral(d.cluster_id, 80)} ({neutral(facts, LABEL_CHARS + 40)}): {neutral(hot_arc_blurb(record))}"
+
+
+def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, more: str) -> str:
+    """The frame around ``sections``' lines, never over ``max_bytes``.
+
+    Lines are taken in section order while the frame, the lines taken and the
+    omission line counting everything not taken still fit; the first line
+    that does not fit ends the taking, so a later small line never jumps an
+    earlier one.
+    """
+    if max_bytes < MIN_MAX_BYTES:
+        raise ValueError(f"max_bytes must be at least {MIN_MAX_BYTES}")
     taken = [0] * len(sections)
     body: list[str] = []
 
     def omitted(extra_at: int = -1) -> str | None:
         counts = [(len(s.lines) - taken[i] - (1 if i == extra_at else 0), s.noun) for i, s in enumerate(sections)]
-        return _omitted_line(counts, label)
+        return _omitted_line(counts, more)
 
     full = False
     for i, section in enumerate(sections):

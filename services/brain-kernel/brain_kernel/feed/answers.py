@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from brain_core.feed.block import DEFAULT_MAX_BYTES, render_block
+from brain_core.feed.block import DEFAULT_MAX_BYTES, render_block, render_fleet_block
 from brain_core.feed.envelope import answer_body
 from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
@@ -161,6 +161,21 @@ def project_block(
             worktree = row.worktree
     key_is_unique = read.rows.key_is_unique if read.rows is not None else True
     return render_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique)
+
+
+def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, max_bytes: int = DEFAULT_MAX_BYTES, scope: Scope | None = None) -> str:
+    """The memory block of a session in no project (ADR 0040): fleet-wide rows only, as the global feed's are.
+
+    Those reach every project, so a token bound to projects may not have it (as the global feed).
+    """
+    if scope is not None:
+        scope.require_unrestricted("the fleet memory block")
+    memory = ProjectMemory(
+        arcs=feed_repo.hot_arcs(db, limit=top_n),
+        fleet_signals=feed_repo.fleet_signals(db, since=now - dt.timedelta(days=lesson_days)),
+        inject=feed_repo.inject_blocks(db),
+    )
+    return render_fleet_block(memory, max_bytes=max_bytes)
 
 
 def feed_files(vault: Vault) -> list[tuple[str, str]]:
