@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.support.gitrepo import make_repo
+from tests.support.gitrepo import git, make_repo
 from tests.support.harness import Served
 from tests.support.hook_kernel import BLOCK, FOUND, stub_kernel
 from tests.support.servers import free_port
@@ -170,6 +170,7 @@ def test_the_drain_sends_each_waiting_marker_exactly_once_oldest_first(tmp_path:
         "title": "Pin the clock",
         "session_id": payload["session_id"],
         "source": "claude-code",
+        "commit": git(repo, "rev-parse", "HEAD").strip(),
     }
     assert bodies[5]["attrs"]["status"] == "accepted"
 
@@ -385,3 +386,25 @@ def test_the_client_file_comes_from_xdg_config_home_or_the_named_file(tmp_path: 
     assert json.loads(by_xdg.stdout)["hookSpecificOutput"]["additionalContext"] == BLOCK.strip()
     assert json.loads(by_flag.stdout)["hookSpecificOutput"]["additionalContext"] == BLOCK.strip()
     assert (none.returncode, none.stdout) == (0, "")
+
+
+def test_a_marker_carries_its_commit_and_the_repository_paths_it_names(served: Served, tmp_path: Path, repo: Path) -> None:
+    (repo / "src").mkdir()
+    (repo / "src" / "auth.py").write_text("TOKEN = 1\n")
+    git(repo, "add", "src/auth.py")
+    git(repo, "commit", "-q", "-m", "auth")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    said = (
+        "<!-- @lesson -->`src/auth.py` reads the token; see README.md, not docs/missing.md or https://x.io/a.py.<!-- @/lesson -->"
+        f"<!-- @lesson -->Nothing named here, version 3.2 aside.<!-- @/lesson --><!-- @lesson -->{repo}/src/auth.py again.<!-- @/lesson -->"
+    )
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": said}]}}))
+    payload = _sample("claude-stop.json", cwd=str(repo / "src"), transcript_path=str(transcript), session_id=f"prov-{time.time_ns()}")
+    with stub_kernel() as stub:
+        hook(_home(tmp_path, stub.url), "claude", "Stop", payload)
+    attrs = [body["attrs"] for _, path, _, body in stub.requests if path == "/marker"]
+    assert [(a["commit"], a.get("paths")) for a in attrs] == [(head, ["src/auth.py", "README.md"]), (head, None), (head, ["src/auth.py"])]
+    home = _home(tmp_path / "real", served.base)
+    hook(home, "claude", "Stop", payload)  # the kernel takes list attributes
+    assert _outbox(home) == [] and not (home / ".local" / "state" / "brain" / "outbox" / "refused").exists()

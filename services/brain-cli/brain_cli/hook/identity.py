@@ -49,3 +49,51 @@ def local_identity(cwd: str) -> dict[str, str]:
         return {}
     known = {"project": found.project, "repo": found.repo, "worktree": found.worktree}
     return {k: v for k, v in known.items() if v}
+
+
+# -- provenance: what a marker's content names in the repository, at the commit it was written at -------------
+
+_STRIP = "`'\"()[]{}<>,;:!?*"
+MAX_PATHS = 20  # per marker: a content listing more files is a listing, not a claim about each
+
+
+def _candidates(text: str, toplevel: str) -> list[str]:
+    """Words of ``text`` that look like repository paths (a slash, or a name with a lettered extension), repo-relative."""
+    found: list[str] = []
+    for word in text.split():
+        word = word.strip(_STRIP).rstrip(".")
+        if not word or "://" in word or "@" in word or len(word) > 200:
+            continue
+        if word.startswith(toplevel.rstrip("/") + "/"):
+            word = word[len(toplevel.rstrip("/")) + 1 :]
+        word = word.removeprefix("./").rstrip("/")
+        name = word.rsplit("/", 1)[-1]
+        stem, dot, ext = name.rpartition(".")
+        if word.startswith(("/", "../")) or not ("/" in word or (dot and stem and ext[:1].isalpha())):
+            continue
+        if word not in found:
+            found.append(word)
+    return found[:MAX_PATHS]
+
+
+def provenance(cwd: str, texts: list[str]) -> tuple[str | None, list[list[str]]]:
+    """HEAD's commit in ``cwd`` and, per text, the repository paths it names that exist at that commit.
+
+    Two git processes whatever the number of texts: ``rev-parse`` and one ``ls-tree`` over every candidate.
+    (None, empty lists) outside a work tree or before the first commit.
+    """
+    nothing: list[list[str]] = [[] for _ in texts]
+    if not cwd or not Path(cwd).is_dir():
+        return None, nothing
+    head = _run_git(cwd, "rev-parse", "--show-toplevel", "HEAD")
+    lines = head.stdout.split() if head is not None and head.returncode == 0 else []
+    if len(lines) != 2:
+        return None, nothing
+    toplevel, commit = lines
+    wanted = [_candidates(text, toplevel) for text in texts]
+    every = sorted({path for paths in wanted for path in paths})
+    if not every:
+        return commit, nothing
+    listed = _run_git(toplevel, "ls-tree", "--name-only", "-z", commit, "--", *every)
+    exists = set(listed.stdout.split("\0")) if listed is not None and listed.returncode == 0 else set()
+    return commit, [[path for path in paths if path in exists] for paths in wanted]

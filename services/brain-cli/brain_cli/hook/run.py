@@ -77,13 +77,18 @@ def stop(payload: dict[str, object], agent: str, subagent: bool, kernel: Kernel 
         fresh = [(marker_key(session, found), found) for found in markers_in(transcript)]
         fresh = [(key, found) for key, found in fresh if not outbox.was_sent(key)]
         where = _where(payload) if fresh else {}  # git only when something is new to send
-        for key, found in fresh:
+        commit, named = _provenance(payload, [found.content for _, found in fresh])
+        for (key, found), paths in zip(fresh, named, strict=True):
             # a marker that names its project or repo is filed where it says: the folder's identity would contradict it
-            named = any(found.attrs.get(k) for k in ("project", "repo"))
-            base = {k: v for k, v in where.items() if k == "cwd"} if named else where
+            named_elsewhere = any(found.attrs.get(k) for k in ("project", "repo"))
+            base = {k: v for k, v in where.items() if k == "cwd"} if named_elsewhere else where
             attrs: dict[str, object] = {**base, **found.attrs, "session_id": session, "source": AGENTS[agent]}
             if isinstance(payload.get("agent_id"), str) and payload["agent_id"]:
                 attrs["agent_id"] = payload["agent_id"]
+            if commit and not named_elsewhere:  # provenance of this repository only (ADR 0042)
+                attrs.setdefault("commit", commit)
+                if paths:
+                    attrs.setdefault("paths", paths)
             outbox.add(key, {"type": found.type, "content": found.content, "attrs": attrs})
     if kernel is not None:
         outbox.drain(kernel)
@@ -97,6 +102,16 @@ def _where(payload: dict[str, object]) -> dict[str, str]:
     from brain_cli.hook.identity import local_identity  # subprocess and the git rules: not every event needs them
 
     return {**local_identity(cwd), "cwd": cwd}
+
+
+def _provenance(payload: dict[str, object], texts: list[str]) -> tuple[str | None, list[list[str]]]:
+    """HEAD's commit and, per text, the repository paths it names (see ``identity.provenance``)."""
+    cwd = payload.get("cwd")
+    if not texts or not isinstance(cwd, str) or not cwd:
+        return None, [[] for _ in texts]
+    from brain_cli.hook.identity import provenance
+
+    return provenance(cwd, texts)
 
 
 def _session_file(session: object) -> Path | None:
