@@ -56,6 +56,8 @@ def test_the_block_refuses_like_the_json_feed(client, planted: Planted) -> None:
     assert client.get("/feed", params={"project": "api", "format": "markdown"}).status_code == 409  # org1/api and org2/api
     assert client.get("/feed", params={"project": "bad key!", "format": "markdown"}).status_code == 422
     assert client.get("/feed", params={"project": "org1/api", "format": "yaml"}).status_code == 422
+    bad = client.get("/feed", params={"project": "org1/api", "format": "markdown", "stale": '{"lesson:x": {"paths": [], "since": "abcd"}}'})
+    assert bad.status_code == 422 and "stale['lesson:x'].paths must be a list of paths" in bad.text
     unknown = _block(client, project="nobody/here")
     assert "- No project memory yet for nobody/here." in unknown
     assert not [t for t in planted.everything() - planted.fleet - planted.inject_all if t in unknown]

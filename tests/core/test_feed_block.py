@@ -8,7 +8,7 @@ import re
 import pytest
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, neutral, render_block, render_fleet_block
+from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, Stale, neutral, parse_stale, render_block, render_fleet_block
 from brain_core.feed.project import ProjectMemory, ProjectRef
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -198,3 +198,30 @@ def test_the_fleet_block_keeps_to_max_bytes_and_says_what_it_left_out() -> None:
     text = render_fleet_block(ProjectMemory(arcs=arcs), max_bytes=MIN_MAX_BYTES)
     assert len(text.encode()) <= MIN_MAX_BYTES
     assert re.search(r"^… \d+ more arcs: GET /feed or the brain_feed MCP tool$", text, re.M)
+
+
+def test_entries_the_checkout_found_changed_are_tagged_may_be_stale() -> None:
+    lesson, decision = MEMORY.lessons[0], MEMORY.decisions[0]
+    stale = {lesson.id: Stale(("alembic.ini",), "3f2a1c9e0d", 12), decision.id: Stale(("a.py", "b.py", "c.py", "d.py"), "abcdef12", 1)}
+    text = render_block(API, MEMORY, now=NOW, stale=stale)
+    assert "- 2026-11-28 [may be stale: alembic.ini changed since 3f2a1c9, 12 commits ago] Migrations first: Run migrations before the app starts." in text
+    assert "- 2026-11-28 Stored answers (accepted) [may be stale: a.py, b.py, c.py and 1 more changed since abcdef1, 1 commit ago]: Answers" in text
+    assert text.count("may be stale") == 2
+    assert render_block(API, MEMORY, now=NOW, stale={}) == GOLDEN
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        '["x"]',
+        '{"lesson:a": {"paths": [], "since": "abcd"}}',
+        '{"lesson:a": {"paths": ["a"], "since": "HEAD"}}',
+        '{"a": {"paths": ["a"], "since": "abcd", "commits": -1}}',
+        "{",
+    ],
+)
+def test_a_malformed_stale_hint_is_refused_with_the_reason(sent: str) -> None:
+    with pytest.raises(ValueError, match="stale"):
+        parse_stale(sent)
+    hostile = parse_stale('{"lesson:a": {"paths": ["--> <!-- x"], "since": "abcd"}}')
+    assert hostile["lesson:a"].paths == ("--> <!-- x",)

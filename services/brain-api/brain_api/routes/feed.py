@@ -25,7 +25,7 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SettingsDep, VaultDep
-from brain_core.feed.block import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES
+from brain_core.feed.block import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES, parse_stale
 from brain_core.feed.envelope import stamp_answer
 from brain_core.identity import normalise_worktree
 from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, project_block
@@ -60,6 +60,10 @@ def get_feed(
     max_bytes: Annotated[int, Query(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES, description="markdown: the block's size cap in UTF-8 bytes.")] = DEFAULT_MAX_BYTES,
     session_id: Annotated[str | None, Query(max_length=300, description="markdown: a registered session lending its worktree.")] = None,
     cwd: Annotated[str | None, Query(max_length=4096, description="A folder the server resolves to the project (instead of project).")] = None,
+    stale: Annotated[
+        str | None,
+        Query(max_length=32768, description='markdown: JSON {"<entry id>": {"paths": [...], "since": "<commit>", "commits": N}} from the checkout.'),
+    ] = None,
 ) -> Any:
     """The global feed, or with ``project`` that project's memory plus labelled fleet-wide signals.
 
@@ -76,6 +80,10 @@ def get_feed(
         worktree = normalise_worktree(worktree)
     except ValueError as exc:
         raise _reject("worktree", str(exc)) from None
+    try:
+        flagged = parse_stale(stale) if stale is not None else None
+    except ValueError as exc:
+        raise _reject("stale", str(exc)) from None
     if cwd is not None:
         project, cwd_worktree = _project_of_cwd(cwd, project=project, settings=settings, db=db, scope=scope)
         worktree = worktree or cwd_worktree
@@ -97,6 +105,7 @@ def get_feed(
             worktree=worktree,
             session_id=session_id,
             scope=scope,
+            stale=flagged,
         )
         return Response(text.encode("utf-8"), media_type=MARKDOWN)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)

@@ -22,8 +22,9 @@ operator page and a trial's records all see the same bytes. Its invariants:
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from brain_core.entries import EntryRecord
@@ -99,13 +100,56 @@ def _of_worktree(record: EntryRecord, worktree: str) -> bool:
     return isinstance(trees, list) and worktree in trees
 
 
-def _tag(record: EntryRecord, worktree: str | None) -> str:
-    return f" [worktree {worktree}]" if worktree and _of_worktree(record, worktree) else ""
+@dataclass(frozen=True)
+class Stale:
+    """What the session's checkout says of an entry: the paths it names that changed since its commit."""
+
+    paths: tuple[str, ...]
+    since: str  # the entry's commit
+    commits: int | None = None  # commits from it to the checkout's HEAD, when known
+
+    def note(self) -> str:
+        shown = ", ".join(self.paths[:3]) + (f" and {len(self.paths) - 3} more" if len(self.paths) > 3 else "")
+        ago = f", {self.commits} commit{'' if self.commits == 1 else 's'} ago" if self.commits is not None else ""
+        return f"may be stale: {shown} changed since {self.since[:7]}{ago}"
 
 
-def _signal_line(record: EntryRecord, where: str) -> str:
+MAX_STALE = 100  # entries one request may tag: more than a block shows
+_COMMIT = re.compile(r"[0-9a-f]{4,64}")
+
+
+def parse_stale(text: str) -> dict[str, Stale]:
+    """``{"<entry id>": {"paths": [...], "since": "<commit>", "commits": N}}`` as a client sends it; ValueError with the reason."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ValueError("stale must be a JSON object") from None
+    if not isinstance(data, dict) or len(data) > MAX_STALE:
+        raise ValueError(f"stale must be a JSON object of at most {MAX_STALE} entries")
+    found: dict[str, Stale] = {}
+    for entry, value in data.items():
+        paths = value.get("paths") if isinstance(value, dict) else None
+        since = value.get("since") if isinstance(value, dict) else None
+        commits = value.get("commits") if isinstance(value, dict) else None
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and 0 < len(p) <= 300 for p in paths):
+            raise ValueError(f"stale[{entry!r}].paths must be a list of paths")
+        if not isinstance(since, str) or not _COMMIT.fullmatch(since):
+            raise ValueError(f"stale[{entry!r}].since must be a commit id")
+        if commits is not None and (not isinstance(commits, int) or isinstance(commits, bool) or commits < 0):
+            raise ValueError(f"stale[{entry!r}].commits must be a count")
+        found[entry] = Stale(tuple(paths[:20]), since, commits)
+    return found
+
+
+def _tag(record: EntryRecord, worktree: str | None, stale: Mapping[str, Stale] | None = None) -> str:
+    tags = f" [worktree {worktree}]" if worktree and _of_worktree(record, worktree) else ""
+    seen = stale.get(record.id) if stale else None
+    return tags + (f" [{neutral(seen.note(), 200)}]" if seen is not None else "")
+
+
+def _signal_line(record: EntryRecord, where: str, stale: Mapping[str, Stale] | None = None) -> str:
     severity = one_line(record.severity or "info").lower()
-    return f"- {day(record.occurred_at)} {neutral(severity, 20)} ({neutral(where, LABEL_CHARS)}): {neutral(_titled(record.title, record.content))}"
+    return f"- {day(record.occurred_at)} {neutral(severity, 20)} ({neutral(where, LABEL_CHARS)}){_tag(record, None, stale)}: {neutral(_titled(record.title, record.content))}"
 
 
 def _arc_line(record: EntryRecord, worktree: str | None) -> str:
@@ -114,13 +158,13 @@ def _arc_line(record: EntryRecord, worktree: str | None) -> str:
     return f"- {neutral(d.cluster_id, 80)} ({neutral(facts, 60)}){_tag(record, worktree)}: {neutral(hot_arc_blurb(record))}"
 
 
-def _decision_line(record: EntryRecord, worktree: str | None) -> str:
+def _decision_line(record: EntryRecord, worktree: str | None, stale: Mapping[str, Stale] | None) -> str:
     status = f" ({neutral(record.status, 30)})" if record.status else ""
-    return f"- {day(record.occurred_at)} {neutral(record.title, 120)}{status}{_tag(record, worktree)}: {neutral(record.content)}"
+    return f"- {day(record.occurred_at)} {neutral(record.title, 120)}{status}{_tag(record, worktree, stale)}: {neutral(record.content)}"
 
 
-def _log_line(record: EntryRecord, worktree: str | None) -> str:
-    return f"- {day(record.occurred_at)}{_tag(record, worktree)} {neutral(_titled(record.title, record.content))}"
+def _log_line(record: EntryRecord, worktree: str | None, stale: Mapping[str, Stale] | None) -> str:
+    return f"- {day(record.occurred_at)}{_tag(record, worktree, stale)} {neutral(_titled(record.title, record.content))}"
 
 
 def _inject_line(record: EntryRecord, pid: str) -> str:
@@ -128,11 +172,20 @@ def _inject_line(record: EntryRecord, pid: str) -> str:
     return f"- ({neutral(where, LABEL_CHARS)}) {neutral(_titled(record.title, record.content))}"
 
 
-def _sections(project: ProjectRef, memory: ProjectMemory, *, now: dt.datetime, worktree: str | None, key_is_unique: bool, caps: BlockCaps) -> list[_Section]:
+def _sections(
+    project: ProjectRef,
+    memory: ProjectMemory,
+    *,
+    now: dt.datetime,
+    worktree: str | None,
+    key_is_unique: bool,
+    caps: BlockCaps,
+    stale: Mapping[str, Stale] | None,
+) -> list[_Section]:
     pid = project.id
     if not project.known:  # an unknown project has no memory of its own: the fleet-wide parts only
         memory = ProjectMemory(fleet_signals=memory.fleet_signals, inject=memory.inject)
-    signals = [_signal_line(r, pid) for r in _ranked(memory.project_signals, worktree)]
+    signals = [_signal_line(r, pid, stale) for r in _ranked(memory.project_signals, worktree)]
     signals += [_signal_line(r, "fleet-wide") for r in memory.fleet_signals]
     if project.known:
         focus, intent, _ = intent_parts(project, memory)
@@ -144,9 +197,13 @@ def _sections(project: ProjectRef, memory: ProjectMemory, *, now: dt.datetime, w
         _Section("Signals", ("signal", "signals"), tuple(signals), caps.signals),
         _Section("Focus and intent", ("focus line", "focus lines"), tuple(about), len(about)),
         _Section("Hot arcs", ("arc", "arcs"), tuple(_arc_line(r, worktree) for r in _ranked(memory.arcs, worktree)), caps.arcs),
-        _Section("Decisions", ("decision", "decisions"), tuple(_decision_line(r, worktree) for r in _ranked(memory.decisions, worktree)), caps.decisions),
-        _Section("Lessons", ("lesson", "lessons"), tuple(_log_line(r, worktree) for r in _ranked(memory.lessons, worktree)), caps.lessons),
-        _Section("Milestones", ("milestone", "milestones"), tuple(_log_line(r, worktree) for r in _ranked(memory.milestones, worktree)), caps.milestones),
+        _Section(
+            "Decisions", ("decision", "decisions"), tuple(_decision_line(r, worktree, stale) for r in _ranked(memory.decisions, worktree)), caps.decisions
+        ),
+        _Section("Lessons", ("lesson", "lessons"), tuple(_log_line(r, worktree, stale) for r in _ranked(memory.lessons, worktree)), caps.lessons),
+        _Section(
+            "Milestones", ("milestone", "milestones"), tuple(_log_line(r, worktree, stale) for r in _ranked(memory.milestones, worktree)), caps.milestones
+        ),
         _Section("Inject blocks", ("inject block", "inject blocks"), tuple(_inject_line(r, pid) for r in blocks), caps.inject),
     ]
 
@@ -171,14 +228,17 @@ def render_block(
     worktree: str | None = None,
     key_is_unique: bool = True,
     caps: BlockCaps = BlockCaps(),
+    stale: Mapping[str, Stale] | None = None,
 ) -> str:
     """P's memory block: framed, sections in order within their caps, never over ``max_bytes`` UTF-8 bytes.
 
-    ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
+    ``stale`` (entry id to what changed, as the session's checkout found it)
+    tags those entries' lines ``[may be stale: ...]``. ValueError when
+    ``max_bytes`` is below ``MIN_MAX_BYTES``.
     """
     label = neutral(project.id, LABEL_CHARS)
     head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
-    sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps)
+    sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale)
     return _render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}")
 
 

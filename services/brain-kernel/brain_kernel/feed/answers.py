@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from brain_core.feed.block import DEFAULT_MAX_BYTES, render_block, render_fleet_block
+from brain_core.feed.block import DEFAULT_MAX_BYTES, Stale, render_block, render_fleet_block
 from brain_core.feed.envelope import answer_body
 from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
@@ -141,6 +141,7 @@ def project_block(
     worktree: str | None = None,
     session_id: str | None = None,
     scope: Scope | None = None,
+    stale: Mapping[str, Stale] | None = None,
 ) -> str:
     """The memory block of ``project`` (ADR 0040): the rows the JSON project feed reads, rendered as markdown.
 
@@ -160,7 +161,7 @@ def project_block(
         if row is not None and row.project == read.found.key and (read.found.repo is None or row.repo == read.found.repo):
             worktree = row.worktree
     key_is_unique = read.rows.key_is_unique if read.rows is not None else True
-    return render_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique)
+    return render_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale)
 
 
 def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, max_bytes: int = DEFAULT_MAX_BYTES, scope: Scope | None = None) -> str:
