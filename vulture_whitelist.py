@@ -16,6 +16,7 @@ from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, Learne
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
+from brain_kernel.search.words import WordsDumper
 from brain_kernel.settings import child_environment
 from brain_ops.amygdala_watch import AmygdalaSummary
 from brain_ops.backfill.summary import BackfillSummary
@@ -53,6 +54,10 @@ FeedHorizon.horizon
 VaultDocument.name_lower
 VaultDocument.name_grams
 VaultSearchState.rebuilt_at
+
+# psycopg reads a dumper's oid and calls its dump (the chunk's words in the store's COPY).
+WordsDumper.oid
+WordsDumper.dump
 
 # FastAPI calls ``app.openapi()`` for the schema; create_app replaces it.
 FastAPI.openapi

@@ -166,10 +166,11 @@ def _within(reach: Scope, scope: tuple[str, str | None] | None) -> list[tuple[st
 
 
 def _artifact_hits(
-    k: Kernel, db: Session, query: str, *, limit: int, min_score: float, scope: tuple[str, str | None] | None, reach: Scope
+    k: Kernel, db: Session, query: str, *, limit: int, min_score: float | None, scope: tuple[str, str | None] | None, reach: Scope
 ) -> list[dict[str, Any]]:
     [vector] = k.embedder.embed([query])
-    hits, _ = embeddings.search(db, vector, project=scope, limit=limit, min_score=min_score, within=_within(reach, scope))
+    # Words and vectors fused (ADR 0044): the score is the fused value in (0, 1], comparable with the vault's normalized one.
+    hits, _ = embeddings.search(db, vector, query=query, mode="hybrid", project=scope, limit=limit, min_score=min_score, within=_within(reach, scope))
     return [
         {
             "source": "artifact",
@@ -307,6 +308,8 @@ def brain_search_arcs(
             hits, _ = embeddings.search(
                 db,
                 vector,
+                query=query,
+                mode="hybrid",
                 project=scope,
                 producer=ARC_PRODUCER,
                 limit=max(3 * top_k, 15),

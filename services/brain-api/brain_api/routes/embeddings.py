@@ -4,16 +4,16 @@
 and ``POST /index_artifact`` keep upstream's request and response shapes,
 so the MCP tools and artifact producers work when pointed at the kernel.
 ``POST /search`` adds ``project`` (key or ``owner/name``: ambiguous 409,
-unknown 200 with no results, malformed 422, as the feed) and ``kind``, and
-answers ``exhaustive``: with any filter the top-k is exact (see
-``brain_kernel.search.embeddings``). Embedding failures answer 502, a dimension the
+unknown 200 with no results, malformed 422, as the feed), ``kind`` and
+``mode`` (words and vectors fused, ADR 0044), and answers ``scores`` per
+result and ``exhaustive`` (see ``brain_kernel.search.embeddings``). Embedding failures answer 502, a dimension the
 index cannot take 503.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field, model_validator
@@ -59,8 +59,14 @@ class SearchIn(BaseModel):
     producer: str | None = Field(None, max_length=100)
     kind: str | None = Field(None, max_length=32, description="arc, lesson, decision or signal")
     limit: int = Field(10, ge=1, le=100)
-    min_score: float = Field(0.0, ge=-1.0, le=1.0)
+    min_score: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="Least cosine for a vector match (absent: no threshold); in hybrid a match by words alone stays; ignored in words mode.",
+    )
     one_per_key: bool = Field(False, description="One result per key (its best chunk), for tools that list arcs.")
+    mode: Literal["hybrid", "vector", "words"] = Field("hybrid", description="Words and vectors fused by rank (default), or one of them alone.")
 
 
 class PruneIn(BaseModel):
@@ -120,9 +126,12 @@ def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, setti
 
 @router.post("/search")
 def search(request: Request, body: SearchIn, db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
-    """The nearest chunks to the query; with ``project`` (or any filter) an exact top-k, ``exhaustive: true``.
+    """The chunks that best answer the query: words and vectors fused (``mode``); each result's ``scores`` per method.
 
-    A token bound to projects searches only those (403 for a project outside them).
+    With ``project`` (or any filter) every result belongs to it and the
+    answer is exact (``exhaustive: true``) unless the filtered set is large
+    enough for the index scan (ADR 0045). A token bound to projects searches
+    only those (403 for a project outside them).
     """
     scope = None
     reach = Scope(db, principal)
@@ -130,15 +139,19 @@ def search(request: Request, body: SearchIn, db: ReadSessionDep, principal: Prin
     if body.project is not None:
         found = reach.check(body.project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)
         if found.status != EXACT:
-            return {"query": body.query, "project": body.project, "results": [], "count": 0, "exhaustive": True}
+            return {"query": body.query, "project": body.project, "mode": body.mode, "results": [], "count": 0, "exhaustive": True}
         scope, within = (found.key, found.repo), None
-    try:
-        [vector] = _embedder(request).embed([body.query])
-    except EmbedderError as exc:
-        raise HTTPException(status_code=502, detail=f"query embedding failed: {exc}") from None
+    vector = None
+    if body.mode != "words":  # a words search needs no embedder
+        try:
+            [vector] = _embedder(request).embed([body.query])
+        except EmbedderError as exc:
+            raise HTTPException(status_code=502, detail=f"query embedding failed: {exc}") from None
     hits, exhaustive = embeddings.search(
         db,
         vector,
+        query=body.query,
+        mode=body.mode,
         project=scope,
         producer=body.producer,
         kind=body.kind,
@@ -147,7 +160,14 @@ def search(request: Request, body: SearchIn, db: ReadSessionDep, principal: Prin
         one_per_key=body.one_per_key,
         within=within,
     )
-    return {"query": body.query, "project": body.project, "results": [h.as_dict() for h in hits], "count": len(hits), "exhaustive": exhaustive}
+    return {
+        "query": body.query,
+        "project": body.project,
+        "mode": body.mode,
+        "results": [h.as_dict() for h in hits],
+        "count": len(hits),
+        "exhaustive": exhaustive,
+    }
 
 
 @router.get("/by-key/{key:path}")

@@ -28,7 +28,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 DEFAULT_EMBED_DIM = 256
@@ -363,6 +363,8 @@ class ContentEmbedding(Base):
     project: Mapped[str | None] = mapped_column(Text)
     projects: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
     repo: Mapped[str | None] = mapped_column(Text)
+    # The chunk's words for the word side of search (revision 0017, ADR 0044), made by ``brain_kernel.search.words``.
+    words: Mapped[str] = mapped_column(TSVECTOR, nullable=False, server_default=text("''::tsvector"))
 
     __table_args__ = (
         # A key names a chunk within its producer and its project (revision 0015, ADR 0033).
@@ -372,6 +374,7 @@ class ContentEmbedding(Base):
         Index("ix_content_embeddings_metadata_gin", "metadata", postgresql_using="gin", postgresql_ops={"metadata": "jsonb_path_ops"}),
         Index("ix_content_embeddings_projects_gin", "projects", postgresql_using="gin"),
         Index("ix_content_embeddings_producer_key", "producer", "key"),
+        Index("ix_content_embeddings_words_gin", "words", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index(
             "ix_content_embeddings_embedding_hnsw",
             "embedding",

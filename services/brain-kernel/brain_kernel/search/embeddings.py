@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
-from sqlalchemy import delete, func, literal, or_, select, text
-from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy import cast, delete, func, literal, or_, select, text
+from sqlalchemy.dialects.postgresql import TSQUERY, distinct_on
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -44,6 +44,7 @@ from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
 from brain_kernel.feed.feed_repo import key_owned_sql, member
+from brain_kernel.search import words
 from brain_kernel.search.embedders import Embedder
 
 _TABLE = ContentEmbedding.__table__
@@ -51,23 +52,6 @@ HNSW_INDEX = "ix_content_embeddings_embedding_hnsw"
 HNSW_MAX_DIM = 2000  # pgvector's HNSW limit for vector columns
 BULK_ROWS = 20_000
 _LOCK = 0x0A6B312D  # upstream's advisory lock id for dimension changes
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result, in upstream's shape."""
-
-    key: str
-    producer: str
-    chunk_idx: int
-    content_type: str
-    text_preview: str
-    metadata: dict[str, Any]
-    score: float
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form of one result."""
-        return json_object(self)
 
 
 # -- dimension ----------------------------------------------------------------------------------
@@ -148,16 +132,20 @@ def store_docs(
 
 
 _COPY = (
-    "COPY content_embeddings (key, chunk_idx, producer, content_type, text_preview, content_hash, metadata, embedding, kind, project, projects, repo) "
+    "COPY content_embeddings (key, chunk_idx, producer, content_type, text_preview, content_hash, metadata, embedding, kind, project, projects, repo, words) "
     "FROM STDIN WITH (FORMAT BINARY)"
 )
-_COPY_TYPES = ["text", "int4", "varchar", "varchar", "text", "varchar", "jsonb", "vector", "varchar", "text", "text[]", "text"]
+_COPY_TYPES = ["text", "int4", "varchar", "varchar", "text", "varchar", "jsonb", "vector", "varchar", "text", "text[]", "text", "tsvector"]
 
 
 def _copy_rows(session: Session, rows: Sequence[tuple[EmbeddingDoc, int, str, Sequence[float]]], content_type: str) -> None:
-    """Insert chunks with one binary COPY (a multi-row INSERT cost as much as the embedding and HNSW together)."""
+    """Insert chunks with one binary COPY (a multi-row INSERT cost as much as the embedding and HNSW together).
+
+    Each chunk's words (the word side of search, ``brain_kernel.search.words``) go in the same COPY.
+    """
     conn = session.connection().connection.driver_connection
     register_vector(conn)
+    conn.adapters.register_dumper(words.Words, words.WordsDumper)
     with conn.cursor() as cur, cur.copy(_COPY) as copy:
         copy.set_types(_COPY_TYPES)
         for doc, idx, piece, vector in rows:
@@ -175,6 +163,7 @@ def _copy_rows(session: Session, rows: Sequence[tuple[EmbeddingDoc, int, str, Se
                     doc.project,
                     list(doc.projects),
                     doc.repo,
+                    words.Words(words.tsvector_binary(piece)),
                 )
             )
 
@@ -241,29 +230,47 @@ def by_key(session: Session, key: str) -> list[dict[str, Any]]:
 
 # -- search ---------------------------------------------------------------------------------------------
 
+MODES = ("hybrid", "vector", "words")
+RRF_K = 60  # reciprocal rank fusion's constant: a result's share is 1 / (RRF_K + its rank) on each side
+# A filtered set (or the whole table, unfiltered) of fewer rows is ranked exactly; from this many on, through the
+# HNSW index's iterative scan and an exact re-rank of its candidates (measured: docs/performance.md, ADR 0045).
+EXACT_ROWS = 2_000
+INDEX_CANDIDATES = 100  # rows the iterative scan hands to the exact re-rank, at least (ADR 0045)
+INDEX_EF_SEARCH = 100  # the scan's candidate list (hnsw.ef_search)
+INDEX_MAX_SCAN_TUPLES = 50_000  # where the iterative scan gives up; a short answer then falls back to exact
+PLANS = ("exact", "index")
 
-def search(
-    session: Session,
-    query_vector: Sequence[float],
-    *,
-    project: tuple[str, str | None] | None = None,
-    producer: str | None = None,
-    kind: str | None = None,
-    limit: int = 10,
-    min_score: float = 0.0,
-    one_per_key: bool = False,
-    within: Sequence[tuple[str, str | None]] | None = None,
-) -> tuple[list[Hit], bool]:
-    """The nearest chunks to ``query_vector`` (score = 1 - cosine distance) and whether the answer is exhaustive.
 
-    With any filter (project (key, repo), producer or kind) the ranking is
-    exact over the filtered rows; without one it goes through HNSW. ``within``:
-    only chunks of these projects (a restricted token's scope; empty = none).
-    """
-    if within is not None and not within:
-        return [], True
-    distance = ContentEmbedding.embedding.cosine_distance(list(query_vector))
-    where = []
+@dataclass(frozen=True)
+class Hit:
+    """One search result, in upstream's shape, plus ``scores``: each method's own (None when it did not find it)."""
+
+    key: str
+    producer: str
+    chunk_idx: int
+    content_type: str
+    text_preview: str
+    metadata: dict[str, Any]
+    score: float
+    scores: dict[str, float | None]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form of one result."""
+        return json_object(self)
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """One side's candidate: the chunk's id, its identity for fusion, and the side's score."""
+
+    id: int
+    ident: Any
+    score: float
+
+
+def _filters(project: tuple[str, str | None] | None, within: Sequence[tuple[str, str | None]] | None, producer: str | None, kind: str | None) -> list[Any]:
+    """The WHERE terms both sides share: the project's membership rule, a token's scope, producer, kind."""
+    where: list[Any] = []
     if project is not None:
         key, repo = project
         where.append(member(key, repo, key_owned_sql(key, repo), of=ContentEmbedding))
@@ -273,21 +280,77 @@ def search(
         where.append(ContentEmbedding.producer == producer)
     if kind:
         where.append(ContentEmbedding.kind == kind)
-    columns = [_TABLE.c.key, _TABLE.c.producer, _TABLE.c.chunk_idx, _TABLE.c.content_type, _TABLE.c.text_preview, _TABLE.c["metadata"]]
-    exhaustive = bool(where)
-    if exhaustive:
-        scored = select(*columns, distance.label("d")).where(*where).cte("scored").prefix_with("MATERIALIZED")
-        above = select(scored).where(literal(1.0) - scored.c.d >= min_score)
-        if one_per_key:  # each key's nearest chunk, then the nearest keys
-            best = above.ext(distinct_on(scored.c.producer, scored.c.key)).order_by(scored.c.producer, scored.c.key, scored.c.d).subquery("best")
-            stmt = select(best).order_by(best.c.d).limit(limit)
-        else:
-            stmt = above.order_by(scored.c.d).limit(limit)
+    return where
+
+
+def _ident(one_per_key: bool) -> Any:
+    return (lambda r: (r.producer, r.key)) if one_per_key else (lambda r: r.id)
+
+
+def _filtered_rows(session: Session, where: list[Any], cap: int) -> int:
+    """How many rows the filters keep, counted up to ``cap`` only (a large project costs no more than ``cap`` rows)."""
+    inner = select(literal(1)).select_from(_TABLE).where(*where).limit(cap).subquery()
+    return session.execute(select(func.count()).select_from(inner)).scalar_one()
+
+
+def _vector_exact(session: Session, distance: Any, where: list[Any], depth: int, min_score: float | None, one_per_key: bool) -> list[Any]:
+    """Every filtered row's distance in a materialized CTE (no index can rank first and filter after), then the nearest."""
+    t = _TABLE.c
+    scored = select(t.id, t.producer, t.key, distance.label("d")).where(*where).cte("scored").prefix_with("MATERIALIZED")
+    above = select(scored)
+    if min_score is not None:
+        above = above.where(literal(1.0) - scored.c.d >= min_score)
+    if one_per_key:  # each key's nearest chunk, then the nearest keys
+        best = above.ext(distinct_on(scored.c.producer, scored.c.key)).order_by(scored.c.producer, scored.c.key, scored.c.d).subquery("best")
+        stmt = select(best).order_by(best.c.d, best.c.id).limit(depth)
     else:
-        ranked = select(*columns, distance.label("d")).order_by(distance).limit(max(limit * 4, 40) if one_per_key else limit).subquery("ranked")
-        stmt = select(ranked).where(literal(1.0) - ranked.c.d >= min_score).order_by(ranked.c.d)
+        stmt = above.order_by(scored.c.d, scored.c.id).limit(depth)
+    return list(session.execute(stmt))
+
+
+def _vector_index(session: Session, distance: Any, where: list[Any], candidates: int) -> list[Any]:
+    """The iterative HNSW scan's nearest ``candidates`` filtered rows, re-ranked by their exact distance.
+
+    ``relaxed_order`` lets the scan go on past ``ef_search`` until it has
+    ``candidates`` rows that pass the filters (or ``max_scan_tuples``); its
+    order is approximate, so the outer query sorts by the distance itself.
+    """
+    t = _TABLE.c
+    session.execute(
+        text(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true), "
+            "set_config('hnsw.max_scan_tuples', :tuples, true)"
+        ),
+        {"ef": str(max(INDEX_EF_SEARCH, candidates)), "tuples": str(INDEX_MAX_SCAN_TUPLES)},
+    )
+    scan = select(t.id, t.producer, t.key, distance.label("d")).where(*where).order_by(distance).limit(candidates).subquery("scan")
+    return list(session.execute(select(scan).order_by(scan.c.d, scan.c.id)))
+
+
+def _vector_side(
+    session: Session, query_vector: Sequence[float], where: list[Any], depth: int, min_score: float | None, one_per_key: bool, plan: str | None
+) -> tuple[list[_Ranked], bool]:
+    """The vector side's ranked candidates (score: cosine) and whether they are exact (ADR 0045)."""
+    distance = ContentEmbedding.embedding.cosine_distance(list(query_vector))
+    if plan is None:
+        plan = "index" if _filtered_rows(session, where, EXACT_ROWS) >= EXACT_ROWS else "exact"
+    ident = _ident(one_per_key)
     try:
-        rows = session.execute(stmt).all()
+        rows: list[Any] = []
+        if plan == "index":
+            candidates = max(INDEX_CANDIDATES, 4 * depth if one_per_key else depth)
+            rows = _vector_index(session, distance, where, candidates)
+            if len(rows) < candidates:  # the scan gave up early (or the filters keep fewer rows): never a short answer
+                plan = "exact"
+            else:
+                if min_score is not None:
+                    rows = [r for r in rows if 1.0 - float(r.d) >= min_score]
+                if one_per_key:
+                    seen: set[Any] = set()
+                    rows = [r for r in rows if not (ident(r) in seen or seen.add(ident(r)))]
+                rows = rows[:depth]
+        if plan == "exact":
+            rows = _vector_exact(session, distance, where, depth, min_score, one_per_key)
     except DBAPIError as exc:  # pgvector refuses to compare vectors of two sizes: no catalog read per search
         if "different vector dimensions" not in str(exc.orig):
             raise
@@ -295,16 +358,113 @@ def search(
             f"the embedder makes {len(query_vector)}-dimensional vectors but the index holds vectors of another size "
             f"({str(exc.orig).splitlines()[0]}): run brain embed (EMBED_DIM_FORCE_MIGRATE=1 to migrate)"
         ) from None
-    hits: list[Hit] = []
-    seen: set[tuple[str, str]] = set()
-    for r in rows:
-        if one_per_key and (r.producer, r.key) in seen:
-            continue
-        seen.add((r.producer, r.key))
-        hits.append(Hit(r.key, r.producer, r.chunk_idx, r.content_type, r.text_preview, dict(r.metadata or {}), round(1.0 - float(r.d), 4)))
-        if len(hits) >= limit:
-            break
-    return hits, exhaustive
+    return [_Ranked(r.id, ident(r), round(1.0 - float(r.d), 4)) for r in rows], plan == "exact"
+
+
+def _words_side(session: Session, query: str, where: list[Any], depth: int, one_per_key: bool) -> list[_Ranked]:
+    """The chunks whose words match the query's (any of them), by ``ts_rank``; every match is ranked, so exact."""
+    q = words.tsquery(query)
+    if q is None:
+        return []
+    t = _TABLE.c
+    tsq = cast(literal(q), TSQUERY)
+    rank = func.ts_rank(t.words, tsq).label("r")
+    matched = select(t.id, t.producer, t.key, rank).where(t.words.op("@@")(tsq), *where)
+    if one_per_key:
+        best = matched.ext(distinct_on(t.producer, t.key)).order_by(t.producer, t.key, rank.desc(), t.id).subquery("best")
+        stmt = select(best).order_by(best.c.r.desc(), best.c.id).limit(depth)
+    else:
+        stmt = matched.order_by(rank.desc(), t.id).limit(depth)
+    ident = _ident(one_per_key)
+    return [_Ranked(r.id, ident(r), round(float(r.r), 4)) for r in session.execute(stmt)]
+
+
+def _fuse(vector: list[_Ranked], word: list[_Ranked], limit: int) -> list[tuple[int, dict[str, float | None], float]]:
+    """Reciprocal rank fusion: (chunk id, scores per method, fused) of the best ``limit``.
+
+    ``fused`` is the sum of 1 / (RRF_K + rank) over the sides that found the
+    chunk, divided by its largest value (first on both sides), so it lies in
+    (0, 1] like a cosine: 1.0 is first for both, 0.5 first for one side only.
+    """
+    best = 2.0 / (RRF_K + 1)
+    merged: dict[Any, dict[str, Any]] = {}
+    for side, ranked in (("vector", vector), ("words", word)):
+        for rank, cand in enumerate(ranked, start=1):
+            entry = merged.setdefault(cand.ident, {"id": cand.id, "vector": None, "words": None, "fused": 0.0})
+            entry[side] = cand.score
+            entry["fused"] += 1.0 / (RRF_K + rank)
+    order = sorted(merged.values(), key=lambda e: (-e["fused"], -(e["vector"] if e["vector"] is not None else -2.0), e["id"]))
+    out = []
+    for e in order[:limit]:
+        fused = round(e["fused"] / best, 4)
+        out.append((e["id"], {"vector": e["vector"], "words": e["words"], "fused": fused}, fused))
+    return out
+
+
+def search(
+    session: Session,
+    query_vector: Sequence[float] | None,
+    *,
+    query: str = "",
+    mode: str = "vector",
+    project: tuple[str, str | None] | None = None,
+    producer: str | None = None,
+    kind: str | None = None,
+    limit: int = 10,
+    min_score: float | None = None,
+    one_per_key: bool = False,
+    within: Sequence[tuple[str, str | None]] | None = None,
+    plan: str | None = None,
+) -> tuple[list[Hit], bool]:
+    """The chunks that best answer the query, and whether the answer is exhaustive (ADR 0044, ADR 0045).
+
+    ``mode``: ``vector`` (``query_vector``, score = cosine), ``words``
+    (``query``'s words, score = ``ts_rank``) or ``hybrid`` (both, fused by
+    reciprocal rank; score = the fused value in (0, 1]). Every filter applies
+    to both sides alike; ``within``: only chunks of these projects (a
+    restricted token's scope; empty = none). ``min_score``: None is no
+    threshold; else the least cosine a vector candidate needs (in hybrid a
+    chunk found by its words alone stays, with ``scores.vector`` None; in
+    words mode it is ignored). ``plan``: None chooses by the filtered set's
+    size (exact under ``EXACT_ROWS``); ``exact`` or ``index`` force one (the
+    bench compares them).
+    """
+    if mode not in MODES or (plan is not None and plan not in PLANS):
+        raise ValueError(f"mode must be one of {MODES} and plan None or one of {PLANS}: {mode!r}, {plan!r}")
+    if within is not None and not within:
+        return [], True
+    where = _filters(project, within, producer, kind)
+    depth = limit if mode != "hybrid" else max(2 * limit, 20)
+    vector: list[_Ranked] = []
+    word: list[_Ranked] = []
+    exhaustive = True
+    if mode != "words":
+        if query_vector is None:
+            raise ValueError("a vector or hybrid search needs the query's vector")
+        vector, exhaustive = _vector_side(session, query_vector, where, depth, min_score, one_per_key, plan)
+    if mode != "vector":
+        word = _words_side(session, query, where, depth, one_per_key)
+    if mode == "vector":
+        chosen = [(c.id, {"vector": c.score, "words": None, "fused": c.score}, c.score) for c in vector]
+    elif mode == "words":
+        chosen = [(c.id, {"vector": None, "words": c.score, "fused": c.score}, c.score) for c in word]
+    else:
+        chosen = _fuse(vector, word, limit)
+    return _hits(session, chosen[:limit]), exhaustive
+
+
+def _hits(session: Session, chosen: list[tuple[int, dict[str, float | None], float]]) -> list[Hit]:
+    """The results' columns, read once for the chosen chunks only, in the chosen order."""
+    if not chosen:
+        return []
+    t = _TABLE.c
+    stmt = select(t.id, t.key, t.producer, t.chunk_idx, t.content_type, t.text_preview, t["metadata"]).where(t.id.in_([c[0] for c in chosen]))
+    rows = {r.id: r for r in session.execute(stmt)}
+    return [
+        Hit(r.key, r.producer, r.chunk_idx, r.content_type, r.text_preview, dict(r.metadata or {}), score, scores)
+        for chunk_id, scores, score in chosen
+        if (r := rows.get(chunk_id)) is not None
+    ]
 
 
 def count_chunks(session: Session) -> int:
