@@ -18,6 +18,7 @@ from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
 from brain_kernel.search.words import WordsDumper
 from brain_kernel.settings import child_environment
+from brain_mcp.answers import Feed, KbBrief, KbSearch, SearchHit, Tick
 from brain_ops.amygdala_watch import AmygdalaSummary
 from brain_ops.backfill.summary import BackfillSummary
 from brain_ops.embed import EmbedSummary
@@ -44,6 +45,15 @@ TickSummary.scanned_files
 # Fields of an HTTP answer: FastAPI serialises the model.
 MarkerOut.idempotent_replay
 MarkerOut.body_mismatch
+
+# Fields of an MCP tool's output schema: pydantic writes the schema from the model and checks answers against it.
+SearchHit.normalized_score
+SearchHit.match_count
+KbSearch.sources_searched
+KbBrief.candidate_refs
+Tick.waited_seconds
+Feed.generated_at
+Feed.entry_count
 
 # Columns that only SQL reads or fills (server defaults, raw statements), or that keep a row's history.
 LearnedRoot.learned_at

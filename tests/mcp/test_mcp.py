@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import httpx2
+import jsonschema
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -30,7 +31,8 @@ from brain_core.markers import MARKER_TYPES
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.vault_store import Vault
-from brain_mcp import tools
+from brain_mcp import answers, tools
+from brain_mcp.answers import to_json
 from tests.support.harness import HTTP, REPO_ROOT, brain, settings_env
 from tests.support.openai_stub import OpenAIStub
 from tests.support.planting import arc_session, write_arc
@@ -53,12 +55,22 @@ def _plant(settings: Settings) -> tuple[str, str]:
 
 
 async def _call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A tool's answer: the JSON text it returns, parsed; an ``{"error": ...}`` one came as an MCP tool error."""
+    """A tool's answer: the JSON text it returns, parsed; an ``{"error": ...}`` one came as an MCP tool error,
+    a success also as ``structuredContent``, the same object (ADR 0043)."""
     result = await client.call_tool(name, arguments)
     [content] = result.content
     answer = json.loads(content.text)  # type: ignore[union-attr]
     assert result.is_error == ("error" in answer), (result.is_error, answer)
+    assert result.structured_content == (None if result.is_error else answer), name
     return answer
+
+
+def _validate(listed: dict[str, Any], pairs: list[tuple[str, dict[str, Any]]]) -> None:
+    """Each (tool, answer) against the tool's output schema, as a client that validates would."""
+    for name, answer in pairs:
+        schema = listed[name].output_schema
+        assert schema is not None and schema["type"] == "object", name
+        jsonschema.validate(answer, schema)
 
 
 async def _read(client: Client, uri: str) -> Any:
@@ -118,6 +130,20 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
     anyio.run(session)
     listed = {tool.name: tool for tool in answers["listed"]}
     assert set(listed) == TOOLS
+    assert {name for name, tool in listed.items() if tool.output_schema is None} == {"brain_ingest"}  # it only ever fails
+    _validate(
+        listed,
+        [
+            ("kb_search", answers["search"]),
+            ("kb_search", answers["scoped"]),
+            ("kb_brief", answers["brief"]),
+            ("brain_get_arc", answers["arc"]),
+            ("brain_feed", answers["feed"]),
+            ("brain_feed", answers["project_feed"]),
+            ("brain_marker", answers["marker"]),
+            ("brain_marker", answers["replay"]),
+        ],
+    )
     assert {name for name, tool in listed.items() if tool.annotations and tool.annotations.read_only_hint} == READ_ONLY
     assert all(tool.annotations and tool.annotations.destructive_hint is False for tool in listed.values())
     assert listed["brain_marker"].input_schema["properties"]["type"]["enum"] == list(MARKER_TYPES)
@@ -253,7 +279,7 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
                 httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
                 Client(streamable_http_client(f"{base}/mcp", http_client=http), read_timeout_seconds=30) as client,
             ):
-                answers["tools"] = {tool.name for tool in (await client.list_tools()).tools}
+                answers["tools"] = {tool.name: tool for tool in (await client.list_tools()).tools}
                 answers["arcs"] = await _call(client, "brain_search_arcs", {"query": f"the {word} pipeline", "project": "org1/api"})
                 answers["too_hot"] = await _call(client, "brain_search_arcs", {"query": word, "min_heat": 1000})
                 answers["tick"] = await _call(client, "brain_tick", {"wait": False, "no_ai": True})
@@ -271,7 +297,8 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     finally:
         stop(proc, 10)
 
-    assert answers["tools"] == TOOLS
+    assert set(answers["tools"]) == TOOLS
+    _validate(answers["tools"], [("brain_search_arcs", answers["arcs"]), ("brain_tick", answers["tick"]), ("brain_tick", answers["watched"])])
     arcs = answers["arcs"]
     assert arcs["query"] == f"the {word} pipeline" and arcs["count"] == len(arcs["arcs"]) == 1  # one result per arc
     [arc] = arcs["arcs"]
@@ -290,3 +317,19 @@ def test_http_refuses_requests_without_the_token_and_answers_arcs_and_ticks(sett
     watched = answers["watched"]
     assert watched["status"] == "pending" and watched["waited"] is True and watched["no_ai"] is False
     assert 0.5 <= watched["waited_seconds"] <= 1.5 and "tick-drain" in watched["note"]
+
+
+def test_every_feed_answer_of_a_full_memory_validates_against_the_feed_schema(settings: Settings, planted: Any) -> None:
+    """Six projects' memory, fleet signals, inject blocks and a tombstone: the global feed, each project's, an unknown one's."""
+    kernel = tools.Kernel.open(settings)
+    try:
+        schema = answers.Feed.model_json_schema()
+        feeds = [tools.brain_feed(kernel), tools.brain_feed(kernel, "acme/nobody")]
+        feeds += [tools.brain_feed(kernel, project) for project in sorted(planted.owned)]
+    finally:
+        kernel.close()
+    assert len(feeds) >= 4
+    for feed in feeds:
+        assert "error" not in feed, feed
+        jsonschema.validate(json.loads(to_json(feed)), schema)
+    assert feeds[1]["project"]["known"] is False

@@ -12,7 +12,7 @@ be asked. A ref is written ``source://ref``, as the digest names the hits.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 REFS_LABEL = "CANDIDATE_REFS:"
@@ -20,6 +20,7 @@ PREVIEW_CHARS = 400
 FALLBACK_REFS = 3
 NOTHING_FOUND = "Nothing found in the knowledge base for this query."
 NOT_CONFIGURED = "[inference gateway not configured]"
+DEFAULT_MODEL = "brain-brief"
 EMPTY_REPLY = "[LLM unavailable - returning raw hits]"
 
 SYSTEM_PROMPT = (
@@ -69,3 +70,14 @@ def split_refs(reply: str, hits: Sequence[Mapping[str, Any]]) -> tuple[str, list
             break
         return "\n".join(lines[:index] + lines[index + 1 :]).strip(), refs
     return reply.strip(), fallback_refs(hits)
+
+
+def compose(
+    query: str, hits: Sequence[Mapping[str, Any]], model: str, complete: Callable[[list[dict[str, str]]], tuple[str | None, str | None]]
+) -> dict[str, Any]:
+    """``kb_brief``'s answer: ``complete`` (the model's reply, or None and why not) asked once, and only when there are hits."""
+    if not hits:
+        return {"query": query, "hits": [], "brief": NOTHING_FOUND, "candidate_refs": []}
+    reply, failure = complete(messages(query, hits))
+    text, refs = (failure or EMPTY_REPLY, fallback_refs(hits)) if reply is None else split_refs(reply, hits)
+    return {"query": query, "hits": list(hits), "brief": text, "candidate_refs": refs, "model": model}

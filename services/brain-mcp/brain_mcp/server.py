@@ -1,9 +1,13 @@
 """The MCP server: upstream's six tools plus ``brain_feed`` and ``brain_marker``, over stdio or streamable HTTP.
 
 ``build_server(settings)`` registers the tools on the SDK's ``MCPServer``
-(named ``agentibrain``, as upstream's); each is a thin wrapper that calls
-``brain_mcp.tools`` on one ``Kernel`` and returns its answer as a JSON
-string, as upstream's tools did. A failure keeps upstream's text, the JSON
+(named ``agentibrain``, as upstream's); each is a thin wrapper that asks a
+``Backend`` (``brain_mcp.answers``): ``brain_mcp.tools.Local`` over one
+``Kernel`` in-process, or ``brain_mcp.remote.Remote`` through a running
+kernel's HTTP API (``run_remote``, ADR 0043). The answer is its JSON text,
+as upstream's tools returned it, and the same object as
+``structuredContent``, checked against the tool's ``outputSchema``
+(``brain_mcp.answers``' models, ADR 0043). A failure keeps upstream's text, the JSON
 ``{"error": ...}``, and is an MCP tool error (``isError: true``), so a client
 tells it from an answer without parsing it (ADR 0041). The read tools carry
 ``readOnlyHint``; ``brain_marker``'s ``type`` is an enum in its schema. The
@@ -25,11 +29,12 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -41,8 +46,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from brain_kernel.auth import EVERYONE, Principal, TokenEntry, authenticate
 from brain_kernel.settings import Settings
-from brain_mcp import tools
-from brain_mcp.tools import Kernel
+from brain_mcp import answers
+from brain_mcp.answers import SERVER_FAULTS, Backend, to_json
+
+if TYPE_CHECKING:  # the in-process tools import the database layer: only a local server loads them
+    from brain_mcp.tools import Kernel
 
 NAME = "agentibrain"
 DEFAULT_HOST = "127.0.0.1"
@@ -65,6 +73,14 @@ MarkerType = Literal["lesson", "milestone", "signal", "decision"]
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 MARKER = WRITE.model_copy(update={"idempotent_hint": True})  # the same body twice writes it once
+# A tool's result with its output schema: the SDK publishes the model's schema and checks every success against it.
+KbSearchResult = Annotated[CallToolResult, answers.KbSearch]
+KbBriefResult = Annotated[CallToolResult, answers.KbBrief]
+SearchArcsResult = Annotated[CallToolResult, answers.SearchArcs]
+ArcResult = Annotated[CallToolResult, answers.Arc]
+TickResult = Annotated[CallToolResult, answers.Tick]
+FeedResult = Annotated[CallToolResult, answers.Feed]
+MarkerResult = Annotated[CallToolResult, answers.Marker]
 # The principal of the HTTP request being served (set by BearerAuth; the tasks and threads that run a
 # tool copy the request's context); stdio sets the local operator. Unset: the tool refuses (fails closed).
 PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("brain_principal", default=None)
@@ -81,22 +97,29 @@ def _principal() -> Principal:
     return principal
 
 
-def _reply(answer: dict[str, Any]) -> CallToolResult:
-    """A tool's answer as its JSON text; an ``{"error": ...}`` answer is the same text marked as a tool error.
+def _reply(answer: dict[str, Any], *, structured: bool = True) -> CallToolResult:
+    """A tool's answer as its JSON text and, for a tool with an output schema, as ``structuredContent``;
+    an ``{"error": ...}`` answer is the text alone, marked as a tool error.
 
     Built here rather than raised as the SDK's ``ToolError``, whose text the
     SDK prefixes with ``Error executing tool <name>:``: the text stays JSON.
+    The structured object is the text parsed again, so the two never differ.
     """
-    return CallToolResult(content=[TextContent(type="text", text=tools.to_json(answer))], is_error="error" in answer)
+    text = to_json(answer)
+    failed = "error" in answer
+    content: list[Any] = [TextContent(type="text", text=text)]
+    if failed or not structured:
+        return CallToolResult(content=content, is_error=failed)
+    return CallToolResult(content=content, structured_content=json.loads(text), is_error=False)
 
 
 def _unless_error(answer: dict[str, Any]) -> dict[str, Any]:
     """``answer``; an ``{"error": ...}`` one raises with its JSON text (a JSON-RPC error to the client)."""
     if "error" not in answer:
         return answer
-    text = tools.to_json(answer)
-    if str(answer["error"]).startswith(tools.DATABASE_UNAVAILABLE):
-        raise ResourceError(text)  # the server's fault: an internal error
+    text = to_json(answer)
+    if str(answer["error"]).startswith(SERVER_FAULTS):
+        raise ResourceError(text)  # the server's fault (its database, or the kernel it serves through): an internal error
     raise ResourceNotFoundError(text)  # the caller's project: malformed, ambiguous or out of scope (invalid params)
 
 
@@ -107,17 +130,21 @@ def _version() -> str:
         return "0"
 
 
-def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level: LogLevel = "INFO") -> MCPServer:
-    """The MCP server over ``kernel``; without one it opens its own from ``settings``, for the life of the process."""
-    k = kernel or Kernel.open(settings)
+def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: Backend | None = None, log_level: LogLevel = "INFO") -> MCPServer:
+    """The MCP server over ``backend``; without one, in-process over ``kernel`` (opened from ``settings`` when not given, for the life of the process)."""
+    if backend is None:
+        from brain_mcp.tools import Kernel, Local
+
+        backend = Local(kernel or Kernel.open(settings), _principal)
+    b = backend
     server = MCPServer(NAME, instructions=INSTRUCTIONS, version=_version(), log_level=log_level)
 
-    def tool(annotations: ToolAnnotations) -> Callable[[Callable[..., CallToolResult]], Callable[..., CallToolResult]]:
-        # The docstring, on one line, is the description; structured_output=False: the answer is the
-        # JSON text itself, as upstream's tools returned it.
+    def tool(annotations: ToolAnnotations, *, structured: bool = True) -> Callable[[Callable[..., CallToolResult]], Callable[..., CallToolResult]]:
+        # The docstring, on one line, is the description; the output schema is the return annotation's
+        # model (None: let the SDK read it); a tool without one answers its JSON text alone.
         def register(fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
             description = " ".join(inspect.cleandoc(fn.__doc__ or "").split())
-            server.add_tool(fn, description=description, annotations=annotations, structured_output=False)
+            server.add_tool(fn, description=description, annotations=annotations, structured_output=None if structured else False)
             return fn
 
         return register
@@ -130,58 +157,58 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
         include_obsidian: bool = True,
         min_score: float = 0.0,
         project: str | None = None,
-    ) -> CallToolResult:
+    ) -> KbSearchResult:
         """Search the knowledge base: the semantic index of arcs, lessons, decisions and signals ("artifact")
         and the vault's markdown text ("obsidian"), best first, at most 2 x limit results. `project` (a short
         key or owner/name) keeps only that project's memory. Returns JSON {query, count, results, sources_searched}."""
-        return _reply(tools.kb_search(k, query, limit, include_artifact, include_obsidian, min_score, project, principal=_principal()))
+        return _reply(b.kb_search(query, limit, include_artifact, include_obsidian, min_score, project))
 
     @tool(READ)
-    def kb_brief(query: str, limit: int = 8, model: str = "") -> CallToolResult:
+    def kb_brief(query: str, limit: int = 8, model: str = "") -> KbBriefResult:
         """Search the knowledge base and have the LLM write a short brief of the hits, with the refs most worth
         opening. Returns JSON {query, hits, brief, candidate_refs, model}; without an LLM the brief says why and
         the refs are the first three hits."""
-        return _reply(tools.kb_brief(k, query, limit, model, principal=_principal()))
+        return _reply(b.kb_brief(query, limit, model))
 
     @tool(READ)
-    def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> CallToolResult:
+    def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> SearchArcsResult:
         """Find arcs (threads of past work) by meaning, one result per arc, nearest first; `min_heat` keeps
         only arcs at least that hot, `project` only that project's. Returns JSON {query, count, arcs: [{cluster_id, title, region, heat, status, path, score, preview}]}."""
-        return _reply(tools.brain_search_arcs(k, query, top_k, min_heat, min_score, project, principal=_principal()))
+        return _reply(b.brain_search_arcs(query, top_k, min_heat, min_score, project))
 
     @tool(READ)
-    def brain_get_arc(cluster_id: str) -> CallToolResult:
+    def brain_get_arc(cluster_id: str) -> ArcResult:
         """Read one arc by its cluster_id (from brain_search_arcs or the feed's hot arcs). Returns JSON
         {cluster_id, source: "vault", path, content} (the first 2000 characters), or the error not found."""
-        return _reply(tools.brain_get_arc(k, cluster_id, principal=_principal()))
+        return _reply(b.brain_get_arc(cluster_id))
 
-    @tool(WRITE)
+    @tool(WRITE, structured=False)
     def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> CallToolResult:
         """Ingest a document into the knowledge base. Not available yet on this kernel: returns a JSON error."""
-        return _reply(tools.brain_ingest(k, content, title, producer, chunk_size))
+        return _reply(b.brain_ingest(content, title, producer, chunk_size), structured=False)
 
     @tool(WRITE)
-    def brain_tick(no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> CallToolResult:
+    def brain_tick(no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> TickResult:
         """Ask for a keeper tick (re-scores arcs, rewrites the feed); `brain tick-drain` runs it. With `wait`,
         follow it for up to `timeout` seconds. Returns JSON {job_id, status, no_ai, waited, waited_seconds, note}."""
-        return _reply(tools.brain_tick(k, no_ai, wait, timeout, source))
+        return _reply(b.brain_tick(no_ai, wait, timeout, source))
 
     @tool(READ)
-    def brain_feed(project: str | None = None) -> CallToolResult:
+    def brain_feed(project: str | None = None) -> FeedResult:
         """The feed a new session reads: global, or with `project` (a short key or owner/name) that project's
         intent, hot arcs, recent lessons, decisions, milestones and signals. Returns the feed JSON."""
-        return _reply(tools.brain_feed(k, project, principal=_principal()))
+        return _reply(b.brain_feed(project))
 
     @tool(MARKER)
-    def brain_marker(type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> CallToolResult:
+    def brain_marker(type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> MarkerResult:
         """Record a marker: type lesson, milestone, signal or decision; content in markdown (at most 4096
         characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
         Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
-        return _reply(tools.brain_marker(k, type, content, attrs, principal=_principal()))
+        return _reply(b.brain_marker(type, content, attrs))
 
     @server.resource(FEED_URI, name="feed", title="The feed", mime_type=JSON_MIME, description="The feed brain_feed answers without a project.")
     def feed() -> str:
-        return tools.to_json(_unless_error(tools.brain_feed(k, principal=_principal())))
+        return to_json(_unless_error(b.brain_feed(None)))
 
     @server.resource(
         PROJECT_FEED_URI,
@@ -192,7 +219,7 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, log_level:
         "signals, focus and intent, hot arcs, decisions, lessons, milestones and inject blocks (GET /feed?format=markdown).",
     )
     def memory_block(project: str) -> str:
-        return str(_unless_error(tools.memory_block(k, project, principal=_principal()))["markdown"])
+        return str(_unless_error(b.memory_block(project))["markdown"])
 
     return server
 
@@ -243,6 +270,8 @@ def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, por
     # the protocol alone over stdio, and there stderr is the agent's log, so warnings only.
     level: LogLevel = "INFO" if http else "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from brain_mcp.tools import Kernel
+
     kernel = Kernel.open(settings)
     try:
         server = build_server(settings, kernel=kernel, log_level=level)
@@ -255,3 +284,12 @@ def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, por
             server.run("stdio")
     finally:
         kernel.close()
+
+
+def run_remote(settings: Settings, backend: Backend) -> None:
+    """Serve ``backend`` (a running kernel's HTTP API) over stdio until stdin closes: no database, no vault.
+
+    No principal is set: the remote tools never ask for one, the kernel answers as the token's.
+    """
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    build_server(settings, backend=backend, log_level="WARNING").run("stdio")

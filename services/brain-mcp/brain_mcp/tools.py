@@ -8,7 +8,9 @@ shape, and answers a failure as ``{"error": ...}`` the way upstream's HTTP
 helper did, never a traceback: a malformed or ambiguous ``project``
 (ambiguous ones with ``candidates``), an unreachable database, a broken
 embedder. ``kb_search`` keeps upstream's rule that a failed source gives no
-hits rather than an error.
+hits rather than an error. ``Local`` serves them to ``brain_mcp.server`` as
+the principal of each call; the answers' shapes are ``brain_mcp.answers``',
+shared with the remote backend (``brain_mcp.remote``).
 
 Upstream's defects fixed here (section 8, item 16): ``brain_search_arcs``
 lists one result per arc, and ``min_score`` applies before the limit (both
@@ -17,11 +19,8 @@ in ``brain_kernel.search.embeddings.search``).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -55,30 +54,31 @@ from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.llm import LLMError, chat_completion
 from brain_kernel.vault_store import Vault, VaultPathError
 from brain_mcp import brief
+from brain_mcp.answers import (
+    ARC_CONTENT_CHARS,
+    DATABASE_UNAVAILABLE,
+    INGEST_UNAVAILABLE,
+    SOURCE_PATTERN,
+    SOURCE_REFUSED,
+    arc_hits,
+    artifact_hit,
+    clamp_limit,
+    follow_tick,
+    indexed_arc,
+    obsidian_hits,
+    ranked,
+)
 
 log = logging.getLogger("brain.mcp")
 
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 ARC_PRODUCER = PRODUCERS["arc"]  # upstream's ``brain-arc``
-MAX_LIMIT = 100
 # As GET /vault/search walks and searches (brain_api.routes.vault): same folders skipped, same context.
 CONTEXT_LINES = 2
-OBSIDIAN_PREVIEW_SNIPPETS = 2
-OBSIDIAN_PREVIEW_CHARS = 500
-ARC_PREVIEW_CHARS = 200
-ARC_CONTENT_CHARS = 2000
 BRIEF_MAX_TOKENS = 800
 BRIEF_TEMPERATURE = 0.3
 BRIEF_TIMEOUT_S = 200.0
-DEFAULT_BRIEF_MODEL = "brain-brief"
-# POST /tick's rule for ``source`` (brain_api.routes.tick.SOURCE_PATTERN).
-SOURCE_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-TICK_POLL_S = 0.5  # a tick is run by ``brain tick-drain`` elsewhere; this only watches its row
-MAX_TICK_WAIT_S = 600.0
-UNKNOWN_POLLS = 2  # upstream stopped after two consecutive ``unknown`` answers
-INGEST_UNAVAILABLE = "brain_ingest is not available: the kernel has no /ingest yet"
-DATABASE_UNAVAILABLE = "database unavailable"
 
 
 @dataclass
@@ -171,20 +171,7 @@ def _artifact_hits(
     [vector] = k.embedder.embed([query])
     # Words and vectors fused (ADR 0044): the score is the fused value in (0, 1], comparable with the vault's normalized one.
     hits, _ = embeddings.search(db, vector, query=query, mode="hybrid", project=scope, limit=limit, min_score=min_score, within=_within(reach, scope))
-    return [
-        {
-            "source": "artifact",
-            "ref": h.key,
-            "title": h.key.rsplit("/", 1)[-1],
-            "score": h.score,
-            "normalized_score": h.score,
-            "preview": h.text_preview,
-            "producer": h.producer,
-            "content_type": h.content_type,
-            "metadata": h.metadata,
-        }
-        for h in hits
-    ]
+    return [artifact_hit(h.as_dict()) for h in hits]
 
 
 def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tuple[str, str | None] | None, reach: Scope) -> list[dict[str, Any]]:
@@ -195,21 +182,7 @@ def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tup
         found = search_members(reach, k.vault, query, limit=limit, context_lines=CONTEXT_LINES)
     else:
         found = search_vault(k.vault, wanted, context_lines=CONTEXT_LINES)
-    found = found[:limit]
-    best = max((h.score for h in found), default=0) or 1
-    return [
-        {
-            "source": "obsidian",
-            "ref": h.path,
-            "title": h.title,
-            "score": h.score,
-            "normalized_score": h.score / best,
-            "preview": "\n---\n".join(str(s["snippet"]) for s in h.snippets[:OBSIDIAN_PREVIEW_SNIPPETS])[:OBSIDIAN_PREVIEW_CHARS],
-            "match_count": h.match_count,
-            "metadata": {},
-        }
-        for h in found
-    ]
+    return obsidian_hits((h.as_dict() for h in found), limit)
 
 
 @answers_errors
@@ -226,8 +199,8 @@ def kb_search(
 ) -> dict[str, Any]:
     """Search index and vault text together; ``{query, count, results, sources_searched}``."""
     if not include_artifact and not include_obsidian:
-        return {"query": query, "count": 0, "results": []}
-    limit = max(1, min(int(limit), MAX_LIMIT))
+        return {"query": query, "count": 0, "results": [], "sources_searched": []}
+    limit = clamp_limit(limit)
     sources = [name for name, wanted in (("artifact", include_artifact), ("obsidian", include_obsidian)) if wanted]
     results: list[dict[str, Any]] = []
     with k.reads() as db:
@@ -244,21 +217,19 @@ def kb_search(
                     results += _obsidian_hits(k, db, query, limit=limit, scope=scope, reach=reach)
                 except (OSError, SQLAlchemyError) as exc:
                     log.warning("kb_search: the vault search failed: %s", exc)
-    results.sort(key=lambda r: -r["normalized_score"])  # stable: ties keep artifact hits first
-    results = results[: 2 * limit]
-    return {"query": query, "count": len(results), "results": results, "sources_searched": sources}
+    return ranked(query, results, limit, sources)
 
 
 # -- kb_brief -------------------------------------------------------------------------------------------
 
 
-def _complete(k: Kernel, model: str, chat: list[dict[str, str]]) -> tuple[str | None, str | None]:
+def complete(settings: Settings, model: str, chat: list[dict[str, str]], transport: httpx.BaseTransport | None = None) -> tuple[str | None, str | None]:
     """(the model's reply, None), or (None, the bracketed reason there is none: upstream's strings)."""
-    if not k.settings.llm_base_url:
+    if not settings.llm_base_url:
         return None, brief.NOT_CONFIGURED
     try:
         content = chat_completion(
-            k.settings, chat, model=model, timeout_s=BRIEF_TIMEOUT_S, transport=k.llm_transport, max_tokens=BRIEF_MAX_TOKENS, temperature=BRIEF_TEMPERATURE
+            settings, chat, model=model, timeout_s=BRIEF_TIMEOUT_S, transport=transport, max_tokens=BRIEF_MAX_TOKENS, temperature=BRIEF_TEMPERATURE
         )
     except LLMError as exc:  # a failure of the call or of its answer becomes the brief, as upstream's did
         if exc.status is not None:
@@ -275,23 +246,11 @@ def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "", *, principa
     found = kb_search(k, query, limit=limit, principal=principal)
     if "error" in found:
         return found
-    hits = found["results"]
-    if not hits:
-        return {"query": query, "hits": [], "brief": brief.NOTHING_FOUND, "candidate_refs": []}
-    chosen = model or k.settings.llm_model or DEFAULT_BRIEF_MODEL
-    reply, failure = _complete(k, chosen, brief.messages(query, hits))
-    text, refs = (failure, brief.fallback_refs(hits)) if reply is None else brief.split_refs(reply, hits)
-    return {"query": query, "hits": hits, "brief": text, "candidate_refs": refs, "model": chosen}
+    chosen = model or k.settings.llm_model or brief.DEFAULT_MODEL
+    return brief.compose(query, found["results"], chosen, lambda chat: complete(k.settings, chosen, chat, k.llm_transport))
 
 
 # -- arcs -----------------------------------------------------------------------------------------------
-
-
-def _heat(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 @answers_errors
@@ -299,7 +258,7 @@ def brain_search_arcs(
     k: Kernel, query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None, *, principal: Principal = EVERYONE
 ) -> dict[str, Any]:
     """Arcs nearest the query, one result per arc, heat at least ``min_heat``: ``{query, count, arcs}``."""
-    top_k = max(1, min(int(top_k), MAX_LIMIT))
+    top_k = clamp_limit(top_k)
     arcs: list[dict[str, Any]] = []
     with k.reads() as db:
         known, scope, reach = _scope(db, project, principal)
@@ -317,25 +276,7 @@ def brain_search_arcs(
                 one_per_key=True,
                 within=_within(reach, scope),
             )
-            for h in hits:
-                meta = h.metadata
-                heat = _heat(meta.get("heat"))
-                if heat < min_heat:
-                    continue
-                arcs.append(
-                    {
-                        "cluster_id": h.key,
-                        "title": meta.get("title") or h.key,
-                        "region": meta.get("region"),
-                        "heat": int(heat),
-                        "status": meta.get("status"),
-                        "path": meta.get("path"),
-                        "score": h.score,
-                        "preview": (h.text_preview or "")[:ARC_PREVIEW_CHARS],
-                    }
-                )
-                if len(arcs) >= top_k:
-                    break
+            arcs = arc_hits((h.as_dict() for h in hits), top_k, min_heat)
     return {"query": query, "count": len(arcs), "arcs": arcs}
 
 
@@ -356,8 +297,7 @@ def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE
                 return {"cluster_id": cluster_id, "source": "vault", "path": record.vault_path, "content": content[:ARC_CONTENT_CHARS]}
         chunks = [c for c in embeddings.by_key(db, cluster_id) if reach.admits_meta(*embeddings.metadata_project(c["metadata"]))]
     if chunks:
-        first = next((c for c in chunks if c["producer"] == ARC_PRODUCER), chunks[0])
-        return {"cluster_id": cluster_id, "source": "embeddings", "metadata": first["metadata"], "text_preview": first["text_preview"]}
+        return indexed_arc(cluster_id, chunks, ARC_PRODUCER)
     return {"error": f"cluster_id not found: {cluster_id}"}
 
 
@@ -370,44 +310,20 @@ def brain_ingest(k: Kernel, content: str, title: str = "", producer: str = "agen
 # -- tick -----------------------------------------------------------------------------------------------
 
 
-def _tick_note(job: tick_queue.TickJob | None, status: str, waited: bool, timeout: float) -> str:
-    if status == tick_queue.COMPLETED:
-        return "tick completed"
-    if status == tick_queue.FAILED:
-        return f"tick failed: {job.error if job else 'unknown error'}"
-    if status == "unknown":
-        return "the tick request is gone from the queue"
-    drain = "brain tick-drain runs queued ticks (the MCP server does not)"
-    if waited:
-        return f"still {status} after {timeout:g} s; {drain}; call brain_tick again later or read GET /tick/<job_id>"
-    return f"queued; {drain}"
-
-
 @answers_errors
 def brain_tick(k: Kernel, no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> dict[str, Any]:
     """Queue a keeper tick and, with ``wait``, watch it until it ends or ``timeout`` s pass."""
     if not SOURCE_PATTERN.match(source):
-        return {"error": "source must be 1-64 letters, digits, '.', '_' or '-'"}
+        return {"error": SOURCE_REFUSED}
     with unit_of_work(k.sessions) as db:
         job = tick_queue.enqueue(db, dry_run=False, no_ai=no_ai, source=source)
-    answer: dict[str, Any] = {"job_id": job.job_id, "status": job.status, "no_ai": no_ai, "waited": bool(wait)}
-    if not wait:
-        answer["note"] = _tick_note(job, job.status, False, 0)
-        return answer
-    limit = max(0.0, min(float(timeout), MAX_TICK_WAIT_S))
-    started = time.monotonic()
-    current: tick_queue.TickJob | None = job
-    status, unknown = job.status, 0
-    while status not in tick_queue.FINISHED and unknown < UNKNOWN_POLLS and time.monotonic() - started < limit:
-        time.sleep(min(TICK_POLL_S, max(0.0, limit - (time.monotonic() - started))))
+
+    def poll() -> tuple[str, str | None] | None:
         with k.reads() as db:
             current = tick_queue.get(db, job.job_id)
-        unknown = unknown + 1 if current is None else 0
-        status = current.status if current is not None else "unknown"
-    answer["status"] = status
-    answer["waited_seconds"] = round(time.monotonic() - started, 1)
-    answer["note"] = _tick_note(current, status, True, limit)
-    return answer
+        return None if current is None else (current.status, current.error)
+
+    return follow_tick(job.job_id, job.status, no_ai=no_ai, wait=wait, timeout=timeout, poll=poll)
 
 
 # -- feed and markers -----------------------------------------------------------------------------------
@@ -449,12 +365,36 @@ def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None, *, princ
     return outcome.body
 
 
-def to_json(answer: dict[str, Any]) -> str:
-    """A tool's answer as the JSON string it returns (dates as ISO text, as the HTTP API encodes them)."""
+class Local:
+    """The tools answered in-process over a ``Kernel`` (a ``brain_mcp.answers.Backend``), each call as ``principal()``'s."""
 
-    def default(value: Any) -> Any:
-        if isinstance(value, (dt.datetime, dt.date)):
-            return value.isoformat()
-        return str(value)
+    def __init__(self, kernel: Kernel, principal: Callable[[], Principal]) -> None:
+        self.kernel = kernel
+        self.principal = principal
 
-    return json.dumps(answer, ensure_ascii=False, default=default)
+    def kb_search(self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None) -> dict[str, Any]:
+        return kb_search(self.kernel, query, limit, include_artifact, include_obsidian, min_score, project, principal=self.principal())
+
+    def kb_brief(self, query: str, limit: int, model: str) -> dict[str, Any]:
+        return kb_brief(self.kernel, query, limit, model, principal=self.principal())
+
+    def brain_search_arcs(self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None) -> dict[str, Any]:
+        return brain_search_arcs(self.kernel, query, top_k, min_heat, min_score, project, principal=self.principal())
+
+    def brain_get_arc(self, cluster_id: str) -> dict[str, Any]:
+        return brain_get_arc(self.kernel, cluster_id, principal=self.principal())
+
+    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int) -> dict[str, Any]:
+        return brain_ingest(self.kernel, content, title, producer, chunk_size)
+
+    def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]:
+        return brain_tick(self.kernel, no_ai, wait, timeout, source)
+
+    def brain_feed(self, project: str | None) -> dict[str, Any]:
+        return brain_feed(self.kernel, project, principal=self.principal())
+
+    def brain_marker(self, type: str, content: str, attrs: Any) -> dict[str, Any]:
+        return brain_marker(self.kernel, type, content, attrs, principal=self.principal())
+
+    def memory_block(self, project: str) -> dict[str, Any]:
+        return memory_block(self.kernel, project, principal=self.principal())

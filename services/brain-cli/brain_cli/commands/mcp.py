@@ -1,12 +1,53 @@
-"""``brain mcp``: the MCP server for agents (``brain_mcp``), over stdio or streamable HTTP."""
+"""``brain mcp``: the MCP server for agents (``brain_mcp``), over stdio or streamable HTTP, in-process or through a running kernel."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from brain_cli.common import DatabaseOption, load_settings, operator_errors
+from brain_cli.hook.kernel import config_dir
+from brain_kernel.errors import ConfigError
+
+CLIENT_FILE = "client.json"
+
+
+def default_client_file() -> Path:
+    """The per-user client file the hook reads (``brain connect`` writes it)."""
+    return config_dir() / CLIENT_FILE
+
+
+def read_client_file(path: Path) -> dict[str, Any]:
+    """The client file's object; a missing file is empty, an unreadable one an operator error."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the client file ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc}); run brain connect again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object; run brain connect again")
+    return data
+
+
+def remote_kernel(remote: str, client_file: Path | None) -> tuple[str, str | None, Path]:
+    """(URL, token, client file) of ``--remote``: the URL given, else the client file's; the token always the client file's."""
+    path = (client_file or default_client_file()).expanduser()
+    client = read_client_file(path)
+    url = remote.strip() or str(client.get("url") or "")
+    if not url:
+        raise ConfigError(f"brain mcp --remote: no kernel URL; pass --remote URL or write one to {path} with brain connect")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"brain mcp --remote: {url!r} is not an http:// or https:// URL")
+    token = client.get("token")
+    return url, token if isinstance(token, str) and token else None, path
 
 
 @operator_errors
@@ -18,12 +59,26 @@ def mcp(
         None, "--vault", help="Vault folder (default BRAIN_VAULT, else vault/ in the per-user data folder). Example: --vault ~/brain/vault"
     ),
     database_url: DatabaseOption = None,
+    remote: bool = typer.Option(
+        False,
+        "--remote",
+        help="Serve the tools over stdio through the running kernel at URL (default: the client file's url), with no local "
+        "database or vault. Example: --remote https://brain.internal",
+    ),
+    url: str | None = typer.Argument(None, help="With --remote: the kernel's URL (default: the client file's url). Example: https://brain.internal"),
+    client_file: Path | None = typer.Option(
+        None,
+        "--client-file",
+        help="With --remote: the client file holding the kernel's url and token (default ~/.config/brain/client.json). "
+        "Example: --client-file ~/.config/brain/client.json",
+    ),
 ) -> None:
     """Run the MCP server (stdio, or streamable HTTP with --http).
 
     Its tools: kb_search, kb_brief, brain_search_arcs, brain_get_arc,
     brain_ingest, brain_tick, brain_feed and brain_marker, answered in-process
-    from the index and the vault.
+    from the index and the vault, or with --remote through a running kernel's
+    HTTP API.
 
     Over stdio by default (an agent starts it as a command). With --http it
     serves streamable HTTP at /mcp; when BRAIN_TOKENS is set every request
@@ -36,8 +91,31 @@ def mcp(
     vault and the embedded database are vault/ and .brain/ in the per-user
     data folder, $XDG_DATA_HOME/brain (default ~/.local/share/brain).
 
-    Example: brain mcp --http --port 8104 --vault ./vault
+    With --remote [URL] the same tools (names, schemas, answers) are served
+    over stdio through the kernel at URL (default: the client file's url),
+    with the client file's token (brain connect writes it); nothing local is
+    opened or created, so it starts in about a second. A failure (the kernel
+    down, a refused token) is the tool's error, never a crash. brain connect
+    registers this form.
+
+    Example: brain mcp --remote http://127.0.0.1:8080
     """
+    if remote:
+        if http:
+            raise ConfigError("--remote serves stdio only: run brain mcp --http on the kernel's host instead")
+        from brain_mcp.remote import Remote
+        from brain_mcp.server import run_remote
+
+        base, token, path = remote_kernel(url or "", client_file)
+        settings = load_settings()
+        backend = Remote(base, token, token_source=str(path), settings=settings)
+        try:
+            run_remote(settings, backend)
+        finally:
+            backend.close()
+        return
+    if client_file is not None or url is not None:
+        raise ConfigError("a URL and --client-file go with --remote: brain mcp --remote URL")
     from brain_cli.runtime import open_database
     from brain_kernel.vault_store import Vault
     from brain_mcp.server import run

@@ -1,0 +1,262 @@
+"""The MCP tools answered through a running kernel's HTTP API (``brain mcp --remote``), with no local database or vault.
+
+Each tool calls the route that does the same work and shapes its answer
+with ``brain_mcp.answers``, so a tool answers the same JSON as in-process
+(ADR 0043): ``kb_search`` is ``POST /search`` and ``GET /vault/search``;
+``brain_search_arcs`` ``POST /search`` of the arc producer, one per key;
+``brain_get_arc`` ``GET /arcs/{id}`` and ``GET /vault/read``, else ``GET
+/by-key/{id}``; ``brain_tick`` ``POST /tick`` and ``GET /tick/{id}``;
+``brain_feed`` and the resources ``GET /feed``; ``brain_marker`` ``POST
+/marker``. ``kb_brief`` searches the kernel and asks the LLM this machine's
+settings name (the kernel has no brief route). The token is the client
+file's: the kernel answers as that token's principal.
+
+A failure is an answer ``{"error": ...}``, never an exception: the kernel
+unreachable or timing out (``kernel unavailable: ...``), a refused token
+(401, with where the token comes from), a refusal with the kernel's own
+``detail`` (and ``candidates`` for an ambiguous project), a 5xx. As
+in-process, a failed embedder (502) leaves ``kb_search`` without index hits
+rather than failing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import httpx
+
+from brain_core.chunks import PRODUCERS
+from brain_mcp import brief
+from brain_mcp.answers import (
+    ARC_CONTENT_CHARS,
+    INGEST_UNAVAILABLE,
+    KERNEL_UNAVAILABLE,
+    SERVER_FAULTS,
+    SOURCE_PATTERN,
+    SOURCE_REFUSED,
+    arc_hits,
+    artifact_hit,
+    clamp_limit,
+    follow_tick,
+    indexed_arc,
+    obsidian_hits,
+    ranked,
+)
+
+log = logging.getLogger("brain.mcp.remote")
+
+F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+
+ARC_PRODUCER = PRODUCERS["arc"]  # POST /search's producer filter for arcs
+CONTEXT_LINES = 2  # as the in-process vault search
+VAULT_QUERY_CHARS = 500  # GET /vault/search takes q of at most 500 characters
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 60.0  # a first search may load the kernel's embedder
+
+
+class Refused(Exception):
+    """A call the kernel did not answer as asked: ``answer`` is the tool's ``{"error": ...}``."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(answer["error"])
+        self.answer = answer
+
+
+def answers_refusals(func: F) -> F:
+    """A tool method whose ``Refused`` becomes its answer."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return func(*args, **kwargs)
+        except Refused as exc:
+            return exc.answer
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _reason(detail: Any) -> str:
+    """The kernel's ``detail``: its text, or a validation error's field messages on one line."""
+    if isinstance(detail, list):
+        parts = []
+        for item in detail:
+            if isinstance(item, dict):
+                where = ".".join(str(p) for p in item.get("loc", []) if p not in ("body", "query", "path"))
+                parts.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+            else:
+                parts.append(str(item))
+        return "; ".join(parts)
+    return str(detail)
+
+
+class Remote:
+    """The tools over the kernel at ``url`` with ``token`` (a ``brain_mcp.answers.Backend``); ``token_source`` names where the token came from."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        token_source: str = "the client file",
+        settings: Any = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token_source = token_source
+        self.settings = settings  # brain_kernel.settings.Settings: the LLM kb_brief asks, if any
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport, follow_redirects=False)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self.http.close()
+
+    # -- one request ------------------------------------------------------------------------------------
+
+    def send(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None, tolerate: frozenset[int] = frozenset()) -> httpx.Response:
+        """One request; a 2xx answer (or a status in ``tolerate``) is returned, anything else raises ``Refused`` with the reason."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self.http.request(method, path, params=query, json=json)
+        except httpx.TimeoutException as exc:
+            raise Refused({"error": f"{KERNEL_UNAVAILABLE}: {method} {self.url}{path} timed out ({type(exc).__name__})"}) from None
+        except httpx.HTTPError as exc:
+            raise Refused({"error": f"{KERNEL_UNAVAILABLE}: cannot reach {self.url} ({exc or type(exc).__name__})"}) from None
+        if response.is_success or response.status_code in tolerate:
+            return response
+        raise Refused(self.refusal(method, path, response))
+
+    def refusal(self, method: str, path: str, response: httpx.Response) -> dict[str, Any]:
+        """The ``{"error": ...}`` of a refused request: the kernel's ``detail`` (and ``candidates``), with the status."""
+        status = response.status_code
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        detail = body.get("detail") if isinstance(body, dict) and "detail" in body else (response.text.strip()[:200] or response.reason_phrase)
+        reason = _reason(detail)
+        if status == 401:
+            reason = f"the kernel at {self.url} refused the token from {self.token_source} ({reason}); set the right one with brain connect --token-file"
+        elif status >= 500 and not reason.startswith(SERVER_FAULTS):
+            reason = f"{KERNEL_UNAVAILABLE}: {method} {path} answered {status}: {reason}"
+        answer: dict[str, Any] = {"error": reason, "status": status}
+        if isinstance(body, dict) and "candidates" in body:
+            answer["candidates"] = body["candidates"]
+        return answer
+
+    def get_json(self, path: str, **params: Any) -> dict[str, Any]:
+        """``GET path`` answered with a JSON object."""
+        return self.json_of("GET", path, self.send("GET", path, params=params))
+
+    def json_of(self, method: str, path: str, response: httpx.Response) -> dict[str, Any]:
+        """The JSON object a response carries; anything else is a refusal (the URL is not a kernel's)."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise Refused({"error": f"{method} {self.url}{path} did not answer a JSON object: is {self.url} a brain kernel?"})
+        return body
+
+    # -- the tools ---------------------------------------------------------------------------------------
+
+    @answers_refusals
+    def kb_search(self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None) -> dict[str, Any]:
+        if not include_artifact and not include_obsidian:
+            return {"query": query, "count": 0, "results": [], "sources_searched": []}
+        limit = clamp_limit(limit)
+        sources = [name for name, wanted in (("artifact", include_artifact), ("obsidian", include_obsidian)) if wanted]
+        results: list[dict[str, Any]] = []
+        if query.strip():
+            if include_artifact:
+                body = {"query": query, "project": project, "limit": limit, "min_score": max(-1.0, min(float(min_score), 1.0))}
+                response = self.send("POST", "/search", json=body, tolerate=frozenset({502}))
+                if response.status_code == 502:  # the embedder failed: no index hits, as in-process
+                    log.warning("kb_search: the search index failed: %s", self.refusal("POST", "/search", response)["error"])
+                else:
+                    results += [artifact_hit(c) for c in self.json_of("POST", "/search", response).get("results", [])]
+            if include_obsidian:
+                params = {"q": query[:VAULT_QUERY_CHARS], "limit": limit, "context_lines": CONTEXT_LINES, "project": project}
+                results += obsidian_hits(self.get_json("/vault/search", **params).get("results", []), limit)
+        return ranked(query, results, limit, sources)
+
+    def kb_brief(self, query: str, limit: int, model: str) -> dict[str, Any]:
+        found = self.kb_search(query, limit, True, True, 0.0, None)
+        if "error" in found:
+            return found
+        settings = self.settings
+        chosen = model or (settings.llm_model if settings is not None else None) or brief.DEFAULT_MODEL
+        if settings is None or not settings.llm_base_url:
+            return brief.compose(query, found["results"], chosen, lambda chat: (None, brief.NOT_CONFIGURED))
+        from brain_mcp.tools import complete  # the LLM client: imported only when this machine names an LLM
+
+        return brief.compose(query, found["results"], chosen, lambda chat: complete(settings, chosen, chat))
+
+    @answers_refusals
+    def brain_search_arcs(self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None) -> dict[str, Any]:
+        top_k = clamp_limit(top_k)
+        arcs: list[dict[str, Any]] = []
+        if query.strip():
+            body = {
+                "query": query,
+                "project": project,
+                "producer": ARC_PRODUCER,
+                "limit": clamp_limit(max(3 * top_k, 15)),
+                "min_score": max(-1.0, min(float(min_score), 1.0)),
+                "one_per_key": True,
+            }
+            found = self.json_of("POST", "/search", self.send("POST", "/search", json=body))
+            arcs = arc_hits(found.get("results", []), top_k, min_heat)
+        return {"query": query, "count": len(arcs), "arcs": arcs}
+
+    @answers_refusals
+    def brain_get_arc(self, cluster_id: str) -> dict[str, Any]:
+        quoted = urllib.parse.quote(cluster_id, safe="")
+        arc = self.send("GET", f"/arcs/{quoted}", tolerate=frozenset({404, 422}))
+        if arc.status_code == 200:
+            path = str(self.json_of("GET", "/arcs", arc).get("vault_path") or "")
+            # At most 4 bytes a character: enough bytes for the first 2000 characters.
+            read = self.send("GET", "/vault/read", params={"path": path, "max_bytes": 4 * ARC_CONTENT_CHARS}, tolerate=frozenset({404}))
+            if read.status_code == 200:
+                content = str(self.json_of("GET", "/vault/read", read).get("content") or "")
+                return {"cluster_id": cluster_id, "source": "vault", "path": path, "content": content[:ARC_CONTENT_CHARS]}
+        chunks = self.send("GET", f"/by-key/{quoted}", tolerate=frozenset({404}))
+        if chunks.status_code == 200:
+            found = self.json_of("GET", "/by-key", chunks).get("chunks") or []
+            if found:
+                return indexed_arc(cluster_id, found, ARC_PRODUCER)
+        return {"error": f"cluster_id not found: {cluster_id}"}
+
+    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int) -> dict[str, Any]:
+        return {"error": INGEST_UNAVAILABLE}
+
+    @answers_refusals
+    def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]:
+        if not SOURCE_PATTERN.match(source):
+            return {"error": SOURCE_REFUSED}
+        job = self.json_of("POST", "/tick", self.send("POST", "/tick", params={"no_ai": str(no_ai).lower(), "source": source}))
+        job_id = str(job.get("job_id") or "")
+
+        def poll() -> tuple[str, str | None] | None:
+            seen = self.get_json(f"/tick/{urllib.parse.quote(job_id, safe='')}")
+            status = str(seen.get("status") or "unknown")
+            return None if status == "unknown" else (status, seen.get("error"))
+
+        return follow_tick(job_id, str(job.get("status") or "pending"), no_ai=no_ai, wait=wait, timeout=timeout, poll=poll)
+
+    @answers_refusals
+    def brain_feed(self, project: str | None) -> dict[str, Any]:
+        return self.get_json("/feed", project=project)
+
+    @answers_refusals
+    def brain_marker(self, type: str, content: str, attrs: Any) -> dict[str, Any]:
+        return self.json_of("POST", "/marker", self.send("POST", "/marker", json={"type": type, "content": content, "attrs": attrs}))
+
+    @answers_refusals
+    def memory_block(self, project: str) -> dict[str, Any]:
+        return {"markdown": self.send("GET", "/feed", params={"project": project, "format": "markdown"}).text}
