@@ -150,7 +150,8 @@ def test_a_dimension_mismatch_is_refused_and_the_table_left_intact(db: Session) 
     embeddings.store_docs(db, small, [EmbeddingDoc("b", "p", "b", "lesson")], force_dim=True)
     db.commit()
     assert embeddings.column_dimension(db) == 4 and list(db.scalars(select(ContentEmbedding.key))) == ["b"]
-    with pytest.raises(ConfigError, match=r"another size \(different vector dimensions (256 and 4|4 and 256)\)"):  # a query of the old size is refused with the reason
+    # A query of the old size is refused with the reason.
+    with pytest.raises(ConfigError, match=r"another size \(different vector dimensions (256 and 4|4 and 256)\)"):
         embeddings.search(db, unit(0.0), limit=3)
     db.rollback()
     db.execute(text("DELETE FROM content_embeddings"))
