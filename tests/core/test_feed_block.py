@@ -8,7 +8,7 @@ import re
 import pytest
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, Stale, neutral, parse_stale, render_block, render_fleet_block
+from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, Stale, neutral, parse_stale, render_block, render_fleet_block, serve_block
 from brain_core.feed.project import ProjectMemory, ProjectRef
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -190,12 +190,12 @@ FLEET_GOLDEN = """\
 def test_the_fleet_block_renders_byte_exact_with_fleet_rows_only() -> None:
     project_only = EntryRecord(id="inject:api", kind="inject", vault_path="left/inject/api.md", content="Only api.", project="api", meta={"target": "api"})
     fleet = ProjectMemory(arcs=MEMORY.arcs, fleet_signals=MEMORY.fleet_signals, inject=(*MEMORY.inject, project_only))
-    assert render_fleet_block(fleet) == FLEET_GOLDEN
+    assert render_fleet_block(fleet).text == FLEET_GOLDEN
 
 
 def test_the_fleet_block_keeps_to_max_bytes_and_says_what_it_left_out() -> None:
     arcs = tuple(_arc(f"arc-{n}", f"Work item {n} " + "x" * 200, 50 - n) for n in range(30))
-    text = render_fleet_block(ProjectMemory(arcs=arcs), max_bytes=MIN_MAX_BYTES)
+    text = render_fleet_block(ProjectMemory(arcs=arcs), max_bytes=MIN_MAX_BYTES).text
     assert len(text.encode()) <= MIN_MAX_BYTES
     assert re.search(r"^… \d+ more arcs: GET /feed or the brain_feed MCP tool$", text, re.M)
 
@@ -225,3 +225,13 @@ def test_a_malformed_stale_hint_is_refused_with_the_reason(sent: str) -> None:
         parse_stale(sent)
     hostile = parse_stale('{"lesson:a": {"paths": ["--> <!-- x"], "since": "abcd"}}')
     assert hostile["lesson:a"].paths == ("--> <!-- x",)
+
+
+def test_a_served_block_names_the_entries_it_shows_and_whether_anything_was_cut() -> None:
+    whole = serve_block(API, MEMORY, now=NOW)
+    assert whole.text == GOLDEN and not whole.cut
+    shown = [MEMORY.project_signals[0].id, MEMORY.fleet_signals[0].id, *(r.id for r in MEMORY.arcs), MEMORY.decisions[0].id]
+    shown += [r.id for r in MEMORY.lessons] + [MEMORY.milestones[0].id, MEMORY.inject[0].id]
+    assert list(whole.entry_ids) == shown
+    capped = serve_block(API, MEMORY, now=NOW, caps=BlockCaps(lessons=1))
+    assert capped.cut and MEMORY.lessons[1].id not in capped.entry_ids and MEMORY.lessons[0].id in capped.entry_ids

@@ -28,7 +28,7 @@ from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, Sett
 from brain_core.feed.block import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES, parse_stale
 from brain_core.feed.envelope import stamp_answer
 from brain_core.identity import normalise_worktree
-from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, project_block
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, serve_project_block
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.scope import Scope
 from brain_kernel.settings import Settings
@@ -91,11 +91,11 @@ def get_feed(
         project = scope.default_project()  # a token bound to one project gets that project's feed
     if project is None:
         if format_ == "markdown":  # the fleet's block: what a session in no project reads
-            text = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope)
-            return Response(text.encode("utf-8"), media_type=MARKDOWN)
+            served = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope)
+            return Response(served.text.encode("utf-8"), media_type=MARKDOWN)
         return global_answer(db, vault, now=now, scope=scope)
     if format_ == "markdown":
-        text = project_block(  # same refusals as the JSON project feed
+        served = serve_project_block(  # same refusals as the JSON project feed
             db,
             project,
             top_n=top_n,
@@ -107,7 +107,7 @@ def get_feed(
             scope=scope,
             stale=flagged,
         )
-        return Response(text.encode("utf-8"), media_type=MARKDOWN)
+        return Response(served.text.encode("utf-8"), media_type=MARKDOWN)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,
         project,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from brain_core.entries import EntryRecord
@@ -60,6 +60,20 @@ class _Section:
     noun: tuple[str, str]  # singular, plural: what the omission line counts
     lines: tuple[str, ...]  # every candidate line, best first
     cap: int
+    ids: tuple[str, ...] = ()  # the entry id behind each line, when the lines are entries
+
+
+def _entries(heading: str, noun: tuple[str, str], records: Sequence[EntryRecord], line: Callable[[EntryRecord], str], cap: int) -> _Section:
+    return _Section(heading, noun, tuple(line(r) for r in records), cap, tuple(r.id for r in records))
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A block as served: its text, the ids of the entries shown, and whether a cap or the byte budget left some out."""
+
+    text: str
+    entry_ids: tuple[str, ...]
+    cut: bool
 
 
 _FENCE = re.compile(r"`{3,}|~{3,}")
@@ -185,26 +199,23 @@ def _sections(
     pid = project.id
     if not project.known:  # an unknown project has no memory of its own: the fleet-wide parts only
         memory = ProjectMemory(fleet_signals=memory.fleet_signals, inject=memory.inject)
-    signals = [_signal_line(r, pid, stale) for r in _ranked(memory.project_signals, worktree)]
-    signals += [_signal_line(r, "fleet-wide") for r in memory.fleet_signals]
+    signals = [*_ranked(memory.project_signals, worktree), *memory.fleet_signals]
+    own = len(memory.project_signals)
     if project.known:
         focus, intent, _ = intent_parts(project, memory)
         about = [f"- {neutral(focus)}", f"- Intent: {neutral(intent, 2 * ENTRY_CHARS)}"]
     else:
         about = [f"- No project memory yet for {neutral(pid, LABEL_CHARS)}."]
     blocks = reaching_blocks(project, memory, now=now, key_is_unique=key_is_unique)
+    signal_lines = tuple(_signal_line(r, pid, stale) if n < own else _signal_line(r, "fleet-wide") for n, r in enumerate(signals))
     return [
-        _Section("Signals", ("signal", "signals"), tuple(signals), caps.signals),
+        _Section("Signals", ("signal", "signals"), signal_lines, caps.signals, tuple(r.id for r in signals)),
         _Section("Focus and intent", ("focus line", "focus lines"), tuple(about), len(about)),
-        _Section("Hot arcs", ("arc", "arcs"), tuple(_arc_line(r, worktree) for r in _ranked(memory.arcs, worktree)), caps.arcs),
-        _Section(
-            "Decisions", ("decision", "decisions"), tuple(_decision_line(r, worktree, stale) for r in _ranked(memory.decisions, worktree)), caps.decisions
-        ),
-        _Section("Lessons", ("lesson", "lessons"), tuple(_log_line(r, worktree, stale) for r in _ranked(memory.lessons, worktree)), caps.lessons),
-        _Section(
-            "Milestones", ("milestone", "milestones"), tuple(_log_line(r, worktree, stale) for r in _ranked(memory.milestones, worktree)), caps.milestones
-        ),
-        _Section("Inject blocks", ("inject block", "inject blocks"), tuple(_inject_line(r, pid) for r in blocks), caps.inject),
+        _entries("Hot arcs", ("arc", "arcs"), _ranked(memory.arcs, worktree), lambda r: _arc_line(r, worktree), caps.arcs),
+        _entries("Decisions", ("decision", "decisions"), _ranked(memory.decisions, worktree), lambda r: _decision_line(r, worktree, stale), caps.decisions),
+        _entries("Lessons", ("lesson", "lessons"), _ranked(memory.lessons, worktree), lambda r: _log_line(r, worktree, stale), caps.lessons),
+        _entries("Milestones", ("milestone", "milestones"), _ranked(memory.milestones, worktree), lambda r: _log_line(r, worktree, stale), caps.milestones),
+        _entries("Inject blocks", ("inject block", "inject blocks"), blocks, lambda r: _inject_line(r, pid), caps.inject),
     ]
 
 
@@ -236,6 +247,21 @@ def render_block(
     tags those entries' lines ``[may be stale: ...]``. ValueError when
     ``max_bytes`` is below ``MIN_MAX_BYTES``.
     """
+    return serve_block(project, memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale).text
+
+
+def serve_block(
+    project: ProjectRef,
+    memory: ProjectMemory,
+    *,
+    now: dt.datetime,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    worktree: str | None = None,
+    key_is_unique: bool = True,
+    caps: BlockCaps = BlockCaps(),
+    stale: Mapping[str, Stale] | None = None,
+) -> Rendered:
+    """``render_block`` with what an injection record keeps: the entry ids shown and whether anything was cut."""
     label = neutral(project.id, LABEL_CHARS)
     head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
     sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale)
@@ -247,7 +273,7 @@ def render_fleet_block(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     caps: BlockCaps = BlockCaps(),
-) -> str:
+) -> Rendered:
     """The block a session in no project reads (ADR 0040): fleet-wide signals, the fleet's focus, its hottest arcs, fleet inject blocks.
 
     ``memory`` holds fleet rows only: ``fleet_signals``, ``arcs`` (the fleet's
@@ -257,12 +283,13 @@ def render_fleet_block(
     """
     head = ["<!-- brain memory: recalled state for the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
     focus = derive_intent([digest(a) for a in memory.arcs], subject="the fleet")
-    arcs = [_fleet_arc_line(r) for r in memory.arcs]
     sections = [
-        _Section("Signals", ("signal", "signals"), tuple(_signal_line(r, "fleet-wide") for r in memory.fleet_signals), caps.signals),
+        _entries("Signals", ("signal", "signals"), memory.fleet_signals, lambda r: _signal_line(r, "fleet-wide"), caps.signals),
         _Section("Focus and intent", ("focus line", "focus lines"), (f"- {neutral(focus, 2 * ENTRY_CHARS)}",), 1),
-        _Section("Hot arcs", ("arc", "arcs"), tuple(arcs), caps.arcs),
-        _Section("Inject blocks", ("inject block", "inject blocks"), tuple(_inject_line(r, "") for r in memory.inject if inject_is_fleet(r)), caps.inject),
+        _entries("Hot arcs", ("arc", "arcs"), memory.arcs, _fleet_arc_line, caps.arcs),
+        _entries(
+            "Inject blocks", ("inject block", "inject blocks"), [r for r in memory.inject if inject_is_fleet(r)], lambda r: _inject_line(r, ""), caps.inject
+        ),
     ]
     return _render(head, sections, max_bytes=max_bytes, more="GET /feed")
 
@@ -274,7 +301,7 @@ def _fleet_arc_line(record: EntryRecord) -> str:
     return f"- {neutral(d.cluster_id, 80)} ({neutral(facts, LABEL_CHARS + 40)}): {neutral(hot_arc_blurb(record))}"
 
 
-def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, more: str) -> str:
+def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, more: str) -> Rendered:
     """The frame around ``sections``' lines, never over ``max_bytes``.
 
     Lines are taken in section order while the frame, the lines taken and the
@@ -292,8 +319,9 @@ def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, mo
         return _omitted_line(counts, more)
 
     full = False
+    shown: list[str] = []
     for i, section in enumerate(sections):
-        for line in section.lines[: section.cap]:
+        for n, line in enumerate(section.lines[: section.cap]):
             if full:
                 break
             new = (["", f"### {section.heading}"] if taken[i] == 0 else []) + [line]
@@ -303,5 +331,7 @@ def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, mo
                 break
             body.extend(new)
             taken[i] += 1
+            if section.ids:
+                shown.append(section.ids[n])
     tail = omitted()
-    return "\n".join([*head, *body, *(["", tail] if tail else []), CLOSING]) + "\n"
+    return Rendered("\n".join([*head, *body, *(["", tail] if tail else []), CLOSING]) + "\n", tuple(shown), tail is not None)

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from brain_core.feed.block import DEFAULT_MAX_BYTES, Stale, render_block, render_fleet_block
+from brain_core.feed.block import DEFAULT_MAX_BYTES, Rendered, Stale, render_fleet_block, serve_block
 from brain_core.feed.envelope import answer_body
 from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
@@ -84,7 +84,7 @@ def project_answer(
         stored, point = snapshots.fetch(db, key, now=now)
         if stored is not None:
             return FeedAnswer(stored, STORED)
-    read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days))
+    read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days), now=now)
     found, subject, rows = read.found, read.subject, read.rows
     if rows is None:  # unknown: never stored, since any well-formed string is one
         payload = project_feed(subject, read.memory, now=now, vault_root=vault_root, lesson_days=lesson_days, top_n=top_n, ref=ref)
@@ -118,19 +118,19 @@ class _Read:
     rows: feed_repo.ProjectRows | None
 
 
-def _read_memory(db: Session, ref: str, *, top_n: int, since: dt.datetime) -> _Read:
+def _read_memory(db: Session, ref: str, *, top_n: int, since: dt.datetime, now: dt.datetime) -> _Read:
     """Look ``ref`` up (AmbiguousProject when shared) and read its memory: one statement when known."""
     found = resolve_project(db, ref)
     if found.status != EXACT:
         subject = ProjectRef(key=found.key, repo=found.repo, known=False)
-        memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since), inject=feed_repo.inject_blocks(db))
+        memory = ProjectMemory(fleet_signals=feed_repo.fleet_signals(db, since=since, now=now), inject=feed_repo.inject_blocks(db))
         return _Read(found, subject, memory, None)
-    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since)
+    rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since, now=now)
     subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
     return _Read(found, subject, rows.memory, rows)
 
 
-def project_block(
+def serve_project_block(
     db: Session,
     project: str,
     *,
@@ -142,7 +142,7 @@ def project_block(
     session_id: str | None = None,
     scope: Scope | None = None,
     stale: Mapping[str, Stale] | None = None,
-) -> str:
+) -> Rendered:
     """The memory block of ``project`` (ADR 0040): the rows the JSON project feed reads, rendered as markdown.
 
     Same refusals as ``project_answer`` (OutOfScope, InvalidKey, AmbiguousProject),
@@ -155,16 +155,21 @@ def project_block(
     if scope is not None and scope.restricted:
         scope.check(ref)
     parse_project_ref(ref)  # malformed: InvalidKey before any read
-    read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days))
+    read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days), now=now)
     if worktree is None and session_id and read.rows is not None:
         row = get_session(db, session_id)
         if row is not None and row.project == read.found.key and (read.found.repo is None or row.repo == read.found.repo):
             worktree = row.worktree
     key_is_unique = read.rows.key_is_unique if read.rows is not None else True
-    return render_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale)
+    return serve_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale)
 
 
-def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, max_bytes: int = DEFAULT_MAX_BYTES, scope: Scope | None = None) -> str:
+def project_block(db: Session, project: str, **options: Any) -> str:
+    """``serve_project_block``'s text alone, for readers that record nothing (the MCP resource)."""
+    return serve_project_block(db, project, **options).text
+
+
+def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, max_bytes: int = DEFAULT_MAX_BYTES, scope: Scope | None = None) -> Rendered:
     """The memory block of a session in no project (ADR 0040): fleet-wide rows only, as the global feed's are.
 
     Those reach every project, so a token bound to projects may not have it (as the global feed).
@@ -173,7 +178,7 @@ def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, 
         scope.require_unrestricted("the fleet memory block")
     memory = ProjectMemory(
         arcs=feed_repo.hot_arcs(db, limit=top_n),
-        fleet_signals=feed_repo.fleet_signals(db, since=now - dt.timedelta(days=lesson_days)),
+        fleet_signals=feed_repo.fleet_signals(db, since=now - dt.timedelta(days=lesson_days), now=now),
         inject=feed_repo.inject_blocks(db),
     )
     return render_fleet_block(memory, max_bytes=max_bytes)
