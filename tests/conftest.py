@@ -107,6 +107,7 @@ _RESET = (
     "DELETE FROM learned_roots",
     "DELETE FROM idempotency_keys",
     "DELETE FROM content_embeddings",
+    "DELETE FROM injections",
     "DELETE FROM tick_requests",
     "DELETE FROM vault_file_stats",
     "DELETE FROM tick_runs",

@@ -109,6 +109,11 @@ class Settings(BaseSettings):
     verify_commands: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias=AliasChoices("BRAIN_VERIFY_COMMANDS"))
     verify_timeout_s: float = Field(10.0, gt=0, le=300, validation_alias=AliasChoices("BRAIN_VERIFY_TIMEOUT_S"))
 
+    # Injection records and the holdout trial (ADR 0050): off (0 %) unless an operator sets a percentage and a salt.
+    trial_control_percent: int = Field(0, ge=0, le=100, validation_alias=AliasChoices("BRAIN_TRIAL_CONTROL_PERCENT"))
+    trial_salt: str | None = Field(None, min_length=8, max_length=200, validation_alias=AliasChoices("BRAIN_TRIAL_SALT"))
+    injection_retention_days: int = Field(90, ge=0, validation_alias=AliasChoices("BRAIN_INJECTION_RETENTION_DAYS"))
+
     # The brain-ops loop (``brain ops-loop``; upstream's names, UPSTREAM.md 5.9, 6).
     extract_hour: int = Field(4, ge=0, le=23, validation_alias=AliasChoices("EXTRACT_HOUR"))
     extract_since: str = Field("26h", validation_alias=AliasChoices("EXTRACT_SINCE"))
@@ -183,6 +188,12 @@ class Settings(BaseSettings):
         if value is None or not value.strip():
             return None
         return value.strip()
+
+    @model_validator(mode="after")
+    def _trial_needs_a_salt(self) -> Settings:
+        if self.trial_control_percent and not self.trial_salt:
+            raise ValueError("BRAIN_TRIAL_CONTROL_PERCENT needs BRAIN_TRIAL_SALT (brain init writes one)")
+        return self
 
     @cached_property
     def token_entries(self) -> list[TokenEntry]:

@@ -18,20 +18,24 @@ never the fleet feed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
-from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SettingsDep, VaultDep
-from brain_core.feed.block import DEFAULT_MAX_BYTES, MAX_MAX_BYTES, MIN_MAX_BYTES, parse_stale
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SettingsDep, UnitOfWorkDep, VaultDep
+from brain_core.feed.block import DEFAULT_MAX_BYTES, LABEL_CHARS, MAX_MAX_BYTES, MIN_MAX_BYTES, Rendered, neutral, parse_stale
 from brain_core.feed.envelope import stamp_answer
 from brain_core.identity import normalise_worktree
+from brain_core.trial import CONTROL, control_block
 from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, serve_project_block
 from brain_kernel.identity.resolver import IdentityResolver
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import Scope
 from brain_kernel.settings import Settings
+from brain_kernel.trial.records import BLOCK, Served, arm_of, record
 
 router = APIRouter(tags=["feed"], dependencies=[AuthDep])
 
@@ -52,13 +56,16 @@ def get_feed(
     clock: ClockDep,
     principal: PrincipalDep,
     settings: SettingsDep,
+    uow: UnitOfWorkDep,
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = DEFAULT_TOP_N,
     lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = DEFAULT_LESSON_DAYS,
     format_: Annotated[Literal["json", "markdown"], Query(alias="format", description="json (the feed) or markdown (the memory block).")] = "json",
     worktree: Annotated[str | None, Query(max_length=255, description="markdown: rank this worktree's arcs and entries first.")] = None,
     max_bytes: Annotated[int, Query(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES, description="markdown: the block's size cap in UTF-8 bytes.")] = DEFAULT_MAX_BYTES,
-    session_id: Annotated[str | None, Query(max_length=300, description="markdown: a registered session lending its worktree.")] = None,
+    session_id: Annotated[
+        str | None, Query(max_length=300, description="markdown: the session served (recorded, given its trial arm; a registered one lends its worktree).")
+    ] = None,
     cwd: Annotated[str | None, Query(max_length=4096, description="A folder the server resolves to the project (instead of project).")] = None,
     stale: Annotated[
         str | None,
@@ -92,7 +99,7 @@ def get_feed(
     if project is None:
         if format_ == "markdown":  # the fleet's block: what a session in no project reads
             served = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope)
-            return Response(served.text.encode("utf-8"), media_type=MARKDOWN)
+            return _block_answer(served, "the fleet", session_id, db=db, settings=settings, uow=uow)
         return global_answer(db, vault, now=now, scope=scope)
     if format_ == "markdown":
         served = serve_project_block(  # same refusals as the JSON project feed
@@ -107,7 +114,7 @@ def get_feed(
             scope=scope,
             stale=flagged,
         )
-        return Response(served.text.encode("utf-8"), media_type=MARKDOWN)
+        return _block_answer(served, project.strip(), session_id, db=db, settings=settings, uow=uow)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,
         project,
@@ -119,6 +126,27 @@ def get_feed(
         scope=scope,
     )
     return Response(stamp_answer(answer.body, now), media_type="application/json", headers={ANSWER_HEADER: answer.source})
+
+
+def _block_answer(served: Rendered, label: str, session_id: str | None, *, db: Session, settings: Settings, uow: Callable[[], Any]) -> Response:
+    """The block as answered; served to a session, it is its trial arm's and it is recorded (ADR 0050)."""
+    if session_id:
+        row = get_session(db, session_id)
+        assignment = arm_of(settings, repo=served.repo, project=served.key, session_id=session_id)
+        if assignment.arm == CONTROL:  # no memory for this session: the frame and one neutral line
+            served = Rendered(control_block(neutral(label, LABEL_CHARS)), (), False, served.key, served.repo)
+        text = served.text
+        record(
+            uow,
+            kind=BLOCK,
+            assignment=assignment,
+            served=Served(text, served.entry_ids, served.cut),
+            session_id=session_id,
+            agent=row.agent if row is not None else None,
+            project=served.key,
+            repo=served.repo,
+        )
+    return Response(served.text.encode("utf-8"), media_type=MARKDOWN)
 
 
 def _project_of_cwd(cwd: str, *, project: str | None, settings: Settings, db: Session, scope: Scope) -> tuple[str, str | None]:

@@ -21,6 +21,7 @@ operator page and a trial's records all see the same bytes. Its invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -74,6 +75,8 @@ class Rendered:
     text: str
     entry_ids: tuple[str, ...]
     cut: bool
+    key: str | None = None  # the project's key and repository (None for the fleet's block)
+    repo: str | None = None
 
 
 _FENCE = re.compile(r"`{3,}|~{3,}")
@@ -265,7 +268,7 @@ def serve_block(
     label = neutral(project.id, LABEL_CHARS)
     head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
     sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale)
-    return _render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}")
+    return dataclasses.replace(_render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}"), key=project.key, repo=project.repo)
 
 
 def render_fleet_block(

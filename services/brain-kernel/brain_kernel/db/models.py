@@ -119,6 +119,7 @@ class SessionRow(Base):
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[dt.datetime] = _now()
     updated_at: Mapped[dt.datetime] = _now()
+    outcomes: Mapped[dict[str, Any] | None] = mapped_column(JSONB)  # what the kernel observed of the session (revision 0020, ADR 0050)
 
     __table_args__ = (Index("ix_sessions_project", "project"),)
 
@@ -393,6 +394,7 @@ __all__ = [
     "FeedHorizon",
     "FeedSnapshot",
     "IdempotencyKey",
+    "Injection",
     "LearnedRoot",
     "Project",
     "ProjectCount",
@@ -419,3 +421,33 @@ class VaultFile(Base):
     kind: Mapped[str | None] = mapped_column(Text)
     arc: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
+
+
+class Injection(Base):
+    """One block or recall served to a session, or one MCP pull: telemetry, not memory (revision 0020, ADR 0050).
+
+    Kept ``BRAIN_INJECTION_RETENTION_DAYS`` (90); the trial's arm and the configuration that produced it
+    (percentage, salt id, seed, basis) are on every row, so a report never needs the settings of the day.
+    """
+
+    __tablename__ = "injections"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, server_default=text("clock_timestamp()"))
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)  # block, recall, pull
+    session_id: Mapped[str | None] = mapped_column(Text)
+    agent: Mapped[str | None] = mapped_column(String(32))
+    project: Mapped[str | None] = mapped_column(Text)
+    repo: Mapped[str | None] = mapped_column(Text)
+    entry_ids: Mapped[list[str]] = mapped_column(ARRAY(Text), nullable=False, server_default="{}")
+    bytes: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    cut: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
+    feed_hash: Mapped[str | None] = mapped_column(Text)
+    arm: Mapped[str] = mapped_column(String(16), nullable=False)  # treatment, control, unassignable
+    basis: Mapped[str | None] = mapped_column(String(16))  # repo, project, session
+    seed: Mapped[int | None] = mapped_column(Integer)
+    control_percent: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    salt_id: Mapped[str | None] = mapped_column(Text)
+    text_served: Mapped[str | None] = mapped_column(Text)  # a control block's text: what a control session read
+
+    __table_args__ = (Index("ix_injections_session", "session_id"), Index("ix_injections_at", "at"))
