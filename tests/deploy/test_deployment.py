@@ -231,7 +231,7 @@ def test_brain_init_writes_secrets_once_and_keeps_them_on_a_rerun(tmp_path: Path
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     summary = json.loads(first.stdout)
-    assert summary["created"] and set(summary["generated"]) == {"POSTGRES_PASSWORD", "BRAIN_TOKENS"}
+    assert summary["created"] and set(summary["generated"]) == {"POSTGRES_PASSWORD", "BRAIN_TOKENS", "BRAIN_TRIAL_SALT"}
     values = parse_env((tmp_path / ".env").read_text())
     assert re.fullmatch(r"[0-9a-f]{64}", values["POSTGRES_PASSWORD"]) and values["BRAIN_TOKENS"] != values["POSTGRES_PASSWORD"]
     assert stat.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
