@@ -9,6 +9,7 @@ read leniently. ``body_hash`` and ``idempotency_key`` derive upstream's keys. Th
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from brain_core.curation import expiry_attrs, supersedes_refs
 from brain_core.identity import ProjectIdentity, from_attrs, normalise_worktree
 from brain_core.keys import InvalidKey
 from brain_core.redact import scrub
@@ -82,6 +84,9 @@ class MarkerRequest:
     target: str | None = None
     title_given: bool = False
     unreadable_project: str | None = None  # a project/repo attr sent but not usable (dropped; a restricted token is refused)
+    supersedes: tuple[str, ...] = ()  # entry ids or ``ADR-NNNN`` it replaces; the kernel keeps the ids they resolve to (ADR 0048)
+    valid_until: dt.datetime | None = None  # attrs.valid_until: the entry leaves the feed then
+    ttl_days: float | None = None  # attrs.ttl_days: counted from the moment of the write
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,7 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
     title = title if len(title) <= 200 else clip_words(title, 200)  # the codec quotes any title; a huge one is clipped
     severity = (_text(attrs, "severity") or "").lower()
     status = (_text(attrs, "status") or "").lower() or None
+    until, ttl_days = expiry_attrs(attrs)
     return MarkerRequest(
         type=marker_type,
         content=scrub(text),  # secrets never reach the vault (ADR 0021); the body hash is of what was sent
@@ -233,6 +239,9 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         target=_text(attrs, "target"),
         title_given=title_given,
         unreadable_project=unreadable,
+        supersedes=supersedes_refs(attrs.get("supersedes")),
+        valid_until=until,
+        ttl_days=ttl_days,
     )
 
 

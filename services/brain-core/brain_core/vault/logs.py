@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from brain_core import curation
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
 from brain_core.markers import DEFAULT_MILESTONE_STATUS, DEFAULT_SEVERITY, DEFAULT_STATUS, Attribution, MarkerRequest
 from brain_core.text import one_line, slugify
@@ -147,6 +148,7 @@ def render_log_entry(kind: str, req: MarkerRequest, who: Attribution, *, marker_
     }
     if kind == "milestone":
         meta.update(scope=req.label, status=req.status or DEFAULT_MILESTONE_STATUS)
+    meta.update(_curation_fields(req, at))
     if key is not None:
         meta.update(key.fields())
     header = f"{_HEADER}{iso(at)} {_tag(who)} {one_line(req.title)}{upstream_suffix(kind, meta)}"
@@ -313,6 +315,39 @@ def occurred_at(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
     return parse_time(text)
 
 
+def _curation_fields(req: MarkerRequest, at: dt.datetime) -> dict[str, Any]:
+    """What a marker says of other entries and of its own end (ADR 0048): the ids it supersedes, when it expires."""
+    out: dict[str, Any] = {}
+    if req.supersedes:
+        out["supersedes"] = list(req.supersedes)
+    until = curation.valid_until(req.valid_until, req.ttl_days, at)
+    if until is not None:
+        out["valid_until"] = until
+    return out
+
+
+def render_curation_entry(
+    action: str,
+    entry: Mapping[str, Any],
+    *,
+    at: dt.datetime,
+    who: Attribution,
+    by: str,
+    reason: str | None = None,
+    successor: str | None = None,
+) -> str:
+    """A curation record appended to the log holding ``entry`` (its ``id``, ``title``, ``kind``): never an edit of it.
+
+    ``action`` is ``retracted`` or ``superseded``; the record names the entry by
+    id, says who and, for a retraction, why (the body). ``records`` reads it
+    back as the entry's state; it is no entry of its own.
+    """
+    meta = {"kind": curation.CURATION, "action": action, "entry": entry["id"], "entry_kind": entry.get("kind"), "by": by, "superseded_by": successor}
+    title = f"{action.capitalize()}: {one_line(str(entry.get('title') or entry['id']))}"
+    body = reason if reason else f"Superseded by {successor}." if successor else action.capitalize() + "."
+    return f"{_HEADER}{iso(at)} {_tag(who)} {title}\n{_meta_comment(meta)}\n\n{_escape_body(body)}\n\n"
+
+
 def _provenance(req: MarkerRequest, who: Attribution, marker_id: str, key: MarkerKey | None) -> dict[str, Any]:
     meta = {
         "project": who.project,
@@ -328,6 +363,11 @@ def _provenance(req: MarkerRequest, who: Attribution, marker_id: str, key: Marke
     return {k: v for k, v in meta.items() if v is not None}
 
 
+def _file_fields(req: MarkerRequest, who: Attribution, marker_id: str, key: MarkerKey | None, at: dt.datetime) -> dict[str, Any]:
+    """A signal's or decision's frontmatter after its own keys: provenance, then what it supersedes and when it expires."""
+    return {**_provenance(req, who, marker_id, key), **_curation_fields(req, at)}
+
+
 def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: dt.datetime, key: MarkerKey | None = None) -> str:
     """A signal file: frontmatter (title, severity, scope, project, repo, ...) and the content."""
     meta: dict[str, Any] = {
@@ -338,7 +378,7 @@ def render_signal(req: MarkerRequest, who: Attribution, *, marker_id: str, at: d
         "source": req.source or "unknown",
         "scope": req.scope,
         "created": iso(at),
-        **_provenance(req, who, marker_id, key),
+        **_file_fields(req, who, marker_id, key, at),
     }
     return frontmatter.render(meta, f"\n# {one_line(req.title)}\n\n{req.content}\n")
 
@@ -354,6 +394,6 @@ def render_decision(req: MarkerRequest, who: Attribution, *, number: int, marker
         "status": req.status or DEFAULT_STATUS,
         "source": req.source or "unknown",
         "created": iso(at),
-        **_provenance(req, who, marker_id, key),
+        **_file_fields(req, who, marker_id, key, at),
     }
     return frontmatter.render(meta, f"\n# ADR-{number:04d} — {one_line(title)}\n\n{req.content}\n")

@@ -23,16 +23,17 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from brain_core import curation
 from brain_core.arcs import arc_last_active
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
 from brain_core.markers import DEFAULT_SEVERITY, default_title
 from brain_core.membership import inject_is_fleet
 from brain_core.text import storable, text_or_none
-from brain_core.times import parse_time
+from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.inline import parse_markers
 from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, blocks_project, is_tombstone, kind_of_path
@@ -55,8 +56,79 @@ def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
         value = meta.get(name)
         if isinstance(value, str) and value:
             out[name] = value
+    out.update(_curation_meta(meta))
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
+
+
+_CURATION_TEXT = ("retracted_reason", "retracted_by", "retracted_at", "superseded_at", "superseded_by_token")
+
+
+def _curation_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What an entry's text says of its curation (ADR 0048): the ids it supersedes, when it expires, and (a file's
+    frontmatter) who retracted or superseded it. Values are normalised so the index compares them as text."""
+    out: dict[str, Any] = {}
+    refs = curation.supersedes_refs(meta.get("supersedes"))
+    if refs:
+        out["supersedes"] = list(refs)
+    until = parse_time(meta.get("valid_until"))
+    if until is not None:
+        out["valid_until"] = iso(until)
+    successors = curation.supersedes_refs(meta.get("superseded_by"))
+    if successors:
+        out["superseded_by"] = list(successors)
+    for name in _CURATION_TEXT:
+        value = text_or_none(meta.get(name))
+        if value:
+            out[name] = value[: curation.MAX_REASON_CHARS]
+    return out
+
+
+@dataclass
+class _Curated:
+    """What the curation records of one log say of one entry: retracted (by whom, when, why), superseded by whom."""
+
+    retracted: dict[str, str] | None = None
+    successors: list[str] = field(default_factory=list)
+    superseded_at: str | None = None
+    superseded_by_token: str | None = None
+
+
+def _curated_entries(entries: Iterable[LogEntry], vault_path: str) -> dict[str, _Curated]:
+    """Entry id -> its state, from the curation records appended to its log (read in order; the first retraction stands)."""
+    out: dict[str, _Curated] = {}
+    for entry in entries:
+        meta = entry.meta
+        target = meta.get("entry")
+        if meta.get("kind") != curation.CURATION or not isinstance(target, str):
+            continue
+        at = occurred_at(entry.stamp, vault_path)
+        state = out.setdefault(target, _Curated())
+        if meta.get("action") == curation.RETRACTED and state.retracted is None:
+            state.retracted = {"retracted_reason": entry.content.strip()[: curation.MAX_REASON_CHARS], "retracted_by": str(meta.get("by") or "")}
+            if at is not None:
+                state.retracted["retracted_at"] = iso(at) or ""
+        elif meta.get("action") == curation.SUPERSEDED and isinstance(successor := meta.get("superseded_by"), str) and successor not in state.successors:
+            state.successors.append(successor)
+            state.superseded_at = state.superseded_at or iso(at)
+            state.superseded_by_token = state.superseded_by_token or text_or_none(meta.get("by"))
+    return out
+
+
+def _with_curation(record: EntryRecord, state: _Curated | None) -> EntryRecord:
+    """``record`` with what its log's curation records say: status ``retracted`` or ``superseded``, and who and why."""
+    if state is None:
+        return record
+    meta = dict(record.meta)
+    if state.successors:
+        meta["superseded_by"] = list(state.successors)
+        meta.update({k: v for k, v in (("superseded_at", state.superseded_at), ("superseded_by_token", state.superseded_by_token)) if v})
+    if state.retracted is not None:
+        meta.update({k: v for k, v in state.retracted.items() if v})
+        return replace(record, status=curation.RETRACTED, meta=meta)
+    if state.successors:
+        return replace(record, status=curation.SUPERSEDED, meta=meta)
+    return record
 
 
 def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None, repo: str | None) -> EntryRecord:
@@ -93,14 +165,19 @@ def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[Entry
     path_project = valid_ref(folder, None)[0] if folder else None
     out = []
     left_out = []
-    for entry in split_log(text):
+    entries = split_log(text)
+    curated = _curated_entries(entries, vault_path)
+    for entry in entries:
+        if entry.meta.get("kind") == curation.CURATION:  # a record of another entry's state, no entry of its own
+            continue
         if kind == "milestone" and folder is None and entry.meta.get("kind") != "milestone" and "milestone" not in entry.header.lower():
             continue
         if entry.stamp and occurred_at(entry.stamp, vault_path) is None:
             left_out.append(entry)
             continue
         project, repo = (entry.project, entry.repo) if entry.project else (path_project, None)
-        out.append((_log_record(kind, entry, vault_path, project, repo), entry))
+        record = _log_record(kind, entry, vault_path, project, repo)
+        out.append((_with_curation(record, curated.get(record.id)), entry))
     return tuple(out), tuple(left_out)
 
 
@@ -164,6 +241,7 @@ def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
         occurred = dt.datetime.strptime(name.group(1) + name.group(2), "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
     project, repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
     scope = "fleet" if text_or_none(meta.get("scope")) == "fleet" or meta.get("fleet") is True else "project"
+    status = (text_or_none(meta.get("status")) or "").lower()
     return EntryRecord(
         id=entry_id("signal", vault_path),
         kind="signal",
@@ -174,6 +252,7 @@ def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
         repo=repo,
         scope=scope,
         severity=(text_or_none(meta.get("severity")) or (name.group(3) if name else None) or DEFAULT_SEVERITY).lower()[:32],
+        status=status if status in curation.WITHDRAWN else None,  # a signal's other states are its severity's (ADR 0048)
         occurred_at=occurred,
         meta=_entry_meta(meta),
     )
@@ -618,7 +697,10 @@ def kept_keys(vault_path: str, text: str, records: Iterable[EntryRecord], *, sin
             "idempotency_key": key.shown,
             "body_hash": key.body_hash,
             "project": record.project if record.meta.get("project_source") else None,
+            "entry_id": record.id,
         }
+        if record.meta.get("supersedes"):
+            response["supersedes"] = list(record.meta["supersedes"])
         out.append(KeptKey(key.key, key.body_hash, at, response))
     return out
 
