@@ -88,3 +88,8 @@ _Workers.load_config
 entry_rows  # only tests call it
 SyncSummary.file_stats  # set, never read
 SyncSummary.forgotten  # set, never read
+# The search side of curation (ADR 0048): its SQL, for search to apply once its rewrite lands.
+from brain_kernel.curation import states  # noqa: E402
+
+states.withdrawn_chunk_sql
+states.expired_chunk_sql

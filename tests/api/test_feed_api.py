@@ -208,7 +208,7 @@ def test_the_feed_statement_is_one_fixed_text_with_only_request_values_bound() -
     from brain_kernel.feed.feed_repo import PROJECT_SQL
 
     for with_repo, sql in PROJECT_SQL.items():
-        assert set(re.findall(r"%\((\w+)\)s", sql)) == {"key", "keys", "since", "top_n"} | ({"repo"} if with_repo else set())
+        assert set(re.findall(r"%\((\w+)\)s", sql)) == {"key", "keys", "since", "top_n", "now"} | ({"repo"} if with_repo else set())
         assert len(sql) < 4096
 
 

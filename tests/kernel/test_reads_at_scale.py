@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
+from brain_kernel.curation.states import now_text
 from brain_kernel.db.models import Entry, Project
 from brain_kernel.feed.feed_repo import FEED_RULES, PROJECT_SQL, FeedRule, compact_project_counts, list_projects
 from brain_kernel.identity import pins
@@ -98,7 +99,7 @@ def test_the_feed_statement_reads_only_what_it_returns(tx: Session) -> None:
     _plant_many(tx)
     conn = tx.connection()
     for key, repo in (("p3", "org/p3"), ("p40", "org/p40"), ("p3", None), ("nobody", None)):
-        params = {"key": key, "keys": [key], "since": NOW - dt.timedelta(days=14), "top_n": 10}
+        params = {"key": key, "keys": [key], "since": NOW - dt.timedelta(days=14), "top_n": 10, "now": now_text(NOW)}
         if repo is not None:
             params["repo"] = repo
         sql = PROJECT_SQL[repo is not None]

@@ -21,7 +21,7 @@ from brain_core.feed.intent import derive_intent, focus_line
 from brain_core.feed.sections import HOT_ARCS_TITLE, day, decisions_markdown, digest, hot_arc_item, hot_arcs_table, inject_item, lessons_markdown
 from brain_core.membership import inject_applies, inject_is_fleet, inject_is_live
 from brain_core.text import one_line
-from brain_core.times import iso
+from brain_core.times import iso, parse_time
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,9 @@ class ProjectMemory:
         oldest row leaving the window: a row can only enter through a write.
         """
         windowed = (*self.lessons, *self.decisions, *self.milestones, *self.project_signals, *self.fleet_signals)
-        times = [r.occurred_at for r in windowed if r.occurred_at is not None]
-        return min(times) + dt.timedelta(days=lesson_days) if times else None
+        times = [r.occurred_at + dt.timedelta(days=lesson_days) for r in windowed if r.occurred_at is not None]
+        times += [until for r in windowed if (until := parse_time(r.meta.get("valid_until"))) is not None]  # an entry expiring leaves too (ADR 0048)
+        return min(times) if times else None
 
 
 def _meta(scope: str, project: str | None, **extra: Any) -> dict[str, Any]:
@@ -82,6 +83,7 @@ def _signal_entry(signal: EntryRecord, *, fleet: bool, project: ProjectRef) -> F
             (signal.repo or signal.project) if fleet else project.id,
             vault_path=signal.vault_path,
             occurred_at=iso(signal.occurred_at),
+            entry_id=signal.id,
         ),
     )
 
@@ -144,7 +146,7 @@ def project_feed(
                 title=HOT_ARCS_TITLE,
                 content=hot_arcs_table(memory.arcs),
                 priority=PRIORITY["hot-arcs"],
-                metadata=_meta("project", pid, top_n=top_n, count=len(memory.arcs)),
+                metadata=_meta("project", pid, top_n=top_n, count=len(memory.arcs), entry_ids=[a.id for a in memory.arcs]),
             )
         )
         recent_sections = (
@@ -160,7 +162,7 @@ def project_feed(
                         title=title,
                         content=render_section(records),
                         priority=PRIORITY[section],
-                        metadata=_meta("project", pid, days=lesson_days, count=len(records)),
+                        metadata=_meta("project", pid, days=lesson_days, count=len(records), entry_ids=[r.id for r in records]),
                     )
                 )
         for signal in memory.project_signals:
@@ -180,7 +182,7 @@ def project_feed(
                 priority=item["priority"],
                 ttl=item["ttl"],
                 severity=item["severity"],
-                metadata=_meta(item["scope"], item["project"], target=item["target"]),
+                metadata=_meta(item["scope"], item["project"], target=item["target"], entry_id=block.id),
             )
         )
     return envelope(

@@ -109,6 +109,7 @@ def hot_arc_item(record: EntryRecord) -> dict[str, Any]:
         "repo": record.repo,
         "vault_path": record.vault_path,
         "last_active": iso(record.occurred_at),
+        "entry_id": record.id,
     }
 
 
@@ -124,6 +125,7 @@ def inject_item(record: EntryRecord, scope: str, project: str | None) -> dict[st
         "target": list(inject_targets(record)),
         "scope": scope,
         "project": project,
+        "entry_id": record.id,
     }
 
 

@@ -34,6 +34,7 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.project import ProjectMemory
 from brain_core.membership import INACTIVE_SIGNAL_STATUSES, KnownProject, holds_unnamed, repo_matches, unique_keys
 from brain_core.vault.records import ACTIVITY_KINDS
+from brain_kernel.curation.states import live_sql, now_text
 from brain_kernel.db.models import Entry, Project, ProjectPin
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,9 @@ def _project_sql(with_repo: bool) -> str:
     arcs by heat), plus ``o``, P's few ``other`` rows; each section is the
     top of both, ranked. Only the request's key, keys, repo, window and
     ``top_n`` are bind parameters, so the driver parses and prepares the text
-    once and nothing of one project's data can reach another's answer. The
+    once and nothing of one project's data can reach another's answer. The moment
+    (``now``) is bound too: superseded, retracted and expired entries leave the
+    windowed sections and the fleet signals (``entry_live``, ADR 0048). The
     picked rows are joined back one primary-key read each (a LATERAL the
     planner cannot turn into a hash join over the whole table). Records carry
     only the metadata the feed reads: an intent's or inject block's whole
@@ -202,7 +205,8 @@ def _project_sql(with_repo: bool) -> str:
     """
     rule = FEED_RULES[with_repo]
     own = rule.own
-    inactive = ", ".join(f"'{s}'" for s in sorted(INACTIVE_SIGNAL_STATUSES))
+    inactive = ",".join(f"'{s}'" for s in sorted(INACTIVE_SIGNAL_STATUSES))
+    live = live_sql("e", "%(now)s")  # superseded, retracted and expired entries leave the feed (ADR 0048)
 
     def active(t: str) -> str:  # ``_active_signal``
         return f"({t}.status IS NULL OR lower({t}.status) NOT IN ({inactive}))"
@@ -211,15 +215,15 @@ def _project_sql(with_repo: bool) -> str:
         return f"(b.part <> 'own_signal' OR {t}.scope = 'project' AND {active(t)})"
 
     windows = [(kind, kind, MAX_RECENT) for kind in RECENT_KINDS] + [("own_signal", "signal", MAX_SIGNALS)]
-    rows = [f"('{p}', '{k}', {n}, %(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windows)]
-    rows += [f"('last', '{k}', 1, '-infinity')" for k in ACTIVITY_KINDS]
+    rows = [f"('{p}','{k}',{n},%(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windows)]
+    rows += [f"('last','{k}',1,'-infinity')" for k in ACTIVITY_KINDS]
     arc_order = "heat DESC, occurred_at DESC NULLS LAST, id"
     # Not to exceed 4,096 characters: psycopg parses a longer text anew on every execution.
     return f"""WITH u (ok) AS (SELECT {rule.held}),
-o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries e WHERE {rule.other}),
-b (part, kind, lim, since) AS (VALUES {", ".join(rows)}),
+o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries e WHERE {rule.other} AND {live}),
+b (part, kind, lim, since) AS (VALUES {",".join(rows)}),
 t AS (SELECT b.part, b.lim, x.id, x.occurred_at FROM b CROSS JOIN LATERAL (SELECT e.id, e.occurred_at FROM entries e
-  WHERE e.kind = b.kind AND e.occurred_at >= b.since AND {own} AND {signal("e")} ORDER BY e.occurred_at DESC, e.id LIMIT b.lim) x
+  WHERE e.kind = b.kind AND e.occurred_at >= b.since AND {own} AND {signal("e")} AND {live} ORDER BY e.occurred_at DESC, e.id LIMIT b.lim) x
  UNION ALL SELECT b.part, b.lim, o.id, o.occurred_at FROM b JOIN o ON o.kind = b.kind AND o.occurred_at >= b.since AND {signal("o")}),
 picked AS (SELECT id, part, ord FROM (SELECT id, part, lim, row_number() OVER (PARTITION BY part ORDER BY occurred_at DESC, id) AS ord FROM t) r WHERE ord <= lim
  UNION ALL (SELECT id, 'arc', row_number() OVER (ORDER BY {arc_order}) FROM ((SELECT e.id, e.heat, e.occurred_at FROM entries e WHERE e.kind = 'arc' AND {own}
@@ -227,12 +231,12 @@ picked AS (SELECT id, part, ord FROM (SELECT id, part, lim, row_number() OVER (P
  UNION ALL (SELECT id, 'intent', 1 FROM (SELECT e.id, e.occurred_at FROM entries e WHERE e.kind = 'intent' AND e.scope = 'project' AND {own}
   UNION ALL SELECT id, occurred_at FROM o WHERE kind = 'intent' AND scope = 'project') i ORDER BY occurred_at DESC NULLS LAST, id LIMIT 1)
  UNION ALL (SELECT id, 'fleet_signal', row_number() OVER (ORDER BY occurred_at DESC, id) FROM entries e
-  WHERE e.kind = 'signal' AND (e.scope = 'fleet' OR cardinality(e.projects) = 0) AND {active("e")} AND occurred_at >= %(since)s ORDER BY occurred_at DESC, id LIMIT {MAX_SIGNALS})
+  WHERE e.kind = 'signal' AND (e.scope = 'fleet' OR cardinality(e.projects) = 0) AND {active("e")} AND {live} AND occurred_at >= %(since)s ORDER BY occurred_at DESC, id LIMIT {MAX_SIGNALS})
  UNION ALL (SELECT e.id, 'inject', row_number() OVER (ORDER BY e.id) FROM entries e
   WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR ({own}) OR e.id IN (SELECT id FROM o)) ORDER BY e.id LIMIT 200))
-SELECT p.part, p.ord, (SELECT ok FROM u), e.id, e.kind, e.vault_path, e.title, e.content, e.project, e.projects, e.repo, e.scope, e.status, e.severity,
-  e.heat, e.occurred_at, CASE WHEN e.kind IN ('intent', 'inject') THEN e.metadata ELSE jsonb_build_object('cluster_id', e.metadata->'cluster_id',
-  'summary', e.metadata->'summary', 'region', e.metadata->'region', 'worktrees', e.metadata->'worktrees', 'worktree', e.metadata->'worktree') END
+SELECT part, ord, (SELECT ok FROM u), e.id, kind, vault_path, title, content, project, projects, repo, scope, status, severity, heat, occurred_at,
+ CASE WHEN kind IN ('intent','inject') THEN metadata ELSE jsonb_build_object('cluster_id',metadata->'cluster_id','summary',metadata->'summary',
+ 'region',metadata->'region','worktrees',metadata->'worktrees','worktree',metadata->'worktree','valid_until',metadata->'valid_until') END
 FROM picked p CROSS JOIN LATERAL (SELECT * FROM entries e WHERE e.id = p.id LIMIT 1) e ORDER BY p.part, p.ord"""
 
 
@@ -246,6 +250,7 @@ def project_memory(
     *,
     top_n: int,
     since: dt.datetime,
+    now: dt.datetime,
 ) -> ProjectRows:
     """P's hot arcs, recent lessons/decisions/milestones, intent, signals; fleet signals; inject blocks.
 
@@ -255,7 +260,7 @@ def project_memory(
     joined back for their text. Whether P holds its key's unnamed entries
     (unique key, or a pin to P) is an InitPlan of the same statement.
     """
-    params: dict[str, Any] = {"key": key, "keys": [key], "since": since, "top_n": top_n}
+    params: dict[str, Any] = {"key": key, "keys": [key], "since": since, "top_n": top_n, "now": now_text(now)}
     if repo is not None:
         params["repo"] = repo
     found: dict[str, list[EntryRecord]] = {}
@@ -277,10 +282,18 @@ def project_memory(
     return ProjectRows(memory=memory, last_active=last[0].occurred_at if last else None, key_is_unique=key_unique)
 
 
-def fleet_signals(session: Session, *, since: dt.datetime) -> list[EntryRecord]:
-    """Active fleet-wide signals since ``since``, newest first (what an unknown project still gets)."""
+def _live(now: dt.datetime | None) -> ColumnElement[bool]:
+    """The row is live at ``now`` (the present when None): not superseded, retracted or expired (ADR 0048)."""
+    return text(live_sql("entries", ":now")).bindparams(now=now_text(now or dt.datetime.now(dt.timezone.utc)))
+
+
+def fleet_signals(session: Session, *, since: dt.datetime, now: dt.datetime | None = None) -> list[EntryRecord]:
+    """Active, live fleet-wide signals since ``since``, newest first (what an unknown project still gets)."""
     stmt = (
-        select(*_COLUMNS).where(_fleet_signal(), _active_signal(), Entry.occurred_at >= since).order_by(Entry.occurred_at.desc(), Entry.id).limit(MAX_SIGNALS)
+        select(*_COLUMNS)
+        .where(_fleet_signal(), _active_signal(), _live(now), Entry.occurred_at >= since)
+        .order_by(Entry.occurred_at.desc(), Entry.id)
+        .limit(MAX_SIGNALS)
     )
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
@@ -315,6 +328,36 @@ def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
 def entries_of_kinds(session: Session, kinds: Sequence[str]) -> list[EntryRecord]:
     """Every indexed entry of the given kinds, by id (what ``brain embed`` embeds)."""
     stmt = select(*_COLUMNS).where(Entry.kind.in_(list(kinds))).order_by(Entry.id)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
+
+
+def entry_by_id(session: Session, entry_id: str) -> EntryRecord | None:
+    """The indexed entry with this id, else None."""
+    row = session.execute(select(*_COLUMNS).where(Entry.id == entry_id)).first()
+    return _record_at(row, 0) if row is not None else None
+
+
+def decision_numbered(session: Session, number: int) -> EntryRecord | None:
+    """The decision file (not an inline marker) numbered ``number`` (``ADR-NNNN``); the first by path if two share it."""
+    stmt = (
+        select(*_COLUMNS)
+        .where(Entry.kind == "decision", Entry.meta["adr"].astext == str(number), Entry.meta["inline"].is_(None))
+        .order_by(Entry.vault_path)
+        .limit(1)
+    )
+    row = session.execute(stmt).first()
+    return _record_at(row, 0) if row is not None else None
+
+
+def curation_list(
+    session: Session,
+    *,
+    kinds: Sequence[str],
+    where: Sequence[ColumnElement[bool]],
+    limit: int,
+) -> list[EntryRecord]:
+    """Entries of ``kinds`` meeting every condition of ``where``, newest first (``GET /entries``)."""
+    stmt = select(*_COLUMNS).where(Entry.kind.in_(list(kinds)), *where).order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
@@ -499,9 +542,9 @@ def count_of_kind(session: Session, kind: str) -> int:
     return int(session.scalar(select(func.count()).select_from(Entry).where(Entry.kind == kind)) or 0)
 
 
-def recent_of_kind(session: Session, kind: str, *, since: dt.datetime, limit: int) -> list[EntryRecord]:
-    """The newest entries of ``kind`` since ``since`` (``ix_entries_kind_occurred``)."""
-    stmt = select(*_COLUMNS).where(Entry.kind == kind, Entry.occurred_at >= since).order_by(Entry.occurred_at.desc(), Entry.id.desc()).limit(limit)
+def recent_of_kind(session: Session, kind: str, *, since: dt.datetime, limit: int, now: dt.datetime | None = None) -> list[EntryRecord]:
+    """The newest live entries of ``kind`` since ``since`` (``ix_entries_kind_occurred``): the global feed's lessons."""
+    stmt = select(*_COLUMNS).where(Entry.kind == kind, Entry.occurred_at >= since, _live(now)).order_by(Entry.occurred_at.desc(), Entry.id.desc()).limit(limit)
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
