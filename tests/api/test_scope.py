@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -174,6 +175,27 @@ def _embed(w: World) -> None:
     assert w.post(API, "/prune", {"producer": "brain-arc"}).status_code == 403
 
 
+def _entries(w: World) -> None:
+    own, theirs = f"decision:{w.files['api']}", f"decision:{w.files['web']}"
+    listed = w.get(API, "/entries").json()["entries"]
+    assert own in {e["entry_id"] for e in listed} and all(e["project"] == "api" for e in listed)
+    assert w.get(API, "/entries", project="org2/web").status_code == 403
+    assert theirs in {e["entry_id"] for e in w.get(ALL, "/entries", limit=500).json()["entries"]}
+    assert w.get(API, f"/entries/{own}").status_code == 200
+    missing = w.get(API, "/entries/decision:left/decisions/ADR-9999-none.md")
+    assert (w.get(API, f"/entries/{theirs}").status_code, w.get(API, f"/entries/{theirs}").json()) == (404, missing.json())
+    assert w.get(ALL, f"/entries/{theirs}").status_code == 200
+
+
+def _retract(w: World) -> None:
+    theirs = f"decision:{w.files['web']}"
+    refused = w.post(API, f"/entries/{theirs}/retract", {"reason": "not mine"})
+    missing = w.post(API, "/entries/decision:left/decisions/ADR-9999-none.md/retract", {"reason": "nothing"})
+    assert (refused.status_code, refused.json()) == (missing.status_code, missing.json()) == (404, {"detail": "entry not found"})
+    mine = w.post(API, "/marker", {"type": "lesson", "content": "an api lesson to withdraw"}).json()["entry_id"]
+    assert w.post(API, f"/entries/{quote(mine, safe='/:')}/retract", {"reason": "wrong"}).status_code == 200
+
+
 PROBES: dict[str, Callable[[World], None]] = {
     "GET /feed": _feed,
     "GET /projects": _projects,
@@ -188,6 +210,9 @@ PROBES: dict[str, Callable[[World], None]] = {
     "POST /embed": _embed,
     "POST /index_artifact": _embed,
     "POST /prune": _embed,
+    "GET /entries": _entries,
+    "GET /entries/{entry_id}": _entries,
+    "POST /entries/{entry_id}/retract": _retract,
 }
 # Routes that return no project memory (counts, health, the fleet-wide alert, queue status), or whose probes need a tick.
 NO_MEMORY = {
@@ -200,6 +225,16 @@ NO_MEMORY = {
     # Probed by tests/api/test_scope_writes.py, whose worlds a tick changes:
     "GET /tick/{job_id}": "a tick's status and counts, cut to the token's projects",
     "POST /vault/write_inbox": "writes a note of the token's project",
+    # The operator pages: probed with a bound token, in a browser and without, by tests/ui/.
+    "GET /ui": "its projects' rows",
+    "GET /ui/project": "its projects' pages; another's 404",
+    "GET /ui/attribution": "a note only for a bound token",
+    "GET /ui/keeper": "counts and timings, its projects' coverage",
+    "GET /ui/signals": "its projects' and fleet-wide signals",
+    "GET /ui/signin": "the sign-in form",
+    "POST /ui/signin": "sets its own cookie",
+    "POST /ui/signout": "clears its own cookie",
+    "GET /ui/style.css": "a stylesheet",
 }
 MCP_SCOPED = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed", "brain_marker"}
 MCP_NO_MEMORY = {"brain_tick": "queues a tick", "brain_ingest": "not served"}

@@ -34,9 +34,22 @@ log = logging.getLogger("brain.api")
 
 def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import embeddings, feed, health, markers, metrics, projects, sessions, tick, vault
+    from brain_api.routes import embeddings, entries, feed, health, markers, metrics, projects, sessions, tick, vault
+    from brain_api.ui import pages as ui
 
-    return [health.router, sessions.router, markers.router, feed.router, vault.router, projects.router, tick.router, embeddings.router, metrics.router]
+    return [
+        health.router,
+        sessions.router,
+        markers.router,
+        feed.router,
+        entries.router,
+        vault.router,
+        projects.router,
+        tick.router,
+        embeddings.router,
+        metrics.router,
+        ui.router,
+    ]
 
 
 def preload() -> None:

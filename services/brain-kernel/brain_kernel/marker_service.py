@@ -28,7 +28,7 @@ import logging
 import os
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -41,6 +41,7 @@ from brain_core.transcripts import SessionSummary
 from brain_core.vault import frontmatter, layout, logs, records
 from brain_kernel import idempotency
 from brain_kernel.auth import EVERYONE, Principal
+from brain_kernel.curation import service as curation
 from brain_kernel.db.engine import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity.resolver import IdentityResolver
@@ -169,13 +170,14 @@ def submit(
     """
     req = parse_request(type_, content, attrs, max_chars=settings.marker_max_chars)
     who = None
+    scope = Scope(db, principal)
     if principal.restricted:
-        who = _scoped_attribution(Scope(db, principal), req, db=db, settings=settings)
+        who = _scoped_attribution(scope, req, db=db, settings=settings)
     key = idempotency_key(header_key, req.body_hash)
     stored = f"{principal.name}:{key}" if principal.name else key
     fresh = reserve(db, settings, req, idempotency_key=stored, now=now)
     db.commit()
-    return post_marker(db, vault, settings, req, idempotency_key=stored, fresh=fresh, locator=locator, shown_key=key, who=who)
+    return post_marker(db, vault, settings, req, idempotency_key=stored, fresh=fresh, locator=locator, shown_key=key, who=who, scope=scope)
 
 
 def _scoped_attribution(scope: Scope, req: MarkerRequest, *, db: Session, settings: Settings) -> Attribution:
@@ -220,10 +222,12 @@ def post_marker(
     locator: TranscriptLocator | None = None,
     shown_key: str | None = None,
     who: Attribution | None = None,
+    scope: Scope | None = None,
 ) -> MarkerOutcome:
     """Steps 2-4 after a committed ``reserve`` (``fresh``: its answer): write once, or replay. Never commits.
 
-    ``shown_key``: the key the client sent, when the stored one is namespaced; ``who``: an attribution already made.
+    ``shown_key``: the key the client sent, when the stored one is namespaced; ``who``: an attribution already made;
+    ``scope``: the writer's, which the entries a marker supersedes must be in (ADR 0048; unrestricted when None).
     """
     ttl = settings.idempotency_ttl_seconds
     row = idempotency.lock(db, idempotency_key)
@@ -236,6 +240,10 @@ def post_marker(
     marker_id = marker_id_for(idempotency_key, row.created_at)
     at = row.created_at.astimezone(dt.timezone.utc).replace(microsecond=0)
     who = who or attribute(db, settings, req, locator=locator)
+    scope = scope or Scope(db)
+    # The entries it replaces, as ids: what the vault keeps, so a rebuild needs no lookup (ADR 0048).
+    olds = curation.resolve_supersedes(db, req.supersedes, scope) if req.supersedes else []
+    req = replace(req, supersedes=tuple(r.id for r in olds))
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at, key=_marker_key(idempotency_key, shown_key, req))
@@ -243,6 +251,9 @@ def post_marker(
     sync_changes(db, vault, appended={written.vault_path: written.records}, stores=frozenset({ENTRIES}), fresh=fresh)
     if who.project:
         touch_project(db, who.project, who.repo, at=at)
+    entry = written.records[0] if written.records else None
+    if entry is not None and olds:
+        curation.supersede(db, vault, entry, olds, by=curation.actor(scope.principal), now=at)
     body = {
         "ok": True,
         "marker_type": req.type,
@@ -252,7 +263,10 @@ def post_marker(
         "idempotency_key": shown_key or idempotency_key,
         "body_hash": req.body_hash,
         "project": who.project,
+        "entry_id": entry.id if entry is not None else None,
     }
+    if req.supersedes:
+        body["supersedes"] = list(req.supersedes)
     idempotency.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
     return MarkerOutcome(201, body)
 

@@ -36,7 +36,8 @@ class MarkerIn(BaseModel):
     attrs: Any = Field(
         None,
         description="Attributes of any JSON type; the kernel reads project, repo, worktree, cwd, session_id, source, "
-        "severity, title, scope (a free label), status, target and fleet (a signal for every project).",
+        "severity, title, scope (a free label), status, target, fleet (a signal for every project), supersedes (entry ids "
+        "or ADR-NNNN it replaces), valid_until (a date or moment) and ttl_days (it leaves the feed then).",
         examples=[{"session_id": "3f2a9c1e", "source": "claude-code"}],
     )
 
@@ -52,6 +53,8 @@ class MarkerOut(BaseModel):
     idempotency_key: str
     body_hash: str
     project: str | None
+    entry_id: str | None = Field(None, description="The entry's stable id (GET /entries/{id}); a decision also answers to its ADR-NNNN.")
+    supersedes: list[str] | None = Field(None, description="Present when attrs.supersedes named entries: the ids it replaced (ADR 0048).")
     idempotent_replay: bool | None = Field(None, description="Present (true) when the answer replays an earlier write.")
     body_mismatch: bool | None = Field(None, description="Present (true) on a replay whose body differs from the original's.")
 

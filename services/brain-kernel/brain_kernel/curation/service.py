@@ -1,0 +1,290 @@
+"""Curation actions and reads: find an entry by id or ``ADR-NNNN``, retract it, supersede it, list and show entries.
+
+Every action writes the vault first, never rewriting what was there (ADR
+0048): a shared log gets an appended curation record naming the entry, a
+signal or decision file a frontmatter status (an atomic edit of those keys
+only, under the file's lock). The file then goes through the one path to
+the derived stores (``sync_changes``, ADR 0038), and one line is appended to
+the month's audit log (``audit/curation-YYYY-MM.jsonl``). Two requests on one
+entry take its advisory lock in turn, so an entry is retracted once.
+
+Scope (ADR 0033): a token bound to projects finds only its projects' entries
+(and the fleet-wide signals it reads, which it may not curate); any other id
+is answered exactly as an id that does not exist.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, text
+from sqlalchemy.orm import Session
+
+from brain_core import curation
+from brain_core.entries import KINDS, EntryRecord
+from brain_core.markers import Attribution
+from brain_core.membership import signal_is_fleet
+from brain_core.redact import scrub
+from brain_core.times import iso
+from brain_core.vault import frontmatter, logs
+from brain_core.vault.layout import LOG_KINDS
+from brain_kernel.auth import Principal
+from brain_kernel.curation import states
+from brain_kernel.errors import BrainError
+from brain_kernel.feed import feed_repo
+from brain_kernel.identity.projects import resolve_project
+from brain_kernel.index.changes import sync_changes
+from brain_kernel.scope import Scope
+from brain_kernel.vault_store import Vault
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+ALL = "all"
+NOT_FOUND = "entry not found"  # one answer for a missing id and another project's: it names neither (ADR 0033)
+OPERATOR = "operator"  # who acts when auth is off (the local operator): there is no token name
+
+
+class EntryNotFound(BrainError):
+    """No entry with that id, or one outside the token's projects: the same answer (HTTP 404)."""
+
+
+class NotCuratable(BrainError):
+    """An entry the curation routes cannot change (an arc, an intent, an inline marker, a fleet signal): HTTP 422."""
+
+
+def actor(principal: Principal) -> str:
+    """Who the audit log and the vault name: the token's name (a digest prefix, never its secret), else the operator."""
+    return principal.name or OPERATOR
+
+
+def find_entry(db: Session, ref: Any, scope: Scope) -> EntryRecord:
+    """The entry ``ref`` names (an entry id, or ``ADR-NNNN`` for a decision file); EntryNotFound when none the scope reads."""
+    usable = curation.usable_ref(ref)
+    record = None
+    if usable is not None:
+        number = curation.adr_number_of(usable)
+        record = feed_repo.decision_numbered(db, number) if number is not None else feed_repo.entry_by_id(db, usable)
+    if record is None or not scope.admits(record):
+        raise EntryNotFound(NOT_FOUND)
+    return record
+
+
+def _check_curatable(record: EntryRecord, scope: Scope) -> None:
+    if record.kind not in curation.CURATED_KINDS or record.meta.get("inline"):
+        raise NotCuratable(f"a {'marker inside a document' if record.meta.get('inline') else record.kind} is not curated here: edit its file")
+    if scope.restricted and record.kind == "signal" and signal_is_fleet(record):
+        scope.refuse_fleet("a change to a fleet-wide signal")
+
+
+def _lock(db: Session, entry_id: str) -> EntryRecord | None:
+    """Take the entry's advisory lock for this transaction and read it again (another action may just have committed)."""
+    db.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:id, 48))"), {"id": entry_id})
+    return feed_repo.entry_by_id(db, entry_id)
+
+
+def adr_name(record: EntryRecord) -> str | None:
+    """``ADR-NNNN`` of a decision file, else None."""
+    number = record.meta.get("adr")
+    return f"ADR-{number:04d}" if record.kind == "decision" and isinstance(number, int) and not record.meta.get("inline") else None
+
+
+def _record_state(vault: Vault, record: EntryRecord, action: str, *, at: dt.datetime, by: str, reason: str | None = None, successor: str | None = None) -> None:
+    """Write ``action`` into the entry's file: an appended record in a shared log, else the file's frontmatter status."""
+    if not vault.exists(record.vault_path):
+        raise EntryNotFound(NOT_FOUND)
+    if record.kind in LOG_KINDS:
+        who = Attribution(record.project, record.repo)
+        entry = {"id": record.id, "title": record.title, "kind": record.kind}
+        vault.append(record.vault_path, logs.render_curation_entry(action, entry, at=at, who=who, by=by, reason=reason, successor=successor))
+        return
+    if action == curation.RETRACTED:
+        changes: dict[str, Any] = {"status": curation.RETRACTED, "retracted_reason": reason, "retracted_by": by, "retracted_at": iso(at)}
+    else:
+        before = list(curation.supersedes_refs(record.meta.get("superseded_by")))
+        names = [*before, successor] if successor and successor not in before else before
+        changes = {"status": curation.SUPERSEDED, "superseded_by": names[0] if len(names) == 1 else names, "superseded_at": iso(at), "superseded_by_token": by}
+    vault.rewrite_locked(record.vault_path, lambda old: frontmatter.update(old, changes))
+
+
+def _audit(vault: Vault, action: str, record: EntryRecord, *, at: dt.datetime, by: str, reason: str | None = None, successor: str | None = None) -> None:
+    line = curation.audit_line(
+        action, record.id, at=at, by=by, project=record.repo or record.project, vault_path=record.vault_path, reason=reason, successor=successor
+    )
+    vault.append(curation.audit_path(at), line)
+
+
+def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, now: dt.datetime) -> EntryRecord:
+    """Withdraw an entry from feeds and search (CurationInvalid, EntryNotFound, NotCuratable before anything is written).
+
+    A second retraction of the same entry writes nothing and answers its state. The caller commits.
+    """
+    why = scrub(curation.reason_text(reason))
+    record = find_entry(db, ref, scope)
+    _check_curatable(record, scope)
+    current = _lock(db, record.id)
+    if current is None:
+        raise EntryNotFound(NOT_FOUND)
+    if current.status == curation.RETRACTED:
+        return current
+    by = actor(scope.principal)
+    _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
+    sync_changes(db, vault, [current.vault_path])
+    _audit(vault, curation.RETRACTED, current, at=now, by=by, reason=why)
+    return feed_repo.entry_by_id(db, current.id) or current
+
+
+def resolve_supersedes(db: Session, refs: Sequence[str], scope: Scope) -> list[EntryRecord]:
+    """The entries a marker's ``supersedes`` names that the writer may curate; any other reference is left out, as an
+    unknown one is (a marker is never refused for an attr, and a scoped token learns nothing of another project)."""
+    out: dict[str, EntryRecord] = {}
+    for ref in refs:
+        try:
+            record = find_entry(db, ref, scope)
+            _check_curatable(record, scope)
+        except BrainError:  # not found, not curatable, a fleet signal for a scoped token
+            continue
+        out.setdefault(record.id, record)
+    return list(out.values())
+
+
+def supersede(db: Session, vault: Vault, successor: EntryRecord, olds: Sequence[EntryRecord], *, by: str, now: dt.datetime) -> list[str]:
+    """Mark ``olds`` superseded by ``successor`` (already written); returns the ids marked now.
+
+    An entry already marked by this successor (a retry of the same marker) or
+    retracted is left as it is, with no audit record. The caller commits.
+    """
+    name = adr_name(successor) or successor.id
+    marked: list[EntryRecord] = []
+    for old in olds:
+        if old.id == successor.id:
+            continue
+        current = _lock(db, old.id)
+        if current is None or current.status == curation.RETRACTED:
+            continue
+        if name in curation.supersedes_refs(current.meta.get("superseded_by")):
+            continue
+        _record_state(vault, current, curation.SUPERSEDED, at=now, by=by, successor=name)
+        marked.append(current)
+    if marked:
+        sync_changes(db, vault, sorted({r.vault_path for r in marked}))
+        for record in marked:
+            _audit(vault, curation.SUPERSEDED, record, at=now, by=by, successor=name)
+    return [r.id for r in marked]
+
+
+# -- reads ------------------------------------------------------------------------------------------------
+
+
+def view(record: EntryRecord, now: dt.datetime) -> dict[str, Any]:
+    """An entry as the curation routes show it: what it is, its state and what its file says of its curation."""
+    meta = record.meta
+    retracted = None
+    if record.status == curation.RETRACTED:
+        retracted = {"reason": meta.get("retracted_reason"), "by": meta.get("retracted_by"), "at": meta.get("retracted_at")}
+    return {
+        "entry_id": record.id,
+        "adr": adr_name(record),
+        "kind": record.kind,
+        "title": record.title,
+        "content": record.content,
+        "project": record.project,
+        "projects": list(record.projects),
+        "repo": record.repo,
+        "scope": record.scope,
+        "vault_path": record.vault_path,
+        "occurred_at": iso(record.occurred_at),
+        "status": record.status,
+        "state": curation.state_of(record.status, meta, now),
+        "valid_until": meta.get("valid_until"),
+        "supersedes": list(meta.get("supersedes") or []),
+        "superseded_by": list(meta.get("superseded_by") or []),
+        "retracted": retracted,
+    }
+
+
+def history(record: EntryRecord, now: dt.datetime) -> list[dict[str, Any]]:
+    """The entry's curation history, oldest first, as its vault text records it."""
+    meta = record.meta
+    events: list[dict[str, Any]] = [{"action": "written", "at": iso(record.occurred_at)}]
+    if meta.get("supersedes"):
+        events.append({"action": "supersedes", "at": iso(record.occurred_at), "entries": list(meta["supersedes"])})
+    if meta.get("superseded_by"):
+        events.append(
+            {
+                "action": curation.SUPERSEDED,
+                "at": meta.get("superseded_at"),
+                "by": meta.get("superseded_by_token"),
+                "superseded_by": list(meta["superseded_by"]),
+            }
+        )
+    if record.status == curation.RETRACTED:
+        events.append({"action": curation.RETRACTED, "at": meta.get("retracted_at"), "by": meta.get("retracted_by"), "reason": meta.get("retracted_reason")})
+    if meta.get("valid_until"):
+        expired = curation.state_of(None, meta, now) == curation.EXPIRED
+        events.append({"action": curation.EXPIRED if expired else "expires", "at": meta["valid_until"]})
+    return sorted(events, key=lambda e: e.get("at") or "")
+
+
+def _state_filter(state: str, now: dt.datetime) -> list[ColumnElement[bool]]:
+    moment = states.now_text(now)
+    if state == ALL:
+        return []
+    if state == curation.LIVE:
+        sql = states.live_sql("entries", ":now")
+    elif state == curation.EXPIRED:
+        sql = f"NOT {states.withdrawn_sql('entries')} AND {states.expired_sql('entries', ':now')}"
+    else:
+        return [text("entries.status = :state").bindparams(state=state)]
+    return [text(sql).bindparams(now=moment)]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """``GET /entries``: the project listed (None: every project the scope reads), the filters and the entries."""
+
+    project: str | None
+    kind: str | None
+    state: str
+    entries: list[dict[str, Any]]
+
+
+def list_entries(
+    db: Session,
+    *,
+    scope: Scope,
+    project: str | None,
+    kind: str | None,
+    state: str,
+    limit: int,
+    now: dt.datetime,
+) -> Listing:
+    """Entries for curation, newest first: of one project (a restricted token: one of its own; AmbiguousProject,
+    OutOfScope, InvalidKey as the feed's), of one kind (default: the marker kinds) and one state (default: all)."""
+    if kind is not None and kind not in KINDS:
+        raise curation.CurationInvalid(f"kind must be one of {', '.join(KINDS)}")
+    if state != ALL and state not in curation.STATES:
+        raise curation.CurationInvalid(f"state must be one of {', '.join((*curation.STATES, ALL))}")
+    ref = project.strip() if project is not None else scope.default_project()
+    where = _state_filter(state, now)
+    if ref:
+        found = scope.check(ref) if scope.restricted else resolve_project(db, ref)
+        if not found.known:
+            return Listing(ref, kind, state, [])
+        where.append(feed_repo.member(found.key, found.repo, feed_repo.key_owned_sql(found.key, found.repo)))
+    kinds = [kind] if kind is not None else list(curation.CURATED_KINDS)
+    rows = feed_repo.curation_list(db, kinds=kinds, where=where, limit=limit)
+    return Listing(ref, kind, state, [view(r, now) for r in rows if scope.admits(r)])
+
+
+def entry_answer(db: Session, ref: Any, *, scope: Scope, now: dt.datetime) -> dict[str, Any]:
+    """``GET /entries/{id}``: the entry and its history (EntryNotFound outside the scope, as for a missing id)."""
+    record = find_entry(db, ref, scope)
+    return {"entry": view(record, now), "history": history(record, now)}
+
+
+def answer_of(record: EntryRecord, now: dt.datetime, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The answer of an action: the entry as it now stands, and its history."""
+    return {"entry": view(record, now), "history": history(record, now), **(extra or {})}

@@ -1,0 +1,231 @@
+"""Curation over the real app (ADR 0048): supersede, retract and expire entries; the audit log; scoped tokens.
+
+Markers go in through ``POST /marker``, curation through ``/entries``; the
+vault is a real folder and the index a real Postgres. "From the vault alone"
+means the index's entries are deleted and ``brain reindex`` rebuilds them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from brain_api.app import create_app
+from brain_core.vault import frontmatter
+from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
+from tests.support.harness import ManualClock, brain, make_settings
+from tests.support.upstream_client import BrainHttp, asgi_sender, fetch_feed
+
+DAY = 86_400
+
+
+def _post(client: TestClient, type_: str, content: str, headers: dict[str, str] | None = None, **attrs: Any) -> dict[str, Any]:
+    r = client.post("/marker", json={"type": type_, "content": content, "attrs": attrs}, headers=headers or {})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _feed(client: TestClient, project: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    r = client.get("/feed", params={"project": project}, headers=headers or {})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _section(feed: dict[str, Any], section: str) -> dict[str, Any] | None:
+    return next((e for e in feed["entries"] if e["id"] == section), None)
+
+
+def _block(client: TestClient, project: str) -> str:
+    r = client.get("/feed", params={"project": project, "format": "markdown"})
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def _entry(client: TestClient, entry_id: str, headers: dict[str, str] | None = None) -> Any:
+    return client.get(f"/entries/{quote(entry_id, safe='/:')}", headers=headers or {})
+
+
+def _retract(client: TestClient, entry_id: str, reason: str, headers: dict[str, str] | None = None) -> Any:
+    return client.post(f"/entries/{quote(entry_id, safe='/:')}/retract", json={"reason": reason}, headers=headers or {})
+
+
+def _audit(settings: Settings) -> list[dict[str, Any]]:
+    folder = Path(settings.vault) / "audit"
+    lines = [line for path in sorted(folder.glob("curation-*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [json.loads(line) for line in lines]
+
+
+def _reindex_from_the_vault(settings: Settings, db: Session) -> None:
+    db.execute(text("DELETE FROM entries"))
+    db.commit()
+    result = brain(settings, "reindex")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_superseded_lesson_leaves_the_feed_and_its_successor_takes_its_place(client, settings: Settings, db: Session) -> None:
+    old = _post(client, "lesson", "Retry the deploy three times before paging.", repo="acme/api", title="Deploy retries")
+    assert old["entry_id"].startswith("lesson:left/reference/lessons-") and old["ok"] is True  # every earlier field is still there
+    assert {"marker_type", "action", "vault_path", "written_bytes", "idempotency_key", "body_hash", "project"} <= set(old)
+    lessons = _section(_feed(client, "acme/api"), "lessons")
+    assert lessons is not None and lessons["metadata"]["entry_ids"] == [old["entry_id"]]
+
+    new = _post(client, "lesson", "Never retry a deploy: roll back and page.", repo="acme/api", title="Deploy rollback", supersedes=old["entry_id"])
+    assert new["supersedes"] == [old["entry_id"]]
+    for _ in range(2):  # the same answer before and after the index is rebuilt from the vault alone
+        feed = _feed(client, "acme/api")
+        lessons = _section(feed, "lessons")
+        assert lessons is not None and lessons["metadata"]["entry_ids"] == [new["entry_id"]]
+        assert "roll back" in lessons["content"] and "three times" not in lessons["content"]
+        block = _block(client, "acme/api")
+        assert "roll back" in block and "three times" not in block
+        shown = _entry(client, old["entry_id"]).json()
+        assert shown["entry"]["state"] == "superseded" and shown["entry"]["superseded_by"] == [new["entry_id"]]
+        assert [e["action"] for e in shown["history"]] == ["written", "superseded"]
+        assert _entry(client, new["entry_id"]).json()["entry"]["supersedes"] == [old["entry_id"]]
+        _reindex_from_the_vault(settings, db)
+
+    records = _audit(settings)
+    assert [(r["action"], r["entry_id"], r["superseded_by"]) for r in records] == [("superseded", old["entry_id"], new["entry_id"])]
+    # A replay of the same marker supersedes nothing again.
+    again = _post(client, "lesson", "Never retry a deploy: roll back and page.", repo="acme/api", title="Deploy rollback", supersedes=old["entry_id"])
+    assert again["idempotent_replay"] is True and len(_audit(settings)) == 1
+
+
+def test_a_retracted_decision_leaves_the_feed_and_stays_retracted_after_a_reindex(client, settings: Settings, db: Session) -> None:
+    decision = _post(client, "decision", "Use Postgres for the queue.", repo="acme/api", title="Queue in Postgres")
+    adr = frontmatter.parse((Path(settings.vault) / decision["vault_path"]).read_text())
+    name = adr.meta["id"]
+    assert _section(_feed(client, "acme/api"), "decisions") is not None
+
+    r = _retract(client, name, "Benchmarks showed lock contention; see the queue ADR.")  # a decision answers to ADR-NNNN
+    assert r.status_code == 200, r.text
+    assert r.json()["entry"]["entry_id"] == decision["entry_id"] and r.json()["entry"]["state"] == "retracted"
+    meta = frontmatter.parse((Path(settings.vault) / decision["vault_path"]).read_text()).meta
+    assert meta["status"] == "retracted" and meta["retracted_reason"].startswith("Benchmarks") and meta["retracted_by"] == "operator"
+    for _ in range(2):
+        assert _section(_feed(client, "acme/api"), "decisions") is None
+        assert "Queue in Postgres" not in _block(client, "acme/api")
+        shown = _entry(client, decision["entry_id"]).json()
+        assert shown["entry"]["adr"] == name and shown["entry"]["retracted"]["reason"].startswith("Benchmarks")
+        assert shown["history"][-1]["action"] == "retracted" and shown["history"][-1]["by"] == "operator"
+        _reindex_from_the_vault(settings, db)
+
+    # A second retraction changes nothing and records nothing.
+    assert _retract(client, decision["entry_id"], "again").status_code == 200
+    assert [r["action"] for r in _audit(settings)] == ["retracted"]
+
+
+def test_a_retraction_appends_to_the_log_and_never_rewrites_it(client, settings: Settings, db: Session) -> None:
+    first = _post(client, "lesson", "Pin the base image digest.", repo="acme/api")
+    second = _post(client, "lesson", "Cache the wheel folder.", repo="acme/api")
+    path = Path(settings.vault) / first["vault_path"]
+    before = path.read_bytes()
+    r = _retract(client, first["entry_id"], "The digest pin broke security updates.")
+    assert r.status_code == 200, r.text
+    after = path.read_bytes()
+    assert after.startswith(before) and len(after) > len(before)
+    lessons = _section(_feed(client, "acme/api"), "lessons")
+    assert lessons is not None and lessons["metadata"]["entry_ids"] == [second["entry_id"]]
+    _reindex_from_the_vault(settings, db)
+    assert _entry(client, first["entry_id"]).json()["entry"]["state"] == "retracted"
+    listed = client.get("/entries", params={"project": "acme/api", "state": "retracted"}).json()
+    assert [e["entry_id"] for e in listed["entries"]] == [first["entry_id"]]
+    assert [e["entry_id"] for e in client.get("/entries", params={"project": "acme/api", "state": "live"}).json()["entries"]] == [second["entry_id"]]
+    records = _audit(settings)
+    assert len(records) == 1 and records[0]["reason"].startswith("The digest pin") and records[0]["project"] == "acme/api"
+
+
+def test_an_expired_entry_leaves_the_feed(client, settings: Settings, clock: ManualClock) -> None:
+    short = _post(client, "lesson", "The staging cluster is read-only this week.", repo="acme/api", ttl_days=2)
+    dated = _post(client, "lesson", "Freeze merges until the release.", repo="acme/api", valid_until="2000-01-01")
+    lasting = _post(client, "lesson", "Run the migrations before the deploy.", repo="acme/api")
+    lessons = _section(_feed(client, "acme/api"), "lessons")
+    assert lessons is not None and set(lessons["metadata"]["entry_ids"]) == {short["entry_id"], lasting["entry_id"]}
+    clock.advance(3 * DAY)  # the stored answer expires with its first entry: no need to ask for a fresh one
+    lessons = _section(_feed(client, "acme/api"), "lessons")
+    assert lessons is not None and lessons["metadata"]["entry_ids"] == [lasting["entry_id"]]
+    assert "read-only" not in _block(client, "acme/api")
+    shown = _entry(client, short["entry_id"]).json()
+    assert shown["entry"]["state"] == "expired" and shown["history"][-1]["action"] == "expired"
+    assert _entry(client, dated["entry_id"]).json()["entry"]["state"] == "expired"
+    assert _audit(settings) == []  # nothing was done: the clock decided
+
+
+def test_unknown_ids_and_bad_requests(client) -> None:
+    missing = _entry(client, "lesson:left/reference/lessons-2026-01-01.md#0000")
+    assert missing.status_code == 404 and missing.json() == {"detail": "entry not found"}
+    assert _retract(client, "ADR-9999", "why").status_code == 404
+    lesson = _post(client, "lesson", "Something to retract.", repo="acme/api")
+    assert _retract(client, lesson["entry_id"], "").status_code == 422
+    assert _retract(client, lesson["entry_id"], "x" * 1001).status_code == 422
+    assert client.post(f"/entries/{quote(lesson['entry_id'], safe='/:')}/retract", json={}).status_code == 422
+    assert client.get("/entries", params={"state": "gone"}).status_code == 422
+
+
+# -- scoped tokens -------------------------------------------------------------------------------------------
+
+ALL, API, WEB = "tok-all-0123456789", "tok-api-0123456789", "tok-web-0123456789"
+
+
+@pytest.fixture
+def scoped(tmp_path: Path, database_url: str) -> Iterator[tuple[TestClient, Settings]]:
+    settings = make_settings(tmp_path, database_url, tokens=[ALL, f"{API}=org1/api", f"{WEB}=org2/web"])
+    Vault(settings.vault).scaffold()
+    with TestClient(create_app(settings)) as client:
+        yield client, settings
+
+
+def _as(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_scoped_token_cannot_curate_another_projects_entry_nor_tell_it_exists(scoped: tuple[TestClient, Settings]) -> None:
+    client, settings = scoped
+    theirs = _post(client, "lesson", "Web lesson the api token must not touch.", headers=_as(ALL), repo="org2/web")
+    mine = _post(client, "lesson", "Api lesson.", headers=_as(ALL), repo="org1/api")
+    missing = "lesson:left/reference/lessons-2026-01-01.md#0000"
+    for ref in (theirs["entry_id"], missing):
+        got, retracted = _entry(client, ref, _as(API)), _retract(client, ref, "not yours", _as(API))
+        assert (got.status_code, got.json()) == (404, {"detail": "entry not found"})
+        assert (retracted.status_code, retracted.json()) == (404, {"detail": "entry not found"})
+    assert client.get("/entries", params={"project": "org2/web"}, headers=_as(API)).status_code == 403  # as the feed answers
+    listed = client.get("/entries", headers=_as(API)).json()  # its one project's
+    assert [e["entry_id"] for e in listed["entries"]] == [mine["entry_id"]]
+
+    # A marker cannot supersede another project's entry either: written, and the other entry stays live.
+    new = _post(client, "lesson", "Api lesson naming web's.", headers=_as(API), supersedes=[theirs["entry_id"]])
+    assert "supersedes" not in new
+    assert _entry(client, theirs["entry_id"], _as(ALL)).json()["entry"]["state"] == "live"
+
+    done = _retract(client, mine["entry_id"], "wrong", _as(API))
+    assert done.status_code == 200 and done.json()["entry"]["retracted"]["by"].startswith("t")
+    records = _audit(settings)
+    assert len(records) == 1 and records[0]["by"] == done.json()["entry"]["retracted"]["by"] and API not in json.dumps(records)
+
+
+def test_the_global_feed_reads_as_before_for_an_upstream_client(client, settings: Settings) -> None:
+    """An upstream client's reading of the global feed: the same buckets and fields; a superseded lesson leaves the
+    keeper's lessons file at the next tick and its successor takes its place; only metadata gained keys."""
+    old = _post(client, "lesson", "Tag releases from the main branch only.", repo="acme/api")
+    assert brain(settings, "tick", "--no-ai").exit_code == 0
+    http = BrainHttp("http://kernel", asgi_sender(client))
+    before = {e.id: e for e in fetch_feed(http)}
+    assert "main branch only" in before["lessons"].content
+    _post(client, "lesson", "Tag releases from the release branch.", repo="acme/api", supersedes=[old["entry_id"]])
+    assert brain(settings, "tick", "--no-ai").exit_code == 0
+    after = {e.id: e for e in fetch_feed(http)}
+    assert set(after) == set(before)
+    assert "release branch" in after["lessons"].content and "main branch only" not in after["lessons"].content
+    body = client.get("/feed").json()
+    assert set(body) >= {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
+    for bucket in ("hot_arcs", "inject_blocks", "entries"):
+        assert all(set(e) == {"id", "title", "content", "priority", "ttl", "severity", "metadata"} for e in body[bucket])
