@@ -93,6 +93,11 @@ def _reason(detail: Any) -> str:
     return str(detail)
 
 
+def _cosine(value: float) -> float:
+    """A ``min_score`` ``POST /search`` takes (a cosine, -1 to 1): beyond it no vector matches, or every one does."""
+    return max(-1.0, min(float(value), 1.0))
+
+
 class Remote:
     """The tools over the kernel at ``url`` with ``token`` (a ``brain_mcp.answers.Backend``); ``token_source`` names where the token came from."""
 
@@ -174,7 +179,8 @@ class Remote:
         results: list[dict[str, Any]] = []
         if query.strip():
             if include_artifact:
-                body = {"query": query, "project": project, "limit": limit, "min_score": max(-1.0, min(float(min_score), 1.0))}
+                # Words and vectors fused, as in-process (ADR 0044).
+                body = {"query": query, "project": project, "limit": limit, "min_score": _cosine(min_score), "mode": "hybrid"}
                 response = self.send("POST", "/search", json=body, tolerate=frozenset({502}))
                 if response.status_code == 502:  # the embedder failed: no index hits, as in-process
                     log.warning("kb_search: the search index failed: %s", self.refusal("POST", "/search", response)["error"])
@@ -207,8 +213,9 @@ class Remote:
                 "project": project,
                 "producer": ARC_PRODUCER,
                 "limit": clamp_limit(max(3 * top_k, 15)),
-                "min_score": max(-1.0, min(float(min_score), 1.0)),
+                "min_score": _cosine(min_score),
                 "one_per_key": True,
+                "mode": "hybrid",
             }
             found = self.json_of("POST", "/search", self.send("POST", "/search", json=body))
             arcs = arc_hits(found.get("results", []), top_k, min_heat)

@@ -1,0 +1,190 @@
+"""The operator pages over the real app (no browser): scope, cookies, CSRF, headers, 404s, and what each page shows.
+
+Memory is the run's planted world (tests/support/planting.py, six projects
+ticked once); a second app on the same database and vault has tokens, so
+the same rows are read with auth on. The browser tests (test_browser.py)
+check what a person sees; these check the rules fast.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from fastapi.testclient import TestClient
+
+from brain_api.app import create_app
+from brain_api.ui.auth import CSRF_COOKIE, TOKEN_COOKIE
+from brain_api.ui.pages import DRY_RUN_PATH
+from brain_kernel.settings import Settings
+from tests.support.harness import make_settings
+from tests.support.planting import PROJECTS, Planted
+
+ALL, API = "ui-all-token-0123456789", "ui-api-token-0123456789"
+PAGES = ["/ui", "/ui/project?project=org1/api", "/ui/attribution", "/ui/keeper", "/ui/signals"]
+OTHERS = [pid for pid in PROJECTS if pid != "org1/api"]
+
+
+@dataclass
+class Guarded:
+    client: TestClient
+    settings: Settings
+
+    def signed_in(self, token: str) -> TestClient:
+        """The client with a sign-in done through the form (the cookie jar then holds the token)."""
+        self.client.cookies.clear()
+        form = self.client.get("/ui/signin")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+        r = self.client.post("/ui/signin", data={"token": token, "csrf": csrf, "next": "/ui"}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/ui", r.text
+        return self.client
+
+
+@pytest.fixture
+def guarded(planted: Planted, settings: Settings, tmp_path) -> Iterator[Guarded]:
+    """The planted world served by an app with tokens: one for every project, one bound to org1/api."""
+    (tmp_path / "guarded").mkdir()
+    s = make_settings(tmp_path / "guarded", settings.database_url, vault=settings.vault, tokens=[ALL, f"{API}=org1/api"])
+    with TestClient(create_app(s), base_url="http://testserver") as client:
+        yield Guarded(client, s)
+
+
+def test_every_page_answers_with_auth_off_and_is_never_cached(client, planted: Planted) -> None:
+    for url in PAGES:
+        r = client.get(url)
+        assert r.status_code == 200, (url, r.text[:500])
+        assert r.headers["content-type"].startswith("text/html")
+        assert r.headers["cache-control"] == "no-store"
+        assert "Cookie" in r.headers["vary"]
+        assert "script-src" not in r.headers["content-security-policy"] and "default-src 'none'" in r.headers["content-security-policy"]
+    css = client.get("/ui/style.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+
+def test_the_projects_page_counts_are_the_apis(client, planted: Planted) -> None:
+    html = client.get("/ui").text
+    for p in client.get("/projects").json()["projects"]:
+        row = re.search(rf'<tr data-project="{re.escape(p["id"])}">(.*?)</tr>', html, re.S)
+        assert row, p["id"]
+        assert re.search(rf'class="num total">{p["total"]}<', row.group(1)), (p["id"], p["total"])
+        for kind in ("arc", "lesson", "decision", "milestone", "signal"):
+            assert f'data-kind="{kind}">{p["counts"].get(kind, 0)}<' in row.group(1), (p["id"], kind)
+    assert 'class="orphans"' in html  # unattributed memory has its own row
+
+
+def test_the_project_page_shows_the_block_the_connector_reads(client, planted: Planted) -> None:
+    import html as html_lib
+
+    for pid in ("org1/api", "acme/web", "infra"):
+        block = client.get("/feed", params={"project": pid, "format": "markdown"}).text
+        page = client.get("/ui/project", params={"project": pid}).text
+        shown = re.search(r'<pre id="block" class="block">(.*?)</pre>', page, re.S).group(1)  # type: ignore[union-attr]
+        assert html_lib.unescape(shown) == block
+
+
+def test_an_unknown_project_and_a_malformed_one_are_not_found(client, planted: Planted) -> None:
+    assert client.get("/ui/project", params={"project": "nobody/here"}).status_code == 404
+    assert client.get("/ui/project", params={"project": "bad key!"}).status_code == 404
+    assert client.get("/ui/project", params={"project": "api"}).status_code == 409  # two repositories share the key
+    assert client.get("/ui/project").status_code == 422
+
+
+def test_without_a_token_every_page_sends_to_the_sign_in_form(guarded: Guarded) -> None:
+    for url in PAGES:
+        r = guarded.client.get(url, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/signin?next="), url
+        assert r.headers["cache-control"] == "no-store"
+    guarded.client.cookies.set(TOKEN_COOKIE, "not-a-token", path="/ui")
+    assert guarded.client.get("/ui", follow_redirects=False).status_code == 303
+
+
+def test_sign_in_keeps_the_token_in_an_httponly_strict_cookie(guarded: Guarded) -> None:
+    c = guarded.client
+    form = c.get("/ui/signin")
+    set_csrf = form.headers["set-cookie"]
+    assert CSRF_COOKIE in set_csrf and "httponly" in set_csrf.lower() and "samesite=strict" in set_csrf.lower() and "Path=/ui" in set_csrf
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+    r = c.post("/ui/signin", data={"token": ALL, "csrf": csrf, "next": "/ui/keeper"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/ui/keeper"
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"{TOKEN_COOKIE}=") and "httponly" in cookie.lower() and "samesite=strict" in cookie.lower() and "Path=/ui" in cookie
+    assert "secure" not in cookie.lower()  # plain http here; https gets Secure
+    assert c.get("/ui/keeper").status_code == 200
+    assert c.get("/projects").status_code == 401  # the API never acts on the page cookie
+
+
+def test_sign_in_over_https_marks_the_cookie_secure(guarded: Guarded) -> None:
+    with TestClient(guarded.client.app, base_url="https://testserver") as c:
+        form = c.get("/ui/signin")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+        r = c.post("/ui/signin", data={"token": ALL, "csrf": csrf}, follow_redirects=False)
+        assert r.status_code == 303 and "secure" in r.headers["set-cookie"].lower()
+
+
+def test_forms_without_the_csrf_token_or_from_another_site_are_refused(guarded: Guarded) -> None:
+    c = guarded.client
+    form = c.get("/ui/signin")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+    assert c.post("/ui/signin", data={"token": ALL, "csrf": "forged-forged-forged-forged"}).status_code == 403
+    assert c.post("/ui/signin", data={"token": ALL, "csrf": csrf}, headers={"Origin": "https://evil.example"}).status_code == 403
+    bad = c.post("/ui/signin", data={"token": "wrong", "csrf": csrf}, follow_redirects=False)
+    assert bad.status_code == 401 and TOKEN_COOKIE not in bad.headers.get("set-cookie", "")
+    off_site = c.post("/ui/signin", data={"token": ALL, "csrf": csrf, "next": "https://evil.example/"}, follow_redirects=False)
+    assert off_site.headers["location"] == "/ui"  # never a redirect to another site
+    signed = guarded.signed_in(ALL)
+    assert signed.post("/ui/signout", data={"csrf": "forged-forged-forged-forged"}).status_code == 403
+    assert signed.get("/ui", follow_redirects=False).status_code == 200  # still signed in
+
+
+def test_sign_out_forgets_the_token(guarded: Guarded) -> None:
+    c = guarded.signed_in(ALL)
+    csrf = c.cookies.get(CSRF_COOKIE)
+    r = c.post("/ui/signout", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and f'{TOKEN_COOKIE}=""' in r.headers["set-cookie"]
+    assert c.get("/ui", follow_redirects=False).status_code == 303
+
+
+def test_a_bound_token_sees_only_its_project_on_every_page(guarded: Guarded, planted: Planted) -> None:
+    c = guarded.signed_in(API)
+    foreign = {t for pid in OTHERS for t in planted.owned[pid]} | planted.unattributed
+    for url in PAGES:
+        html = c.get(url).text
+        for pid in OTHERS:
+            assert pid not in html, (url, pid)
+        leaked = {t for t in foreign if t in html}
+        assert not leaked, (url, leaked)
+    assert re.findall(r'<tr data-project="([^"]*)"', c.get("/ui").text) == ["org1/api"]
+    for pid in OTHERS:  # another project reads exactly as one that does not exist
+        other = c.get("/ui/project", params={"project": pid})
+        missing = c.get("/ui/project", params={"project": "nobody/here"})
+        assert other.status_code == missing.status_code == 404
+        assert other.text.replace(pid, "X") == missing.text.replace("nobody/here", "X")
+    assert "bound to projects" in c.get("/ui/attribution").text
+
+
+def test_the_header_token_works_as_the_cookie_does(guarded: Guarded) -> None:
+    guarded.client.cookies.clear()
+    r = guarded.client.get("/ui", headers={"Authorization": f"Bearer {API}"})
+    assert r.status_code == 200 and re.findall(r'<tr data-project="([^"]*)"', r.text) == ["org1/api"]
+
+
+def test_the_attribution_page_reads_a_stored_dry_run(client, planted: Planted, settings: Settings) -> None:
+    assert "No backfill dry run is stored" in client.get("/ui/attribution").text
+    path = settings.vault / DRY_RUN_PATH
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plan = '{"path": "clusters/2026-11-30/c-1.md", "old": {"project": null}, "new": {"project": "api"}, "outcome": "changed", "source": "git"}'
+    summary = '{"scanned": 12, "changed": 1, "unchanged": 10, "unresolved": 1, "by_source": {"git": 1}}'
+    path.write_text(f"{plan}\n{summary}\n")
+    html = client.get("/ui/attribution").text
+    assert "12 arcs scanned, 1 would change" in html and "clusters/2026-11-30/c-1.md" in html
+
+
+def test_the_project_search_answers_as_post_search(client, planted: Planted) -> None:
+    word = sorted(planted.owned["acme/web"])[0]
+    api = client.post("/search", json={"query": word, "project": "acme/web", "limit": 10}).json()
+    page = client.get("/ui/project", params={"project": "acme/web", "q": word}).text
+    assert f"{api['count']} result" in page
+    for r in api["results"]:
+        assert r["key"] in page
