@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import stat
+import subprocess
+import sys
+import termios
+import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from brain_cli import agent_config
-from brain_kernel.settings import Settings
-from tests.support.harness import brain, make_settings
+from brain_kernel.settings import KERNEL_VARIABLES, Settings
+from tests.support.harness import Served, brain, make_settings, serve_brain
+from tests.support.servers import free_port, stop
 
 BRAIN = "/opt/brain env/bin/brain"  # a space: the hook command must quote it
 TOKEN = "s3cret-token-value"
@@ -94,7 +106,10 @@ model = "gpt-5-mini"
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings under tmp_path, and HOME there too: the client file goes where the hook reads it (``config_dir()``)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     return make_settings(tmp_path, None)
 
 
@@ -153,7 +168,7 @@ def test_connect_claude_adds_hooks_and_server_and_keeps_the_others(settings: Set
     assert hooks_file.read_text().startswith('{\n  "model": "opus",\n  "hooks": {\n    "SessionStart": [\n')  # two-space indent
     servers = json.loads(mcp_file.read_text())["mcpServers"]
     assert list(servers) == ["github", "brain"]
-    assert servers["brain"] == {"type": "stdio", "command": BRAIN, "args": ["mcp"]}
+    assert servers["brain"] == {"type": "stdio", "command": BRAIN, "args": ["mcp", "--remote", "http://kernel:8080"]}  # the hooks' kernel
     backups = sorted(p.name for p in hooks_file.parent.glob("settings.json.brain-backup-*"))
     assert len(backups) == 1 and (hooks_file.parent / backups[0]).read_text() == CLAUDE_SETTINGS
 
@@ -227,7 +242,7 @@ def test_codex_gets_hooks_json_and_a_toml_block(settings: Settings, token_file: 
     text = config.read_text()
     assert text.startswith(CODEX_CONFIG + "\n" + agent_config.TOML_BEGIN)  # appended, the rest untouched
     parsed = tomllib.loads(text)
-    assert parsed["mcp_servers"]["brain"] == {"command": BRAIN, "args": ["mcp"]}
+    assert parsed["mcp_servers"]["brain"] == {"command": BRAIN, "args": ["mcp", "--remote", "http://kernel:8080"]}
     assert parsed["mcp_servers"]["docs"]["command"] == "npx" and parsed["profiles"]["fast"]["model"] == "gpt-5-mini"
 
 
@@ -245,12 +260,24 @@ def test_the_token_goes_to_the_client_file_only(settings: Settings, token_file: 
             assert TOKEN not in path.read_text(), path
 
 
-def test_the_token_is_prompted_when_no_file_gives_it(settings: Settings, tmp_path: Path) -> None:
-    result = brain(settings, "connect", "claude", "--brain", BRAIN, "--no-mcp", input="typed-token\n")
+def test_no_token_is_asked_of_a_kernel_that_does_not_answer_and_the_summary_says_so(settings: Settings) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    result = brain(settings, "connect", "claude", "--brain", BRAIN, "--no-mcp", "--url", down, input="typed-token\n")
     assert result.exit_code == 0, result.stderr
+    assert "Token for" not in result.stdout + result.stderr  # no prompt
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["token_note"].startswith(f"none: {down} did not answer") and "--token-file" in result.stderr
     client = json.loads((settings.user_home / ".config" / "brain" / "client.json").read_text())
-    assert client == {"url": "http://127.0.0.1:8080", "token": "typed-token"}
+    assert client == {"url": down, "token": ""}
     assert not (settings.user_home / ".claude.json").exists()  # --no-mcp
+
+
+def test_a_kernel_with_auth_off_gets_an_empty_token_without_a_prompt(served: Served, settings: Settings) -> None:
+    result = brain(settings, "connect", "codex", "--brain", BRAIN, "--url", served.base, input="typed-token\n")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["token_note"] == f"none: {served.base} answers without a token (auth off)"
+    assert json.loads(Path(summary["client_file"]).read_text()) == {"url": served.base, "token": ""}
 
 
 def test_project_scope_writes_the_repository_files(settings: Settings, token_file: Path, tmp_path: Path) -> None:
@@ -258,7 +285,7 @@ def test_project_scope_writes_the_repository_files(settings: Settings, token_fil
     repo.mkdir()
     _connect(settings, "claude", token_file, "--scope", "project", "--project-dir", str(repo))
     assert "SessionStart" in json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
-    assert json.loads((repo / ".mcp.json").read_text())["mcpServers"]["brain"]["args"] == ["mcp"]
+    assert json.loads((repo / ".mcp.json").read_text())["mcpServers"]["brain"]["args"] == ["mcp", "--remote", "http://kernel:8080"]
     assert not (settings.user_home / ".claude" / "settings.json").exists()
 
 
@@ -301,3 +328,121 @@ def test_a_symlinked_settings_file_stays_a_symlink(settings: Settings, token_fil
     assert link.is_symlink() and "hook claude stop" in (dotfiles / "settings.json").read_text()
     assert brain(settings, "disconnect", "claude").exit_code == 0
     assert link.is_symlink() and (dotfiles / "settings.json").read_text() == CLAUDE_SETTINGS
+
+
+def test_the_client_file_goes_to_xdg_config_home_as_the_hook_reads_it(
+    settings: Settings, token_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    hooks_file, mcp_file = _claude_files(settings)
+    summary = _connect(settings, "claude", token_file)
+    assert summary["client_file"] == str(tmp_path / "xdg" / "brain" / "client.json")
+    assert json.loads((tmp_path / "xdg" / "brain" / "client.json").read_text())["token"] == TOKEN
+    assert not (settings.user_home / ".config").exists()
+    # The hook finds it there by itself: no command names it.
+    assert "--client-file" not in hooks_file.read_text() + mcp_file.read_text()
+
+
+def test_a_config_dir_elsewhere_is_named_on_every_command(settings: Settings, token_file: Path, tmp_path: Path) -> None:
+    hooks_file, mcp_file = _claude_files(settings)
+    _, config = _codex_files(settings)
+    elsewhere = tmp_path / "elsewhere"
+    client = str(elsewhere / "client.json")
+    _connect(settings, "claude", token_file, "--config-dir", str(elsewhere))
+    _connect(settings, "codex", token_file, "--config-dir", str(elsewhere))
+    assert json.loads(Path(client).read_text()) == {"url": "http://kernel:8080", "token": TOKEN}
+    assert not (settings.user_home / ".config").exists()
+    data = json.loads(hooks_file.read_text())
+    for event, name in (("SessionStart", "session-start"), ("UserPromptSubmit", "prompt-submit"), ("Stop", "stop"), ("SubagentStop", "subagent-stop")):
+        assert _commands(data, event)[-1] == f"'/opt/brain env/bin/brain' hook claude {name} --client-file {client}"
+    args = ["mcp", "--remote", "http://kernel:8080", "--client-file", client]
+    assert json.loads(mcp_file.read_text())["mcpServers"]["brain"]["args"] == args
+    assert tomllib.loads(config.read_text())["mcp_servers"]["brain"]["args"] == args
+    assert _connect(settings, "claude", token_file, "--config-dir", str(elsewhere))["changed"] == []
+    assert brain(settings, "disconnect", "claude", "--config-dir", str(elsewhere)).exit_code == 0
+    assert brain(settings, "disconnect", "codex", "--config-dir", str(elsewhere)).exit_code == 0
+    assert hooks_file.read_text() == CLAUDE_SETTINGS and mcp_file.read_text() == CLAUDE_JSON and config.read_text() == CODEX_CONFIG
+
+
+def test_the_registered_mcp_server_serves_the_kernel_the_hooks_use(served: Served, settings: Settings, tmp_path: Path) -> None:
+    _claude_files(settings)
+    result = brain(settings, "connect", "claude", "--url", served.base)  # this brain, by its absolute path
+    assert result.exit_code == 0, result.stderr
+    entry = json.loads((settings.user_home / ".claude.json").read_text())["mcpServers"]["brain"]
+    assert Path(entry["command"]).is_absolute() and entry["args"] == ["mcp", "--remote", served.base]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(KERNEL_VARIABLES) and not k.startswith("XDG_")}
+    env["HOME"] = str(settings.user_home)
+    work = tmp_path / "work"
+    work.mkdir()
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env, cwd=str(work))
+    answers: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with Client(stdio_client(params), read_timeout_seconds=30) as client:
+            lesson = {"type": "lesson", "content": "Lesson: one memory for the hooks and the tools.", "attrs": {"source": "connect-test"}}
+            answers["marker"] = await client.call_tool("brain_marker", lesson)
+
+    anyio.run(session)
+    marker = answers["marker"]
+    assert not marker.is_error, marker.content
+    assert (served.settings.vault / marker.structured_content["vault_path"]).is_file()  # written by the kernel in the client file
+    assert list(work.iterdir()) == []
+
+
+def _connect_on_a_terminal(settings: Settings, url: str, typed: str) -> tuple[int, str]:
+    """``brain connect claude`` with a pseudo-terminal as stdin (a person at a shell): (exit code, what it showed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(KERNEL_VARIABLES)}
+    env.update(settings.to_environ())
+    env["HOME"] = str(settings.user_home)
+    main, side = pty.openpty()
+    command = [sys.executable, "-m", "brain_cli", "connect", "claude", "--brain", BRAIN, "--no-mcp", "--url", url]
+    # A session of its own: no controlling terminal to open as /dev/tty, so the hidden prompt reads the pty.
+    proc = subprocess.Popen(command, stdin=side, stdout=side, stderr=side, env=env, start_new_session=True)
+    os.close(side)
+    shown, sent = b"", False
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(main, 4096)
+                except OSError:
+                    break  # the other side closed: the process ended
+                if not chunk:
+                    break
+                shown += chunk
+            # Type once the prompt has turned echo off: getpass flushes what was typed before.
+            if not sent and b"Token for" in shown and not termios.tcgetattr(main)[3] & termios.ECHO:
+                os.write(main, typed.encode() + b"\n")
+                sent = True
+            elif proc.poll() is not None:
+                break
+        return proc.wait(10), shown.decode(errors="replace")
+    finally:
+        os.close(main)
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.slow
+def test_a_kernel_that_wants_a_token_is_prompted_for_on_a_terminal_only(settings: Settings, database_url: str, tmp_path: Path) -> None:
+    from brain_kernel.vault_store import Vault
+
+    (tmp_path / "kernel").mkdir()
+    kernel = make_settings(tmp_path / "kernel", database_url, tokens=[TOKEN])
+    Vault(kernel.vault).scaffold()
+    proc, base = serve_brain(kernel, workers=1)
+    try:
+        piped = brain(settings, "connect", "claude", "--brain", BRAIN, "--no-mcp", "--url", base, input="typed\n")
+        code, shown = _connect_on_a_terminal(settings, base, TOKEN)
+    finally:
+        stop(proc, 15)
+    assert piped.exit_code == 0, piped.stderr
+    assert "Token for" not in piped.stdout + piped.stderr
+    assert json.loads(piped.stdout.strip().splitlines()[-1])["token_note"].startswith(f"none: {base} needs a token and stdin is not a terminal")
+    assert code == 0, shown
+    assert f"Token for {base}" in shown and TOKEN not in shown  # hidden as typed
+    summary = json.loads(shown.strip().splitlines()[-1])
+    assert summary["token_note"] == "typed at the prompt"
+    assert json.loads((settings.user_home / ".config" / "brain" / "client.json").read_text()) == {"url": base, "token": TOKEN}

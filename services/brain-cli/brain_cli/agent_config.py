@@ -38,9 +38,15 @@ class HookSpec:
     brain_event: str
     timeout: int
 
-    def group(self, brain: str, agent: str) -> dict[str, Any]:
-        """The matcher group the agent's documentation gives: a matcher (where the event has one) and one command handler."""
-        handler = {"type": "command", "command": f"{shlex.quote(brain)} hook {agent} {self.brain_event}", "timeout": self.timeout}
+    def group(self, brain: str, agent: str, client_file: str | None = None) -> dict[str, Any]:
+        """The matcher group the agent's documentation gives: a matcher (where the event has one) and one command handler.
+
+        ``client_file``: a client file outside the hook's default place, named on the command (``--client-file``).
+        """
+        command = f"{shlex.quote(brain)} hook {agent} {self.brain_event}"
+        if client_file:
+            command += f" --client-file {shlex.quote(client_file)}"
+        handler = {"type": "command", "command": command, "timeout": self.timeout}
         return {"matcher": self.matcher, "hooks": [handler]} if self.matcher is not None else {"hooks": [handler]}
 
 
@@ -113,7 +119,7 @@ def without_hooks(data: dict[str, Any], agent: str) -> dict[str, Any]:
     return out
 
 
-def with_hooks(data: dict[str, Any], agent: str, brain: str, where: str) -> dict[str, Any]:
+def with_hooks(data: dict[str, Any], agent: str, brain: str, where: str, client_file: str | None = None) -> dict[str, Any]:
     """``data`` with our hooks installed: an identical group of ours stays where it is; a stale one is replaced at the end."""
     out = copy.deepcopy(data)
     specs = hook_specs(agent)
@@ -130,7 +136,7 @@ def with_hooks(data: dict[str, Any], agent: str, brain: str, where: str) -> dict
         groups = hooks.setdefault(spec.event, [])
         if not isinstance(groups, list):
             raise AgentConfigError(f"{where}: hooks.{spec.event} is not a list")
-        desired = spec.group(brain, agent)
+        desired = spec.group(brain, agent, client_file)
         mine = [g for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list) and any(is_our_handler(h, agent) for h in g["hooks"])]
         if mine == [desired]:
             continue
@@ -139,9 +145,14 @@ def with_hooks(data: dict[str, Any], agent: str, brain: str, where: str) -> dict
     return out
 
 
-def mcp_server(brain: str) -> dict[str, Any]:
+def mcp_args(url: str, client_file: str | None = None) -> list[str]:
+    """``brain``'s arguments for the MCP server: ``mcp --remote URL``, the kernel the hooks use (ADR 0043), and the client file when it is not the default one."""
+    return ["mcp", "--remote", url, *(["--client-file", client_file] if client_file else [])]
+
+
+def mcp_server(brain: str, url: str, client_file: str | None = None) -> dict[str, Any]:
     """Claude Code's entry for a stdio server, as ``claude mcp add`` writes it."""
-    return {"type": "stdio", "command": brain, "args": ["mcp"]}
+    return {"type": "stdio", "command": brain, "args": mcp_args(url, client_file)}
 
 
 def _is_our_server(entry: object) -> bool:
@@ -151,15 +162,16 @@ def _is_our_server(entry: object) -> bool:
     return _runs_brain(shlex.join([str(entry.get("command", "")), *map(str, args)]), "mcp") if isinstance(args, list) else False
 
 
-def with_mcp_server(data: dict[str, Any], brain: str, where: str) -> dict[str, Any]:
-    """``data`` with ``mcpServers.brain`` running ``brain mcp``; a server named brain that runs something else is refused."""
+def with_mcp_server(data: dict[str, Any], brain: str, url: str, where: str, client_file: str | None = None) -> dict[str, Any]:
+    """``data`` with ``mcpServers.brain`` running ``brain mcp --remote URL``; a server named brain that runs something else is refused."""
     out = copy.deepcopy(data)
     servers = _object(out, "mcpServers", where)
     current = servers.get(SERVER_NAME)
     if current is not None and not _is_our_server(current):
         raise AgentConfigError(f"{where}: an MCP server named {SERVER_NAME!r} that brain connect did not write is there; remove it or pass --no-mcp")
-    if current != mcp_server(brain):
-        servers[SERVER_NAME] = mcp_server(brain)
+    desired = mcp_server(brain, url, client_file)
+    if current != desired:
+        servers[SERVER_NAME] = desired
     return out
 
 
@@ -186,13 +198,13 @@ def dump_json(data: Any, like: str | None) -> str:
     return json.dumps(data, indent=indent, ensure_ascii=False) + newline
 
 
-def toml_block(agent: str, brain: str) -> str:
-    """Our ``[mcp_servers.brain]`` table between marker comments (TOML basic strings take JSON's escapes)."""
+def toml_block(agent: str, brain: str, url: str, client_file: str | None = None) -> str:
+    """Our ``[mcp_servers.brain]`` table between marker comments (TOML basic strings and arrays take JSON's escapes)."""
     return (
         f"{TOML_BEGIN}: added by `brain connect {agent}`; `brain disconnect {agent}` removes it\n"
         f"[mcp_servers.{SERVER_NAME}]\n"
         f"command = {json.dumps(brain)}\n"
-        f'args = ["mcp"]\n'
+        f"args = {json.dumps(mcp_args(url, client_file))}\n"
         f"{TOML_END}\n"
     )
 

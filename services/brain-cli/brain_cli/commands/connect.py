@@ -5,7 +5,15 @@ module reads and writes the files. Every file it changes is backed up first
 (``<file>.brain-backup-<stamp>``) and written atomically; a file whose edit
 changes nothing is not written, so a rerun is byte for byte a no-op. The
 kernel's URL and token go to the per-user client file (mode 0600), never into
-the agent's files.
+the agent's files: where the hook reads it (``brain_cli.hook.kernel.config_dir``),
+or under ``--config-dir``, which every command connect writes then names
+(``--client-file``). The MCP server it registers is ``brain mcp --remote URL``,
+the kernel the hooks use (ADR 0043).
+
+The token: ``--token-file``, else the client file's, else a prompt, but only
+when the kernel says it needs one (``GET /signal`` without a token answers
+401) and stdin is a terminal; otherwise it is left empty and the summary says
+why (``token_note``).
 
 Byte-for-byte disconnect: ``connect-state.json`` beside the client file keeps,
 per file connect changed, the backup of the file as it was (or that there was
@@ -35,6 +43,7 @@ import typer
 
 from brain_cli import agent_config
 from brain_cli.common import load_settings, operator_errors
+from brain_cli.hook.kernel import config_dir as default_config_dir
 from brain_kernel.errors import ConfigError
 from brain_kernel.settings import Settings
 
@@ -43,6 +52,9 @@ SCOPES = ("user", "project")
 CLIENT_FILE = "client.json"
 STATE_FILE = "connect-state.json"
 DEFAULT_URL = "http://127.0.0.1:8080"
+PROBE_PATH = "/signal"  # authenticated, and reads one file: no database, no embedder
+PROBE_TIMEOUT_S = 2.0
+AUTH_ON, AUTH_OFF, NO_ANSWER = "on", "off", "no answer"
 
 
 @dataclass(frozen=True)
@@ -55,14 +67,31 @@ class Target:
     same: Callable[[str, str], bool]  # whether two texts of this file hold the same configuration
 
 
-def client_dir(settings: Settings, config_dir: Path | None) -> Path:
-    """The per-user client folder: --config-dir, else ``$XDG_CONFIG_HOME/brain`` when settings carry it, else ``~/.config/brain``."""
-    if config_dir is not None:
-        return config_dir.expanduser()
-    base = getattr(settings, "config_home", None)  # an XDG_CONFIG_HOME field, when the settings object has one
-    if not isinstance(base, Path) or not base.is_absolute():
-        base = settings.user_home / ".config"
-    return (base / "brain").expanduser()
+def client_dir(config_dir: Path | None) -> Path:
+    """The per-user client folder: --config-dir, else the hook's (``$XDG_CONFIG_HOME/brain``, default ``~/.config/brain``)."""
+    return config_dir.expanduser() if config_dir is not None else default_config_dir()
+
+
+def named_client_file(folder: Path) -> str | None:
+    """The client file's absolute path when it is not where the hook looks by itself (the commands must name it), else None."""
+    path = (folder / CLIENT_FILE).absolute()
+    return None if path == (default_config_dir() / CLIENT_FILE).absolute() else str(path)
+
+
+def auth_probe(url: str) -> str:
+    """Whether the kernel at ``url`` wants a token: ``GET /signal`` without one, within 2 s (ADR 0043).
+
+    401 or 403: on; a success: off (no tokens configured); anything else, or no answer: cannot tell.
+    """
+    import httpx
+
+    try:
+        answer = httpx.get(url.rstrip("/") + PROBE_PATH, timeout=PROBE_TIMEOUT_S, follow_redirects=False)
+    except httpx.HTTPError:
+        return NO_ANSWER
+    if answer.status_code in (401, 403):
+        return AUTH_ON
+    return AUTH_OFF if answer.is_success else NO_ANSWER
 
 
 def brain_executable() -> str:
@@ -103,8 +132,8 @@ def _json_target(path: Path, install: Callable[[dict[str, Any]], dict[str, Any]]
     return Target(path, edit(install), edit(remove), lambda a, b: _load_json(a, path) == _load_json(b, path))
 
 
-def _toml_target(path: Path, agent: str, brain: str) -> Target:
-    block = agent_config.toml_block(agent, brain)
+def _toml_target(path: Path, agent: str, brain: str, url: str, client_file: str | None) -> Target:
+    block = agent_config.toml_block(agent, brain, url, client_file)
 
     def load(text: str) -> dict[str, Any]:
         try:
@@ -123,23 +152,30 @@ def _toml_target(path: Path, agent: str, brain: str) -> Target:
     return Target(path, install, agent_config.without_toml_block, lambda a, b: load(a) == load(b))
 
 
-def targets(agent: str, scope: str, settings: Settings, project: Path, brain: str, mcp: bool) -> list[Target]:
-    """The files of ``agent`` at ``scope``: where its hooks and its MCP servers live, per its documentation."""
+def targets(
+    agent: str, scope: str, settings: Settings, project: Path, brain: str, mcp: bool, url: str = DEFAULT_URL, client_file: str | None = None
+) -> list[Target]:
+    """The files of ``agent`` at ``scope``: where its hooks and its MCP servers live, per its documentation.
+
+    The hooks and the MCP server get ``--client-file`` when ``client_file`` is given; the server serves ``url``'s kernel.
+    """
 
     def hooks(path: Path) -> Target:
-        return _json_target(path, lambda d: agent_config.with_hooks(d, agent, brain, str(path)), lambda d: agent_config.without_hooks(d, agent))
+        return _json_target(path, lambda d: agent_config.with_hooks(d, agent, brain, str(path), client_file), lambda d: agent_config.without_hooks(d, agent))
 
     if agent == "claude":
         hooks_file = (settings.resolved_claude_dir.parent if scope == "user" else project / ".claude") / "settings.json"
         mcp_file = settings.user_home / ".claude.json" if scope == "user" else project / ".mcp.json"
         out = [hooks(hooks_file)]
         if mcp:
-            out.append(_json_target(mcp_file, lambda d: agent_config.with_mcp_server(d, brain, str(mcp_file)), agent_config.without_mcp_server))
+            out.append(
+                _json_target(mcp_file, lambda d: agent_config.with_mcp_server(d, brain, url, str(mcp_file), client_file), agent_config.without_mcp_server)
+            )
         return out
     folder = settings.resolved_codex_dir if scope == "user" else project / ".codex"
     out = [hooks(folder / "hooks.json")]
     if mcp:
-        out.append(_toml_target(folder / "config.toml", agent, brain))
+        out.append(_toml_target(folder / "config.toml", agent, brain, url, client_file))
     return out
 
 
@@ -237,6 +273,26 @@ def _stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
 
 
+def _token(url: str, token_file: Path | None, existing: dict[str, Any], dry_run: bool) -> tuple[str, str]:
+    """(the token, where it came from): never prompted for a kernel that does not ask for one, nor without a terminal."""
+    if token_file is not None:
+        return token_file.expanduser().read_text().strip(), "from --token-file"
+    kept = existing.get("token")
+    if isinstance(kept, str) and kept:
+        return kept, "kept from the client file"
+    if dry_run:
+        return "", "none: a dry run asks nothing"
+    auth = auth_probe(url)
+    if auth == AUTH_OFF:
+        return "", f"none: {url} answers without a token (auth off)"
+    if auth == NO_ANSWER:
+        return "", f"none: {url} did not answer; if it needs a token, run connect again with --token-file"
+    if not sys.stdin.isatty():
+        return "", f"none: {url} needs a token and stdin is not a terminal; run connect again with --token-file"
+    typed = typer.prompt(f"Token for {url}", default="", hide_input=True, show_default=False)
+    return typed.strip(), "typed at the prompt" if typed.strip() else "none: nothing typed"
+
+
 AgentArgument = typer.Argument(..., help="The agent whose configuration to edit: claude or codex. Example: claude")
 ScopeOption = typer.Option(
     "user", "--scope", help="user (~/.claude, ~/.claude.json, ~/.codex) or project (./.claude, ./.mcp.json, ./.codex). Example: --scope project"
@@ -244,7 +300,10 @@ ScopeOption = typer.Option(
 ProjectOption = typer.Option(None, "--project-dir", help="The repository --scope project edits (default: the working folder). Example: --project-dir ~/dev/api")
 DryRunOption = typer.Option(False, "--dry-run", help="Print a unified diff of every change and write nothing. Example: --dry-run")
 ConfigDirOption = typer.Option(
-    None, "--config-dir", help="The per-user brain folder holding client.json (default ~/.config/brain). Example: --config-dir ~/.config/brain"
+    None,
+    "--config-dir",
+    help="The per-user brain folder holding client.json (default $XDG_CONFIG_HOME/brain, else ~/.config/brain; another folder is named "
+    "on every command connect writes, as --client-file). Example: --config-dir ~/.config/brain",
 )
 BrainOption = typer.Option(
     None, "--brain", help="The brain executable the agent runs (default: this one's absolute path). Example: --brain /usr/local/bin/brain"
@@ -258,10 +317,13 @@ def connect(
         None, "--url", help=f"The kernel's URL (default: the client file's, else {DEFAULT_URL}). Example: --url https://brain.internal"
     ),
     token_file: Path | None = typer.Option(
-        None, "--token-file", help="A file holding the kernel token (default: the client file's, else a prompt). Example: --token-file ~/.brain-token"
+        None,
+        "--token-file",
+        help="A file holding the kernel token (default: the client file's; else a prompt, only when the kernel answers 401 and stdin is a "
+        "terminal; else none). Example: --token-file ~/.brain-token",
     ),
     scope: str = ScopeOption,
-    mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also register `brain mcp` as the agent's MCP server (default on). Example: --no-mcp"),
+    mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Also register `brain mcp --remote URL` as the agent's MCP server (default on). Example: --no-mcp"),
     dry_run: bool = DryRunOption,
     project_dir: Path | None = ProjectOption,
     config_dir: Path | None = ConfigDirOption,
@@ -271,35 +333,35 @@ def connect(
 
     Hooks for session start, prompt submit, stop and subagent stop run
     `<brain> hook <agent> <event>` with a timeout; the MCP server runs
-    `<brain> mcp`. Every hook and server already there is kept, a rerun
-    changes nothing, and each changed file is backed up as
-    <file>.brain-backup-<stamp>. The URL and token go to the client file
-    (~/.config/brain/client.json, mode 0600), never into the agent's files.
-    The last stdout line is a JSON summary.
+    `<brain> mcp --remote <url>`, the same kernel, so one memory. Every hook
+    and server already there is kept, a rerun changes nothing, and each
+    changed file is backed up as <file>.brain-backup-<stamp>. The URL and
+    token go to the client file ($XDG_CONFIG_HOME/brain/client.json, default
+    ~/.config/brain/client.json, mode 0600), never into the agent's files.
+    With no token given or kept, connect asks the kernel (GET /signal, 2 s)
+    whether it needs one and prompts only then, on a terminal; otherwise the
+    token is empty and token_note in the summary says why. The last stdout
+    line is a JSON summary.
 
     Example: brain connect claude --url https://brain.internal --token-file ~/.brain-token
     """
     _check(agent, scope)
     settings = load_settings()
-    folder = client_dir(settings, config_dir)
+    folder = client_dir(config_dir)
     executable = os.path.abspath(os.path.expanduser(brain)) if brain else brain_executable()
     project = (project_dir or Path.cwd()).expanduser().resolve()
     existing = _existing_client(folder)
-    chosen_url = url or existing.get("url") or DEFAULT_URL
-    if token_file is not None:
-        token = token_file.expanduser().read_text().strip()
-    elif isinstance(existing.get("token"), str):
-        token = existing["token"]
-    elif dry_run:
-        token = ""
-    else:
-        token = typer.prompt("Kernel token (empty for none)", default="", hide_input=True, show_default=False)
+    chosen_url = str(url or existing.get("url") or DEFAULT_URL).rstrip("/")
+    if not chosen_url.startswith(("http://", "https://")):
+        raise ConfigError(f"--url {chosen_url!r}: the kernel's URL starts with http:// or https://")
+    token, note = _token(chosen_url, token_file, existing, dry_run)
+    client_file = named_client_file(folder)
 
     stamp = _stamp()
     state = _load_state(folder)
     summary: dict[str, Any] = {"agent": agent, "scope": scope, "changed": [], "unchanged": [], "backups": [], "dry_run": dry_run}
     edits = []
-    for target in targets(agent, scope, settings, project, executable, mcp):
+    for target in targets(agent, scope, settings, project, executable, mcp, chosen_url, client_file):
         before = _read(target.path)
         after = target.install(before or "")
         edits.append((target, before, after))  # every file is checked before any is written
@@ -330,6 +392,9 @@ def connect(
             _save_state(folder, state)
         summary["client_file"] = str(write_client_file(folder, chosen_url, token))
     summary["url"] = chosen_url
+    summary["token_note"] = note
+    if note.startswith("none"):
+        typer.echo(f"token: {note}", err=True)
     if agent == "codex" and summary["changed"] and not dry_run:
         typer.echo("codex: review and trust the new hooks with /hooks in Codex before they run", err=True)
     typer.echo(json.dumps(summary))
@@ -355,7 +420,7 @@ def disconnect(
     """
     _check(agent, scope)
     settings = load_settings()
-    folder = client_dir(settings, config_dir)
+    folder = client_dir(config_dir)
     project = (project_dir or Path.cwd()).expanduser().resolve()
     stamp = _stamp()
     state = _load_state(folder)
