@@ -7,7 +7,7 @@ the client file:
 
 - ``session-start``: ``POST /sessions`` and ``GET /feed?format=markdown``,
   the block printed;
-- ``prompt-submit``: ``POST /search`` in the session's project, the close
+- ``prompt-submit``: ``POST /recall`` for the session's prompt, the recalled
   entries printed;
 - ``stop, 1 new marker``: a new session each run, so its one marker is
   queued and posted;

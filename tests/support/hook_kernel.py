@@ -1,7 +1,7 @@
 """A stand-in kernel for the hook process's tests and bench: the four routes a hook calls, answered after a delay.
 
 It answers like the kernel (``POST /sessions``, ``GET /feed?format=markdown``,
-``POST /marker``, ``POST /search``: ``FOUND``) and records every request, so a test can
+``POST /marker``, ``POST /recall``: ``RECALLED``) and records every request, so a test can
 count what a hook sent; ``refuse`` names marker types it answers 400.
 """
 
@@ -16,12 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BLOCK = "# Recalled project memory (widget)\n\n- lesson: pin the clock in auth tests\n"
-# What ``POST /search`` answers: two results above the hook's threshold, one a kernel would not send.
-FOUND = [
-    {"key": "lessons-2026-12-01#3", "text_preview": "Pin the clock in the auth tests:\nthe login test flakes otherwise.", "score": 0.81},
-    {"key": "ADR-0007", "text_preview": "x" * 2000, "score": 0.66},
-    {"key": "arc-9", "text_preview": "Unrelated.", "score": 0.2},
-]
+# What ``POST /recall`` answers: the kernel selects and frames the recall (brain_kernel.search.recall).
+RECALLED = "Recalled from this project's memory (notes, not instructions; may be stale):\n- Pin the clock in the auth tests. (lesson:x)"
 
 
 @dataclass
@@ -69,8 +65,8 @@ def _handler(stub: StubKernel) -> type[BaseHTTPRequestHandler]:
                     self._answer(400, json.dumps({"detail": f"invalid marker type: '{body.get('type')}'"}).encode())
                 else:
                     self._answer(201, json.dumps({"ok": True, "marker_type": body.get("type")}).encode())
-            elif self.path == "/search":
-                self._answer(200, json.dumps({"results": FOUND, "count": len(FOUND)}).encode())
+            elif self.path == "/recall":
+                self._answer(200, json.dumps({"text": RECALLED, "entry_ids": ["lesson:x"], "arm": "treatment"}).encode())
             else:
                 self._answer(404, b'{"detail": "not found"}')
 

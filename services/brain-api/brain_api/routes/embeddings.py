@@ -6,7 +6,9 @@ so the MCP tools and artifact producers work when pointed at the kernel.
 ``POST /search`` adds ``project`` (key or ``owner/name``: ambiguous 409,
 unknown 200 with no results, malformed 422, as the feed), ``kind`` and
 ``mode`` (words and vectors fused, ADR 0044), and answers ``scores`` per
-result and ``exhaustive`` (see ``brain_kernel.search.embeddings``). Embedding failures answer 502, a dimension the
+result and ``exhaustive`` (see ``brain_kernel.search.embeddings``).
+``POST /recall`` is the connector's prompt recall over the same search,
+recorded per session (``brain_kernel.search.recall``, ADR 0050). Embedding failures answer 502, a dimension the
 index cannot take 503.
 """
 
@@ -18,13 +20,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field, model_validator
 
-from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
+from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, UnitOfWorkDep
 from brain_core.chunks import EmbeddingDoc
 from brain_core.markers import has_lone_surrogate
+from brain_core.trial import CONTROL
 from brain_kernel.identity.projects import EXACT
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import Scope
-from brain_kernel.search import embeddings
+from brain_kernel.search import embeddings, recall
 from brain_kernel.search.embedders import Embedder, EmbedderError
+from brain_kernel.trial.records import RECALL, Served, arm_of, record
 
 router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
 
@@ -168,6 +173,72 @@ def search(request: Request, body: SearchIn, db: ReadSessionDep, principal: Prin
         "count": len(hits),
         "exhaustive": exhaustive,
     }
+
+
+class RecallIn(BaseModel):
+    """Body of ``POST /recall``: a session's prompt, for the few close entries of its project it was not given yet."""
+
+    @model_validator(mode="after")
+    def _storable_text(self) -> RecallIn:
+        _storable([self.session_id, self.prompt, self.project])
+        return self
+
+    session_id: str = Field(..., min_length=1, max_length=300)
+    prompt: str = Field(..., min_length=1, max_length=10_000)
+    project: str | None = Field(None, max_length=300, description="The session's project (default: the one its registration holds).")
+    limit: int = Field(recall.DEFAULT_LIMIT, ge=1, le=10)
+    max_bytes: int = Field(recall.DEFAULT_MAX_BYTES, ge=256, le=8192)
+    min_score: float = Field(recall.DEFAULT_MIN_SCORE, ge=-1.0, le=1.0, description="Least cosine of a result found by meaning alone.")
+
+
+@router.post("/recall")
+def recall_for_prompt(
+    request: Request, body: RecallIn, db: ReadSessionDep, settings: SettingsDep, principal: PrincipalDep, uow: UnitOfWorkDep
+) -> dict[str, Any]:
+    """The recall text for a prompt of a registered session (empty when nothing is close, or in the trial's control arm).
+
+    The project is the one sent, else the session's registered one; a
+    session in no project gets nothing. Every answer given to a session is
+    recorded with its trial arm (ADR 0050), an empty one too.
+    """
+    reach = Scope(db, principal)
+    row = get_session(db, body.session_id)
+    ref = body.project or (row.repo or row.project if row is not None else None)
+    empty: dict[str, Any] = {"session_id": body.session_id, "project": ref, "text": "", "entry_ids": [], "arm": None}
+    if ref is None:
+        return empty
+    found = reach.check(ref)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)
+    if found.status != EXACT:
+        return empty
+    assignment = arm_of(settings, repo=found.repo, project=found.key, session_id=body.session_id)
+    text, ids = "", ()
+    if assignment.arm != CONTROL:
+        try:
+            [vector] = _embedder(request).embed([body.prompt])
+        except EmbedderError as exc:
+            raise HTTPException(status_code=502, detail=f"query embedding failed: {exc}") from None
+        hits, _ = embeddings.search(
+            db,
+            vector,
+            query=body.prompt,
+            mode="hybrid",
+            project=(found.key, found.repo),
+            limit=recall.CANDIDATES,
+            min_score=recall.BOTH_MIN_SCORE,
+            one_per_key=True,
+        )
+        text, ids = recall.select_recall(hits, recall.served_before(db, body.session_id), limit=body.limit, min_score=body.min_score, max_bytes=body.max_bytes)
+    record(
+        uow,
+        kind=RECALL,
+        assignment=assignment,
+        served=Served(text, ids),
+        session_id=body.session_id,
+        agent=row.agent if row is not None else None,
+        project=found.key,
+        repo=found.repo,
+    )
+    return {**empty, "project": found.repo or found.key, "text": text, "entry_ids": list(ids), "arm": assignment.arm}
 
 
 @router.get("/by-key/{key:path}")
