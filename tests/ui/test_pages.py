@@ -188,3 +188,15 @@ def test_the_project_search_answers_as_post_search(client, planted: Planted) -> 
     assert f"{api['count']} result" in page
     for r in api["results"]:
         assert r["key"] in page
+
+
+def test_the_timeline_marks_a_retracted_entry(client, planted: Planted) -> None:
+    from urllib.parse import quote
+
+    written = client.post("/marker", json={"type": "lesson", "content": "A lesson to withdraw soon.", "attrs": {"repo": "acme/web", "title": "Withdrawn one"}})
+    assert written.status_code == 201, written.text
+    r = client.post(f"/entries/{quote(written.json()['entry_id'], safe='/:')}/retract", json={"reason": "wrong"})
+    assert r.status_code == 200, r.text
+    page = client.get("/ui/project", params={"project": "acme/web"}).text
+    row = re.search(r"<tr class=\"kind-lesson\">(?:(?!</tr>).)*Withdrawn one(?:(?!</tr>).)*</tr>", page, re.S)
+    assert row and 'class="state-retracted">retracted<' in row.group(0)

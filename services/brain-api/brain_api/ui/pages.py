@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from brain_api.deps import ClockDep, ReadSessionDep, SettingsDep, VaultDep
 from brain_api.routes import embeddings as search_route
 from brain_api.ui import auth, charts, reads, views
+from brain_core.curation import state_of
 from brain_core.heat import HeatRules
 from brain_core.keys import InvalidKey
 from brain_core.membership import signal_is_fleet
@@ -130,14 +131,9 @@ def heat_rules(settings: Settings) -> HeatRules:
     )
 
 
-def entry_state(record: Any, now: dt.datetime) -> str | None:
-    """HOOK POINT for curation states (superseded, retracted, expired): None until the curation work lands in the index.
-
-    Once it has, this returns the entry's state from its row (``status``
-    superseded/retracted, ``metadata.valid_until`` passed) and the project
-    page's timeline shows it in its State column.
-    """
-    return None
+def entry_state(record: Any, now: dt.datetime) -> str:
+    """An entry's curation state as the feeds judge it (ADR 0048): live, superseded, retracted or expired."""
+    return state_of(record.status, record.meta, now)
 
 
 @router.get("/ui/project", response_class=HTMLResponse, summary="The operator pages: one project")
@@ -192,7 +188,6 @@ def project_page(
         arcs=arcs,
         weeks=weeks,
         timeline=timeline,
-        states=any(state for _, state in timeline),
         q=q or "",
         results=results,
         error=error,

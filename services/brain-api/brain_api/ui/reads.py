@@ -13,6 +13,7 @@ entries: docs/performance.md).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,14 +141,16 @@ def stored_refs(db: Session, refs: Sequence[str], *, top_n: int, lesson_days: in
 
 
 def timeline(db: Session, key: str, repo: str | None, *, limit: int = 150) -> list[EntryRecord]:
-    """P's newest lessons, decisions, milestones and signals (the feed's membership rule), newest first."""
+    """P's newest lessons, decisions, milestones and signals (the feed's membership rule), newest first, curated ones included."""
     stmt = (
-        select(*_LIST_COLUMNS)
+        select(*_LIST_COLUMNS, Entry.meta["valid_until"].astext)
         .where(Entry.kind.in_(TIMELINE_KINDS), member(key, repo, key_owned_sql(key, repo)))
         .order_by(Entry.occurred_at.desc().nulls_last(), Entry.id)
         .limit(limit)
     )
-    return _listed(db.execute(stmt).all())
+    rows = db.execute(stmt).all()
+    # Superseded, retracted and expired entries stay in the timeline, marked: the curation state reads status and valid_until.
+    return [dataclasses.replace(record, meta={"valid_until": row[-1]} if row[-1] else {}) for record, row in zip(_listed(rows), rows, strict=True)]
 
 
 # -- attribution ----------------------------------------------------------------------------------
