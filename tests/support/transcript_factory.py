@@ -45,8 +45,13 @@ def claude_lines(
     tools: Sequence[str] = ("Bash", "Edit"),
     minutes_per_turn: float = 2.0,
     filler_chars: int = 0,
+    failures: Sequence[str] = (),
+    said: Sequence[str] = (),
 ) -> list[str]:
-    """The lines of a Claude Code session: boilerplate first, then prompt/tool/answer turns."""
+    """The lines of a Claude Code session: boilerplate first, then prompt/tool/answer turns.
+
+    ``failures``: Bash commands that fail, one call each, after the turns; ``said``: assistant answers after them.
+    """
     base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session_id, "version": "2.0.31", "gitBranch": branch}
     lines = [json.dumps({"type": "summary", "summary": "Generated session", "leafUuid": "x"})]
     t = start
@@ -70,6 +75,20 @@ def claude_lines(
         t += dt.timedelta(minutes=minutes_per_turn)
         answer = {"id": f"msg_{n}_done", "role": "assistant", "content": [{"type": "text", "text": "Done: tests pass."}]}
         lines.append(json.dumps({**base, "type": "assistant", "message": answer, "uuid": f"a{n}z", "timestamp": _iso(t)}))
+    for k, command in enumerate(failures):
+        t += dt.timedelta(seconds=20)
+        call = {"type": "tool_use", "id": f"toolu_f{k}", "name": "Bash", "input": {"command": command}}
+        lines.append(
+            json.dumps(
+                {**base, "type": "assistant", "message": {"id": f"msg_f{k}", "role": "assistant", "content": [call]}, "uuid": f"f{k}", "timestamp": _iso(t)}
+            )
+        )
+        result = {"role": "user", "content": [{"tool_use_id": f"toolu_f{k}", "type": "tool_result", "content": "Exit code 1\nfailed", "is_error": True}]}
+        lines.append(json.dumps({**base, "type": "user", "message": result, "uuid": f"fr{k}", "timestamp": _iso(t)}))
+    for k, text in enumerate(said):
+        t += dt.timedelta(seconds=20)
+        answer = {"id": f"msg_s{k}", "role": "assistant", "content": [{"type": "text", "text": text}]}
+        lines.append(json.dumps({**base, "type": "assistant", "message": answer, "uuid": f"s{k}", "timestamp": _iso(t)}))
     return lines
 
 
@@ -142,8 +161,13 @@ def codex_lines(
     branch: str = "main",
     minutes_per_turn: float = 2.0,
     filler_chars: int = 0,
+    failures: Sequence[str] = (),
+    said: Sequence[str] = (),
 ) -> list[str]:
-    """The lines of a Codex rollout: session_meta, injected context, then prompt/call/answer turns."""
+    """The lines of a Codex rollout: session_meta, injected context, then prompt/call/answer turns.
+
+    ``failures``: shell commands that exit 1, one call each, after the turns; ``said``: assistant answers after them.
+    """
     t = start
     meta: dict[str, object] = {
         "id": session_id,
@@ -205,6 +229,16 @@ def codex_lines(
                 }
             )
         )
+    for k, command in enumerate(failures):
+        t += dt.timedelta(seconds=20)
+        call = {"type": "function_call", "name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", command]}), "call_id": f"call_f{k}"}
+        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": call}))
+        output = {"type": "function_call_output", "call_id": f"call_f{k}", "output": json.dumps({"output": "failed", "metadata": {"exit_code": 1}})}
+        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": output}))
+    for text in said:
+        t += dt.timedelta(seconds=20)
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        lines.append(json.dumps({"timestamp": _iso(t), "type": "response_item", "payload": message}))
     return lines
 
 

@@ -25,14 +25,24 @@ Every text kept from a transcript (prompts, the summary's title hint) is
 scrubbed of secrets (``brain_core.redact``) here, before it is clipped, so
 the bundle, the arcs and everything derived from them never carry one and a
 clip never cuts a secret into a piece the scrub no longer recognises.
+
+Failed tool calls are counted from what the agent was told (ADR 0050): a
+Claude ``tool_result`` with ``is_error`` (a call the operator refused is no
+failure), a Codex call output with a non-zero exit code or an error in place
+of a run. A shell command whose exact text fails again in the same session
+is a repeated failure; only a short digest of each failing command is kept.
+The assistant's own text is kept only when asked (``assistant_chars``, the
+last characters of it), for the trial's "recall used", and never leaves the
+job that asked: it is neither scrubbed nor put in the bundle.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +97,14 @@ _ERROR = re.compile(
     re.I,
 )
 _EXIT_CODE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
+# How a Codex call output says it failed when it carries no JSON exit code: the text forms of the shell
+# tools ("Exit code: 1", "Process exited with code 1") and the errors Codex answers in place of a run.
+_TEXT_EXIT_CODE = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)", re.M)
+_CALL_ERROR = re.compile(r"^\s*(?:error|execution error|failed to|unsupported call|apply_patch verification failed)\b", re.I)
+# Claude Code answers a call the operator turned down with an error result: a refusal, not a failure.
+_REFUSED = "The user doesn't want to proceed"
+_SHELL_TOOLS = frozenset({"Bash", "shell", "shell_command", "exec_command", "container.exec", "local_shell"})
+_PENDING_CALLS = 256  # calls awaiting their result whose command is kept; older ones are forgotten
 _ENV_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 
 # How much of a flattened text is scrubbed before it is clipped: far more than any clip keeps, and bounded,
@@ -145,6 +163,9 @@ class SessionSummary:
     resumed: bool = False
     joy_markers: int = 0
     error_markers: int = 0
+    failed_tool_calls: int = 0
+    failed_commands: Counter = field(default_factory=Counter)  # a failing shell command's digest -> its failures
+    assistant_text: str = ""  # the last ``assistant_chars`` of the assistant's text, when the parser was asked
     title_hint: str | None = None
     parent_session_id: str | None = None
     agent_id: str | None = None
@@ -169,6 +190,11 @@ class SessionSummary:
         return dict(ranked[:TOP_TOOLS])
 
     @property
+    def repeated_failures(self) -> int:
+        """Failures of a shell command beyond its first, over every command that failed more than once."""
+        return sum(count - 1 for count in self.failed_commands.values() if count > 1)
+
+    @property
     def num_turns(self) -> int:
         """User plus assistant turns (what ``--min-turns`` compares against)."""
         return self.num_user_turns + self.num_assistant_turns
@@ -185,6 +211,8 @@ class SessionSummary:
         self.num_tool_calls += sub.num_tool_calls
         self.tool_counts.update(sub.tool_counts)
         self.error_markers += sub.error_markers
+        self.failed_tool_calls += sub.failed_tool_calls
+        self.failed_commands.update(sub.failed_commands)
         if sub.start is not None and (self.start is None or sub.start < self.start):
             self.start = sub.start
         if sub.end is not None and (self.end is None or sub.end > self.end):
@@ -212,6 +240,8 @@ class SessionSummary:
             "resumed": self.resumed,
             "joy_markers": self.joy_markers,
             "error_markers": self.error_markers,
+            "failed_tool_calls": self.failed_tool_calls,
+            "repeated_failures": self.repeated_failures,
             "title_hint": self.title_hint,
             "subagents": self.subagents,
             "subagent_turns": self.subagent_turns,
@@ -225,10 +255,14 @@ class _Parser:
 
     agent = ""
 
-    def __init__(self, session_id: str = "") -> None:
+    def __init__(self, session_id: str = "", *, assistant_chars: int = 0) -> None:
         self.s = SessionSummary(session_id=session_id, agent=self.agent)
         self._last_compaction: dt.datetime | None = None
         self._seen_prompt = False
+        self._said: deque[str] = deque()
+        self._said_chars = 0
+        self._assistant_chars = assistant_chars
+        self._pending: dict[str, str | None] = {}  # call id -> its shell command (None: not a shell call)
 
     def feed(self, line: bytes | str) -> None:
         """Consume one line; never raises on bad input."""
@@ -264,7 +298,39 @@ class _Parser:
 
     def finish(self) -> SessionSummary:
         """The summary once every line is in."""
+        self._keep_said()
         return self.s
+
+    def _keep_said(self) -> None:
+        if self._said:
+            self.s.assistant_text = "\n".join(self._said)[-self._assistant_chars :]
+            self._said.clear()
+
+    def assistant_said(self, text: str) -> None:
+        """Keep the assistant's text when asked, only its last ``assistant_chars`` characters."""
+        if self._assistant_chars <= 0 or not text:
+            return
+        self._said.append(text[-self._assistant_chars :])
+        self._said_chars += len(self._said[-1]) + 1
+        while self._said_chars - len(self._said[0]) - 1 >= self._assistant_chars:
+            self._said_chars -= len(self._said.popleft()) + 1
+
+    def call_started(self, call_id: Any, name: Any, command: str | None) -> None:
+        """A tool call awaiting its result; a shell call keeps its command until then."""
+        if not isinstance(call_id, str) or not call_id:
+            return
+        if len(self._pending) >= _PENDING_CALLS:  # results that never came: forget the oldest call
+            self._pending.pop(next(iter(self._pending)))
+        self._pending[call_id] = command.strip() if command and name in _SHELL_TOOLS else None
+
+    def call_ended(self, call_id: Any, *, failed: bool) -> None:
+        """A tool call's result: a failure is counted, and a failing shell command by its digest."""
+        command = self._pending.pop(call_id, None) if isinstance(call_id, str) else None
+        if not failed:
+            return
+        self.s.failed_tool_calls += 1
+        if command:
+            self.s.failed_commands[hashlib.blake2b(command.encode("utf-8", "surrogatepass"), digest_size=8).digest()] += 1
 
     def stamp(self, value: Any) -> dt.datetime | None:
         when = parse_time(value)
@@ -324,8 +390,8 @@ class ClaudeParser(_Parser):
 
     agent = "claude"
 
-    def __init__(self, session_id: str = "", *, subagent: bool = False, parent_session_id: str | None = None) -> None:
-        super().__init__(session_id)
+    def __init__(self, session_id: str = "", *, subagent: bool = False, parent_session_id: str | None = None, assistant_chars: int = 0) -> None:
+        super().__init__(session_id, assistant_chars=assistant_chars)
         self._last_message_id: str | None = None
         self.subagent = subagent
         if subagent:
@@ -381,7 +447,9 @@ class ClaudeParser(_Parser):
         if self.subagent:
             # The parent agent's instructions and the tool results: only failed tools count.
             if isinstance(content, list):
-                self.s.error_markers += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("is_error"))
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        self._tool_result(block)
             return
         if obj.get("isCompactSummary"):
             self.compaction(when)
@@ -402,8 +470,8 @@ class ClaudeParser(_Parser):
             btype = block.get("type")
             if btype == "text" and isinstance(block.get("text"), str):
                 texts.append(block["text"])
-            elif btype == "tool_result" and block.get("is_error"):
-                self.s.error_markers += 1
+            elif btype == "tool_result":
+                self._tool_result(block)
         if texts:
             self.user_text("\n".join(texts), when)
 
@@ -414,10 +482,35 @@ class ClaudeParser(_Parser):
         if key is None or key != self._last_message_id:
             self.s.num_assistant_turns += 1
         self._last_message_id = key
-        if isinstance(content, list):
+        if isinstance(content, str):
+            self.assistant_said(content)
+        elif isinstance(content, list):
             for block in content:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use":
                     self.tool_call(block.get("name"))
+                    tool_input = block.get("input")
+                    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+                    self.call_started(block.get("id"), block.get("name"), command if isinstance(command, str) else None)
+                elif block.get("type") == "text" and isinstance(block.get("text"), str):
+                    self.assistant_said(block["text"])
+
+    def _tool_result(self, block: dict[str, Any]) -> None:
+        failed = bool(block.get("is_error"))
+        if failed:
+            self.s.error_markers += 1
+            failed = not _result_text(block.get("content")).lstrip().startswith(_REFUSED)
+        self.call_ended(block.get("tool_use_id"), failed=failed)
+
+
+def _result_text(content: Any) -> str:
+    """The text of a tool result's content (a string, or a list of text blocks), its start only."""
+    if isinstance(content, str):
+        return content[:200]
+    if isinstance(content, list):
+        return " ".join(b["text"][:200] for b in content[:3] if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
 
 
 _CODEX_ITEM_TYPES = frozenset(
@@ -445,8 +538,8 @@ class CodexParser(_Parser):
 
     agent = "codex"
 
-    def __init__(self, session_id: str = "") -> None:
-        super().__init__(session_id)
+    def __init__(self, session_id: str = "", *, assistant_chars: int = 0) -> None:
+        super().__init__(session_id, assistant_chars=assistant_chars)
         self._meta_seen = False
         self._event_prompts: list[tuple[str, dt.datetime | None]] = []
         self._item_user_seen = False
@@ -521,16 +614,21 @@ class CodexParser(_Parser):
                 self.user_text(text, when)
             elif role == "assistant":
                 self.s.num_assistant_turns += 1
+                self.assistant_said(text)
         elif itype in ("function_call", "custom_tool_call"):
             self.tool_call(item.get("name"))
+            self.call_started(item.get("call_id"), item.get("name"), _codex_command(item.get("name"), item.get("arguments")))
         elif itype == "local_shell_call":
             self.tool_call("shell")
+            action = item.get("action")
+            self.call_started(item.get("call_id"), "local_shell", _joined(action.get("command")) if isinstance(action, dict) else None)
         elif itype in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output")
             if isinstance(output, str):
                 match = _EXIT_CODE.search(output[:4000])
                 if match and match.group(1) != "0":
                     self.s.error_markers += 1
+            self.call_ended(item.get("call_id"), failed=_codex_failed(output))
         elif itype in ("compaction", "compaction_summary"):
             self.compaction(when)
         elif itype not in _CODEX_ITEM_TYPES:
@@ -542,7 +640,52 @@ class CodexParser(_Parser):
         if not self._item_user_seen:
             for text, when in self._event_prompts:
                 self.user_text(text, when)
-        return self.s
+        return super().finish()
+
+
+def _joined(command: Any) -> str | None:
+    """A command as one string: a list of arguments joined by spaces, a string as it is."""
+    if isinstance(command, list):
+        return " ".join(str(part) for part in command)
+    return command if isinstance(command, str) else None
+
+
+def _codex_command(name: Any, arguments: Any) -> str | None:
+    """The command of a Codex shell call (``command`` as a list or a string, or ``cmd``), else None."""
+    if name not in _SHELL_TOOLS or not isinstance(arguments, str):
+        return None
+    try:
+        args = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(args, dict):
+        return None
+    return _joined(args.get("command")) or _joined(args.get("cmd"))
+
+
+def _codex_failed(output: Any) -> bool:
+    """Whether a Codex call output says the call failed: a non-zero exit code, ``success`` false, or an error instead of a run."""
+    if isinstance(output, dict):  # a structured output: its success flag when it has one, else its text
+        if isinstance(output.get("success"), bool):
+            return not output["success"]
+        output = output.get("content")
+    if isinstance(output, list):
+        output = " ".join(b["text"] for b in output[:20] if isinstance(b, dict) and isinstance(b.get("text"), str))
+    if not isinstance(output, str):
+        return False
+    if output.startswith("{"):
+        try:
+            decoded = json.loads(output)
+        except (ValueError, RecursionError):
+            decoded = None
+        metadata = decoded.get("metadata") if isinstance(decoded, dict) else None
+        if isinstance(metadata, dict) and isinstance(metadata.get("exit_code"), int):
+            return metadata["exit_code"] != 0
+    head = output[:4000]
+    match = _EXIT_CODE.search(head) or _TEXT_EXIT_CODE.search(head)
+    if match:
+        return match.group(1) != "0"
+    return bool(_CALL_ERROR.match(head))
 
 
 _ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I)

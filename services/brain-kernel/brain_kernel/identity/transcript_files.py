@@ -73,13 +73,16 @@ def _subagent_file(path: Path, parent: str | None) -> TranscriptFile:
     return TranscriptFile(path, "claude", subagent_id_from_name(path.name) or path.stem, subagent=True, parent_session_id=parent)
 
 
-def read_summary(item: TranscriptFile, *, max_lines: int | None = None) -> SessionSummary:
-    """Parse one transcript by streaming its lines (the first ``max_lines`` only, when given); OSError propagates."""
+def read_summary(item: TranscriptFile, *, max_lines: int | None = None, assistant_chars: int = 0) -> SessionSummary:
+    """Parse one transcript by streaming its lines (the first ``max_lines`` only, when given); OSError propagates.
+
+    ``assistant_chars``: keep that many of the last characters of the assistant's text (the trial's recall used).
+    """
     parser: ClaudeParser | CodexParser
     if item.agent == "codex":
-        parser = CodexParser(item.session_id)
+        parser = CodexParser(item.session_id, assistant_chars=assistant_chars)
     else:
-        parser = ClaudeParser(item.session_id, subagent=item.subagent, parent_session_id=item.parent_session_id)
+        parser = ClaudeParser(item.session_id, subagent=item.subagent, parent_session_id=item.parent_session_id, assistant_chars=assistant_chars)
     with open(item.path, "rb", buffering=_READ_BUFFER) as handle:
         for line in itertools.islice(handle, max_lines):
             parser.feed(line)
