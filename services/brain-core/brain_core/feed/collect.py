@@ -12,7 +12,9 @@ UPSTREAM.md 5.4 steps 7 and 8, with its defects fixed:
   created more than ``stale_days`` ago (an undated one is kept); signal files
   written by ``POST /marker`` take part like inline ones; a signal inside a
   finished arc (resolved, graduated, merged) counts as stale, so an incident
-  arc's nuclear signal expires once the arc graduates;
+  arc's nuclear signal expires once the arc graduates; a retracted or
+  superseded signal counts as cleared, one past its ``valid_until`` as stale
+  (ADR 0048);
 - inject blocks are deduplicated by content hash; dropped are those of a
   finished arc (resolved, graduated, merged, complete) and those older than
   their ``ttl_days`` (else ``stale_days``).
@@ -24,6 +26,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from brain_core.curation import EXPIRED, WITHDRAWN, state_of
 from brain_core.entries import EntryRecord
 from brain_core.membership import inject_is_live
 from brain_core.vault.records import CLEARED, content_hash
@@ -87,15 +90,16 @@ class SignalCollection:
     stale: int = 0
 
 
-def _verdict(r: EntryRecord, cutoff: dt.datetime) -> str:
-    """kept, or why a signal is dropped: mitigated, cleared, stale."""
+def _verdict(r: EntryRecord, cutoff: dt.datetime, now: dt.datetime) -> str:
+    """kept, or why a signal is dropped: mitigated, cleared (retracted and superseded too), stale (expired too)."""
     status = (r.status or "").lower()
     severity = (r.severity or "info").lower()
     if status == MITIGATED:
         return "mitigated"
-    if status in ("resolved", "cleared") or severity == "resolved" or CLEARED in r.content:
+    state = state_of(status, r.meta, now)  # curation (ADR 0048): withdrawn reads as cleared, expired as stale
+    if status in ("resolved", "cleared") or severity == "resolved" or CLEARED in r.content or state in WITHDRAWN:
         return "cleared"
-    if status == "expired" or (severity not in LASTING_SEVERITIES and r.occurred_at is not None and r.occurred_at < cutoff):
+    if state == EXPIRED or status == "expired" or (severity not in LASTING_SEVERITIES and r.occurred_at is not None and r.occurred_at < cutoff):
         return "stale"  # "expired": inside a finished arc (``records.inline_records``)
     return "kept"
 
@@ -115,7 +119,7 @@ def collect_signals(records: Iterable[EntryRecord], now: dt.datetime, *, stale_d
         if r.kind != "signal":
             continue
         out.collected += 1
-        key, verdict = signal_key(r), _verdict(r, cutoff)
+        key, verdict = signal_key(r), _verdict(r, cutoff, now)
         held = best.get(key)
         if held is None:
             best[key] = (verdict, r)
