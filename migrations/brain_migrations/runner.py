@@ -20,7 +20,7 @@ from brain_kernel.db.engine import normalise_url
 SCRIPTS = Path(__file__).resolve().parent
 
 
-def alembic_config(database_url: str, *, embed_dim: int = 256) -> Config:
+def alembic_config(database_url: str, *, embed_dim: int | None = None) -> Config:
     """An Alembic config pointing at the packaged migrations and the given database."""
     cfg = Config()
     cfg.set_main_option("script_location", str(SCRIPTS))
@@ -29,7 +29,7 @@ def alembic_config(database_url: str, *, embed_dim: int = 256) -> Config:
     return cfg
 
 
-def upgrade_to_head(database_url: str, *, embed_dim: int = 256) -> None:
+def upgrade_to_head(database_url: str, *, embed_dim: int | None = None) -> None:
     """Apply every pending revision."""
     command.upgrade(alembic_config(database_url, embed_dim=embed_dim), "head")
 

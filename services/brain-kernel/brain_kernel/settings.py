@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -27,6 +27,20 @@ DEFAULT_LAYOUT_PATTERNS = ["~/scratchpad/{project}/*", "~/dev/worktrees/{project
 # What .env.example holds where brain init writes a generated secret (upstream's template convention).
 PLACEHOLDER_SECRET = "__GENERATE__"
 USER_DATA_FOLDER = "brain"  # under XDG_DATA_HOME (default ~/.local/share)
+# OpenAI's embedding models and their dimensions, so upstream's .env (a model, no EMBED_DIM) embeds unchanged.
+KNOWN_EMBED_DIMS = {"text-embedding-3-large": 3072, "text-embedding-3-small": 1536, "text-embedding-ada-002": 1536}
+
+
+def known_embed_dim(model: str | None) -> int | None:
+    """The dimension of a known embedding model, matched as upstream does; None for a model not in the table.
+
+    The name after its last ``/``, lowercased, holding a known name (the
+    longest one it holds wins), so ``openai/text-embedding-3-small`` and an
+    Azure deployment named ``prod-text-embedding-3-large`` are known too.
+    """
+    name = (model or "").rsplit("/", 1)[-1].strip().lower()
+    held = [known for known in KNOWN_EMBED_DIMS if known in name] if name else []
+    return KNOWN_EMBED_DIMS[max(held, key=len)] if held else None
 
 
 def _split_list(value: Any) -> Any:
@@ -84,7 +98,9 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: int = Field(30 * 86400, ge=1, validation_alias=AliasChoices("BRAIN_IDEMPOTENCY_TTL_SECONDS"))
 
     # Embeddings and LLM (OpenAI-compatible endpoints; unset = offline defaults).
-    embed_dim: int = Field(256, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM", "EMBED_DIM"))
+    # The endpoint's dimension: set, else the known model's (``KNOWN_EMBED_DIMS``), else learned from its first answer.
+    # The offline model makes its own, whatever this says; the index column follows the embedder (ensure_dimension).
+    embed_dim: int | None = Field(None, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM", "EMBED_DIM"))
     embed_dim_force_migrate: bool = Field(False, validation_alias=AliasChoices("BRAIN_EMBED_DIM_FORCE_MIGRATE", "EMBED_DIM_FORCE_MIGRATE"))
     embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL", "LLM_API_BASE"))
     embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY", "LLM_API_KEY"))
@@ -195,6 +211,14 @@ class Settings(BaseSettings):
             raise ValueError("BRAIN_TRIAL_CONTROL_PERCENT needs BRAIN_TRIAL_SALT (brain init writes one)")
         return self
 
+    @model_validator(mode="after")
+    def _model_dimension(self) -> Settings:
+        # Unset EMBED_DIM with a known model: the model's dimension. Kept out of the fields set, so a copy with
+        # another model (with_overrides) or a child's environment (to_environ) derives it again instead of pinning it.
+        if self.embed_dim is None and self.embed_base_url:
+            self.__dict__["embed_dim"] = known_embed_dim(self.embed_model)
+        return self
+
     @cached_property
     def token_entries(self) -> list[TokenEntry]:
         """The parsed ``BRAIN_TOKENS`` entries (token digests and their projects), parsed once."""
@@ -230,7 +254,7 @@ class Settings(BaseSettings):
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """Return a copy with the non-None overrides applied (CLI flags)."""
-        data = self.model_dump()
+        data = self.model_dump(exclude=None if "embed_dim" in self.model_fields_set else {"embed_dim"})
         data.update({k: v for k, v in overrides.items() if v is not None})
         return type(self).explicit(**data)
 
@@ -250,8 +274,8 @@ class Settings(BaseSettings):
         env: dict[str, str] = {}
         for name, info in type(self).model_fields.items():
             value = getattr(self, name)
-            if value is None or (name == "tokens" and not value):
-                continue  # no tokens is "unset" (auth off); "[]" would be refused as a value
+            if value is None or (name == "tokens" and not value) or (name == "embed_dim" and name not in self.model_fields_set):
+                continue  # no tokens is "unset" (auth off); "[]" would be refused as a value; a derived dimension is derived again
             alias = info.validation_alias
             variable = alias.choices[0] if isinstance(alias, AliasChoices) else str(alias)
             env[str(variable)] = json.dumps(value) if isinstance(value, list) else str(value)
