@@ -222,8 +222,8 @@ def test_the_client_files_token_is_sent_and_a_refused_one_is_the_tools_error(gua
     named.parent.mkdir()
     named.write_text(json.dumps({"url": guarded, "token": TOKEN}))
 
-    async def session(args: list[str], key: str) -> None:
-        env = _client_env(tmp_path / key, guarded, token="wrong-token")
+    async def session(args: list[str], key: str, url: str = guarded, token: str = "wrong-token") -> None:
+        env = _client_env(tmp_path / key, url, token=token)
         params = StdioServerParameters(command=sys.executable, args=["-m", "brain_cli", "mcp", "--remote", *args], env=env, cwd=str(repo))
         with (tmp_path / f"{key}.err").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=30) as client:
@@ -231,8 +231,12 @@ def test_the_client_files_token_is_sent_and_a_refused_one_is_the_tools_error(gua
 
     anyio.run(session, ["--client-file", str(named)], "right")
     anyio.run(session, [], "wrong")
+    # The client file's token belongs to its own URL: a kernel named on the command line never receives it.
+    anyio.run(session, [guarded], "elsewhere", "http://brain.example", TOKEN)
     failed, feed, _ = answers["right"]
     assert not failed and "hot_arcs" in feed
     failed, refused, _ = answers["wrong"]
     assert failed and refused["status"] == 401
     assert "refused the token from" in refused["error"] and "invalid token" in refused["error"] and "client.json" in refused["error"]
+    failed, unsent, _ = answers["elsewhere"]
+    assert failed and unsent["status"] == 401 and "missing bearer token" in unsent["error"]

@@ -38,16 +38,18 @@ def read_client_file(path: Path) -> dict[str, Any]:
 
 
 def remote_kernel(remote: str, client_file: Path | None) -> tuple[str, str | None, Path]:
-    """(URL, token, client file) of ``--remote``: the URL given, else the client file's; the token always the client file's."""
+    """(URL, token, client file) of ``--remote``: the URL given, else the client file's; the client file's token, sent only to its own URL."""
     path = (client_file or default_client_file()).expanduser()
     client = read_client_file(path)
-    url = remote.strip() or str(client.get("url") or "")
+    own = str(client.get("url") or "").rstrip("/")
+    url = remote.strip().rstrip("/") or own
     if not url:
         raise ConfigError(f"brain mcp --remote: no kernel URL; pass --remote URL or write one to {path} with brain connect")
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"brain mcp --remote: {url!r} is not an http:// or https:// URL")
     token = client.get("token")
-    return url, token if isinstance(token, str) and token else None, path
+    # The token is the kernel's at the client file's URL: another URL never receives it.
+    return url, token if isinstance(token, str) and token and url == own else None, path
 
 
 @operator_errors
@@ -93,7 +95,8 @@ def mcp(
 
     With --remote [URL] the same tools (names, schemas, answers) are served
     over stdio through the kernel at URL (default: the client file's url),
-    with the client file's token (brain connect writes it); nothing local is
+    with the client file's token when URL is the file's own (brain connect
+    writes it; another URL never gets the token); nothing local is
     opened or created, so it starts in about a second. A failure (the kernel
     down, a refused token) is the tool's error, never a crash. brain connect
     registers this form.
@@ -103,6 +106,8 @@ def mcp(
     if remote:
         if http:
             raise ConfigError("--remote serves stdio only: run brain mcp --http on the kernel's host instead")
+        if vault is not None or database_url is not None:
+            raise ConfigError("--remote opens no vault or database: drop --vault and --database-url")
         from brain_mcp.remote import Remote
         from brain_mcp.server import run_remote
 
