@@ -241,7 +241,8 @@ def test_session_start_prints_the_memory_block_as_the_agent_documents_it(tmp_pat
     # resolved here by git, so a kernel on another machine still files the session right
     assert sessions == [{"project": "widget", "repo": "acme/widget", "cwd": str(repo), "session_id": sessions[0]["session_id"], "agent": agent}]
     feed = [path for method, path, _, _ in stub.requests if method == "GET"]
-    assert feed == [f"/feed?project=widget&format=markdown&session_id={sessions[0]['session_id']}"]
+    session = sessions[0]["session_id"]
+    assert feed == [f"/feed?project=widget&format=provenance&session_id={session}", f"/feed?project=widget&format=markdown&session_id={session}"]
 
 
 def test_a_prompt_of_a_started_session_prints_the_kernels_recall(tmp_path: Path, repo: Path) -> None:
@@ -402,3 +403,32 @@ def test_a_marker_carries_its_commit_and_the_repository_paths_it_names(served: S
     home = _home(tmp_path / "real", served.base)
     hook(home, "claude", "Stop", payload)  # the kernel takes list attributes
     assert _outbox(home) == [] and not (home / ".local" / "state" / "brain" / "outbox" / "refused").exists()
+
+
+def test_session_start_flags_an_entry_whose_named_file_changed_since_its_commit(served: Served, tmp_path: Path, repo: Path) -> None:
+    (repo / "src").mkdir()
+    (repo / "src" / "auth.py").write_text("TOKEN = 1\n")
+    git(repo, "add", "src/auth.py")
+    git(repo, "commit", "-q", "-m", "auth")
+    then = git(repo, "rev-parse", "HEAD").strip()
+    word = f"w{time.time_ns()}"
+    home = _home(tmp_path, served.base)
+    said = (
+        f"<!-- @lesson -->{word} moved: src/auth.py reads the token from the environment.<!-- @/lesson -->"
+        f"<!-- @lesson -->{word} kept: README.md says how to run the tests.<!-- @/lesson -->"
+    )
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": said}]}}))
+    hook(home, "claude", "Stop", _sample("claude-stop.json", cwd=str(repo), transcript_path=str(transcript), session_id=f"{word}-a"))
+    assert _outbox(home) == []
+    (repo / "src" / "auth.py").write_text("TOKEN = 2\n")
+    git(repo, "commit", "-q", "-am", "auth reads the environment")
+    (repo / "NOTES.md").write_text("notes\n")
+    git(repo, "add", "NOTES.md")
+    git(repo, "commit", "-q", "-m", "notes")
+    result, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo), session_id=f"{word}-b"))
+    block = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    [moved] = [line for line in block.splitlines() if f"{word} moved" in line]
+    [kept] = [line for line in block.splitlines() if f"{word} kept" in line]
+    assert f"[may be stale: src/auth.py changed since {then[:7]}, 2 commits ago]" in moved
+    assert "may be stale" not in kept

@@ -87,6 +87,8 @@ class MarkerRequest:
     supersedes: tuple[str, ...] = ()  # entry ids or ``ADR-NNNN`` it replaces; the kernel keeps the ids they resolve to (ADR 0048)
     valid_until: dt.datetime | None = None  # attrs.valid_until: the entry leaves the feed then
     ttl_days: float | None = None  # attrs.ttl_days: counted from the moment of the write
+    commit: str | None = None  # attrs.commit: the repository's HEAD when the marker was written (the connector sends it)
+    paths: tuple[str, ...] = ()  # attrs.paths: repository paths the content names that exist at that commit
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,28 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         supersedes=supersedes_refs(attrs.get("supersedes")),
         valid_until=until,
         ttl_days=ttl_days,
+        commit=commit_attr(attrs.get("commit")),
+        paths=paths_attr(attrs.get("paths")),
     )
+
+
+_COMMIT = re.compile(r"[0-9a-f]{4,64}")
+MAX_PATHS = 20
+
+
+def commit_attr(value: Any) -> str | None:
+    """A commit id as sent (hex, 4 to 64 characters, lowercased); anything else is ignored, as any unusable attr."""
+    if isinstance(value, str) and _COMMIT.fullmatch(value.strip().lower()):
+        return value.strip().lower()
+    return None
+
+
+def paths_attr(value: Any) -> tuple[str, ...]:
+    """Repository paths as sent: strings of 1 to 300 characters with no NUL, at most 20; anything else ignored."""
+    if not isinstance(value, list):
+        return ()
+    kept = [p.strip() for p in value if isinstance(p, str) and 0 < len(p.strip()) <= 300 and "\x00" not in p]
+    return tuple(dict.fromkeys(kept))[:MAX_PATHS]
 
 
 def default_title(content: str, limit: int = 120) -> str:

@@ -30,7 +30,7 @@ from brain_core.feed.block import DEFAULT_MAX_BYTES, LABEL_CHARS, MAX_MAX_BYTES,
 from brain_core.feed.envelope import stamp_answer
 from brain_core.identity import normalise_worktree
 from brain_core.trial import CONTROL, control_block
-from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, serve_project_block
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, fleet_block, global_answer, project_answer, provenance, serve_project_block
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import Scope
@@ -60,7 +60,10 @@ def get_feed(
     project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; omit for the global feed.")] = None,
     top_n: Annotated[int, Query(ge=1, le=100, description="Hot arcs of the project to include.")] = DEFAULT_TOP_N,
     lesson_days: Annotated[int, Query(ge=1, le=365, description="Days of lessons, decisions, milestones and signals.")] = DEFAULT_LESSON_DAYS,
-    format_: Annotated[Literal["json", "markdown"], Query(alias="format", description="json (the feed) or markdown (the memory block).")] = "json",
+    format_: Annotated[
+        Literal["json", "markdown", "provenance"],
+        Query(alias="format", description="json (the feed), markdown (the memory block) or provenance (the block's entries' commits and paths)."),
+    ] = "json",
     worktree: Annotated[str | None, Query(max_length=255, description="markdown: rank this worktree's arcs and entries first.")] = None,
     max_bytes: Annotated[int, Query(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES, description="markdown: the block's size cap in UTF-8 bytes.")] = DEFAULT_MAX_BYTES,
     session_id: Annotated[
@@ -97,11 +100,13 @@ def get_feed(
     if project is None:
         project = scope.default_project()  # a token bound to one project gets that project's feed
     if project is None:
+        if format_ == "provenance":
+            raise _reject("format", "format=provenance needs a project: send project= or cwd=")
         if format_ == "markdown":  # the fleet's block: what a session in no project reads
             served = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope)
             return _block_answer(served, "the fleet", session_id, db=db, settings=settings, uow=uow)
         return global_answer(db, vault, now=now, scope=scope)
-    if format_ == "markdown":
+    if format_ in ("markdown", "provenance"):
         served = serve_project_block(  # same refusals as the JSON project feed
             db,
             project,
@@ -114,6 +119,8 @@ def get_feed(
             scope=scope,
             stale=flagged,
         )
+        if format_ == "provenance":  # read by the connector, which checks them against its checkout (ADR 0042)
+            return {"project": project.strip(), "entries": provenance(db, served.entry_ids)}
         return _block_answer(served, project.strip(), session_id, db=db, settings=settings, uow=uow)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,

@@ -13,6 +13,7 @@ by its other evidence (catalog, learned roots, layout) when it can see it.
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 from pathlib import Path
 
@@ -97,3 +98,42 @@ def provenance(cwd: str, texts: list[str]) -> tuple[str | None, list[list[str]]]
     listed = _run_git(toplevel, "ls-tree", "--name-only", "-z", commit, "--", *every)
     exists = set(listed.stdout.split("\0")) if listed is not None and listed.returncode == 0 else set()
     return commit, [[path for path in paths if path in exists] for paths in wanted]
+
+
+_HEX = re.compile(r"[0-9a-f]{4,64}")
+MAX_COMMITS_CHECKED = 10  # distinct entry commits asked about per session start: one git process each
+
+
+def stale_hints(cwd: str, entries: list[tuple[str, str, list[str]]]) -> dict[str, dict[str, object]]:
+    """Which entries name paths changed since their commit, as the checkout in ``cwd`` sees it.
+
+    ``entries``: (entry id, commit, paths), newest first. One ``git log`` per
+    distinct commit (the first ``MAX_COMMITS_CHECKED``): the commits from it to
+    HEAD and the files they touched (renames as a delete and an add, so a moved
+    file counts as changed). A commit this checkout does not have (another
+    clone's, not fetched) tells nothing, so its entries are not flagged.
+    """
+    hints: dict[str, dict[str, object]] = {}
+    if not cwd or not Path(cwd).is_dir():
+        return hints
+    since_commit: dict[str, tuple[int, set[str]] | None] = {}
+    for entry, commit, paths in entries:
+        if not _HEX.fullmatch(commit):
+            continue  # never handed to git as an argument
+        if commit not in since_commit:
+            if len(since_commit) >= MAX_COMMITS_CHECKED:
+                continue
+            log = _run_git(cwd, "log", "--no-renames", "--format=%x01%H", "--name-only", f"{commit}..HEAD", "--")
+            if log is None or log.returncode != 0:
+                since_commit[commit] = None
+            else:
+                names = {line for line in log.stdout.splitlines() if line and not line.startswith("\x01")}
+                since_commit[commit] = (log.stdout.count("\x01"), names)
+        known = since_commit[commit]
+        if known is None:
+            continue
+        count, names = known
+        changed = [path for path in paths if path in names or any(name.startswith(path.rstrip("/") + "/") for name in names)]
+        if changed:
+            hints[entry] = {"paths": changed, "since": commit, "commits": count}
+    return hints

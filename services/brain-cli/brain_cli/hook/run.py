@@ -127,7 +127,8 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
     session, cwd = payload.get("session_id"), payload.get("cwd")
     if kernel is None or not isinstance(session, str) or not session or not isinstance(cwd, str):
         return None
-    answer = kernel.call("POST", "/sessions", {**_where(payload), "session_id": session, "cwd": cwd, "agent": agent})
+    where = _where(payload)
+    answer = kernel.call("POST", "/sessions", {**where, "session_id": session, "cwd": cwd, "agent": agent})
     identity = answer.json() if 200 <= answer.status < 300 else None
     if answer.status == 0:
         return None  # no kernel within the budget: nothing to say
@@ -140,13 +141,35 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
     if remembered is not None and project:
         with contextlib.suppress(OSError):
             write_atomic(remembered, {"project": project})
-    wanted = {"project": project, "format": "markdown", "session_id": session} if project else {"format": "markdown"}
+    wanted = {"project": project, "format": "markdown", "session_id": session} if project else {"format": "markdown", "session_id": session}
+    if project and where.get("project"):  # standing in a checkout: flag what the code moved past (ADR 0042)
+        stale = _stale(kernel, cwd, project, session)
+        if stale:
+            wanted["stale"] = json.dumps(stale, separators=(",", ":"))
     query = urllib.parse.urlencode(wanted)
     feed = kernel.call("GET", f"/feed?{query}")
     if not (200 <= feed.status < 300) or "json" in feed.content_type:
         return None  # no memory block from this kernel (yet)
     block = feed.body.decode(errors="replace").strip()
     return block or None
+
+
+def _stale(kernel: Kernel, cwd: str, project: str, session: str) -> dict[str, dict[str, object]]:
+    """The block's entries whose named paths changed in this checkout since their commit (empty when none or unknown)."""
+    query = urllib.parse.urlencode({"project": project, "format": "provenance", "session_id": session})
+    answer = kernel.call("GET", f"/feed?{query}")
+    found = answer.json() if 200 <= answer.status < 300 else None
+    listed = found.get("entries") if isinstance(found, dict) else None
+    entries = [
+        (e["entry_id"], e["commit"], e["paths"])
+        for e in listed or []
+        if isinstance(e, dict) and isinstance(e.get("entry_id"), str) and isinstance(e.get("commit"), str) and isinstance(e.get("paths"), list)
+    ]
+    if not entries:
+        return {}
+    from brain_cli.hook.identity import stale_hints
+
+    return stale_hints(cwd, entries)
 
 
 def recall(payload: dict[str, object], kernel: Kernel | None) -> str | None:

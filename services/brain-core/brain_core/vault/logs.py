@@ -316,8 +316,13 @@ def occurred_at(stamp_text: str | None, vault_path: str) -> dt.datetime | None:
 
 
 def _curation_fields(req: MarkerRequest, at: dt.datetime) -> dict[str, Any]:
-    """What a marker says of other entries and of its own end (ADR 0048): the ids it supersedes, when it expires."""
+    """What a marker says of other entries and of its own end (ADR 0048): the ids it supersedes, when it expires;
+    and the code it was written against (the commit and the paths it names, ADR 0042), for staleness."""
     out: dict[str, Any] = {}
+    if req.commit:
+        out["commit"] = req.commit
+        if req.paths:
+            out["paths"] = list(req.paths)
     if req.supersedes:
         out["supersedes"] = list(req.supersedes)
     until = curation.valid_until(req.valid_until, req.ttl_days, at)

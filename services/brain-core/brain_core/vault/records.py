@@ -57,6 +57,11 @@ def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
         if isinstance(value, str) and value:
             out[name] = value
     out.update(_curation_meta(meta))
+    commit, paths = meta.get("commit"), meta.get("paths")
+    if isinstance(commit, str) and commit:  # what the code was when it was written (ADR 0042): staleness
+        out["commit"] = commit
+        if isinstance(paths, list) and paths and all(isinstance(p, str) for p in paths):
+            out["paths"] = paths
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -35,6 +36,7 @@ from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.vault.layout import FEED_DIR
+from brain_kernel.db.models import Entry
 from brain_kernel.feed import feed_repo, snapshots
 from brain_kernel.feed.snapshots import SnapshotKey
 from brain_kernel.identity.projects import EXACT, AmbiguousProject, ProjectLookup, resolve_project
@@ -162,6 +164,21 @@ def serve_project_block(
             worktree = row.worktree
     key_is_unique = read.rows.key_is_unique if read.rows is not None else True
     return serve_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale)
+
+
+def provenance(db: Session, entry_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The commit and paths of those entries that carry them (ADR 0042), in the order given: what a checkout checks."""
+    ids = list(dict.fromkeys(entry_ids))
+    if not ids:
+        return []
+    stmt = select(Entry.id, Entry.meta["commit"].astext, Entry.meta["paths"]).where(Entry.id.in_(ids))
+    found = {row[0]: row for row in db.execute(stmt)}
+    out = []
+    for entry in ids:
+        row = found.get(entry)
+        if row is not None and row[1] and isinstance(row[2], list) and row[2]:
+            out.append({"entry_id": entry, "commit": row[1], "paths": [p for p in row[2] if isinstance(p, str)]})
+    return out
 
 
 def project_block(db: Session, project: str, **options: Any) -> str:
