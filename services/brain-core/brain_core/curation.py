@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from brain_core.text import has_lone_surrogate_char
 from brain_core.times import iso, parse_time
 
 LIVE, SUPERSEDED, RETRACTED, EXPIRED = "live", "superseded", "retracted", "expired"
@@ -59,7 +60,7 @@ def usable_ref(ref: Any) -> str | None:
     if not isinstance(ref, str):
         return None
     text = ref.strip()
-    if not text or len(text) > MAX_REF_CHARS or _CONTROL.search(text):
+    if not text or len(text) > MAX_REF_CHARS or _CONTROL.search(text) or has_lone_surrogate_char(text):
         return None
     return text
 
@@ -132,8 +133,8 @@ def reason_text(reason: Any) -> str:
     text = reason.replace("\r\n", "\n").replace("\r", "\n").strip()
     if len(text) > MAX_REASON_CHARS:
         raise CurationInvalid(f"reason is longer than {MAX_REASON_CHARS} characters")
-    if "\x00" in text:
-        raise CurationInvalid("reason contains a NUL byte")
+    if "\x00" in text or has_lone_surrogate_char(text):
+        raise CurationInvalid("reason contains a NUL byte or a lone surrogate")
     return text
 
 
