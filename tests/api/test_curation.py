@@ -229,3 +229,21 @@ def test_the_global_feed_reads_as_before_for_an_upstream_client(client, settings
     assert set(body) >= {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root"}
     for bucket in ("hot_arcs", "inject_blocks", "entries"):
         assert all(set(e) == {"id", "title", "content", "priority", "ttl", "severity", "metadata"} for e in body[bucket])
+
+
+@pytest.mark.slow
+def test_concurrent_retractions_of_one_entry_record_it_once(served) -> None:
+    """Eight retractions at once over a 4-worker server: the entry's lock lets one write, the others find it done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.harness import HTTP
+
+    base, settings = served.base, served.settings
+    lesson = HTTP.post(f"{base}/marker", json={"type": "lesson", "content": "Retract me once.", "attrs": {"repo": "acme/api"}}, timeout=60).json()
+    url = f"{base}/entries/{quote(lesson['entry_id'], safe='/:')}/retract"
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda n: HTTP.post(url, json={"reason": f"reason {n}"}, timeout=60), range(8)))
+    assert [r.status_code for r in answers] == [200] * 8
+    assert len({r.json()["entry"]["retracted"]["reason"] for r in answers}) == 1
+    log = (Path(settings.vault) / lesson["vault_path"]).read_text()
+    assert log.count('"kind": "curation"') == 1 and len(_audit(settings)) == 1
