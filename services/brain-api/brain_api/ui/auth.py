@@ -36,7 +36,7 @@ PAGE_HEADERS = {
     "Vary": "Cookie, Authorization",
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a browser send "Origin: null" with the forms
     "X-Frame-Options": "DENY",
 }
 

@@ -79,7 +79,8 @@ def lines(
     for i, name in enumerate(x_labels):
         if i % every == 0:
             x, _ = at(i, 0)
-            inner.append(f'<text class="tick" x="{x:.1f}" y="{height - 16 - BOTTOM + 16}" text-anchor="middle">{escape(name)}</text>')
+            anchor = "end" if i == len(x_labels) - 1 else "start" if i == 0 else "middle"  # the edge labels stay inside
+            inner.append(f'<text class="tick" x="{x:.1f}" y="{height - 16 - BOTTOM + 16}" text-anchor="{anchor}">{escape(name)}</text>')
     for k, (name, vs) in enumerate(series):
         points = [at(i, v) for i, v in enumerate(vs) if v is not None]
         if points:
