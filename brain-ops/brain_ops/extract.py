@@ -17,6 +17,16 @@ Safe to rerun: the job only reads transcripts; with a database it records
 session rows and learned roots in batches, writing only those that are new or
 changed, so an unchanged rerun writes nothing. Files that cannot be read, are
 empty, or fall outside the window are counted, never fatal.
+
+With a database it also stores each session's outcomes on its row
+(``brain_kernel.trial.outcomes``: turns, duration, failed and repeated tool
+calls, the markers it posted, and for a session that was served memory, how
+many served entries its assistant later names). A session that was served a
+block or a recall is in the trial whatever its length: below ``min_turns`` it
+stays out of the bundle, yet its identity and outcomes are recorded, since
+leaving out short sessions would drop exactly the sessions memory may have
+shortened (ADR 0050). Only such a session's transcript keeps the end of its
+assistant text, and only until its recall is counted, right after parsing.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +46,13 @@ from brain_core.identity import ProjectIdentity
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.progress import SILENT, Progress
 from brain_core.transcripts import SessionSummary
+from brain_core.trial import Injected, recall_used
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.sessions import SessionRecord, record_sessions
 from brain_kernel.identity.transcript_files import TranscriptFile, find_subagent_transcripts, find_transcripts, read_summary
 from brain_kernel.settings import Settings
+from brain_kernel.trial.outcomes import ASSISTANT_CHARS, injected_by_session, marker_counts, session_outcomes, store_outcomes
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.I)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -83,8 +95,14 @@ def iter_summaries(
     stats: ScanStats,
     progress: Progress = SILENT,
     subagents: dict[str, list[SessionSummary]] | None = None,
+    trial: Mapping[str, Sequence[Injected]] | None = None,
 ) -> Iterator[tuple[TranscriptFile, SessionSummary]]:
-    """Parse the files and yield the sessions inside the window with enough turns, their ``subagents`` folded in."""
+    """Parse the files and yield the sessions inside the window with enough turns, their ``subagents`` folded in.
+
+    A session of ``trial`` (served memory: the entries it was served) is yielded below ``min_turns`` too,
+    counted as skipped all the same; one served entries is read with the end of its assistant text.
+    """
+    trial = trial or {}
     stats.files_found += len(files)
     total = len(files)
     for index, item in enumerate(files, 1):
@@ -101,7 +119,7 @@ def iter_summaries(
                 continue
         stats.sessions_scanned += 1
         try:
-            summary = read_summary(item)
+            summary = read_summary(item, assistant_chars=ASSISTANT_CHARS if trial.get(item.session_id) else 0)
         except OSError:
             stats.skipped["unreadable"] += 1
             continue
@@ -124,7 +142,20 @@ def iter_summaries(
             continue
         if summary.num_turns < min_turns:
             stats.skipped["below_min_turns"] += 1
-            continue
+            if summary.session_id not in trial:
+                continue
+        yield item, summary
+
+
+def with_recall(
+    summaries: Iterator[tuple[TranscriptFile, SessionSummary]], trial: Mapping[str, Sequence[Injected]], recalls: dict[str, int]
+) -> Iterator[tuple[TranscriptFile, SessionSummary]]:
+    """Count each trial session's recall used as it is parsed, then drop its assistant text (one session's at a time)."""
+    for item, summary in summaries:
+        served = trial.get(summary.session_id)
+        if served is not None:
+            recalls[summary.session_id] = recall_used(served, [summary.assistant_text])
+        summary.assistant_text = ""
         yield item, summary
 
 
@@ -203,6 +234,9 @@ def run_extract(
     files = find_transcripts(claude, codex)
     claude_sessions = {item.session_id for item in files if item.agent == "claude"}
     subagents = read_subagents(find_subagent_transcripts(claude), claude_sessions, since=since, stats=stats)
+    # Sessions served memory and what they were served: read before the resolver's thread may use ``db``.
+    trial = injected_by_session(db, [item.session_id for item in files]) if db is not None else {}
+    recalls: dict[str, int] = {}
     found: list[tuple[TranscriptFile, SessionSummary]] = []
     # Path evidence is resolved once per distinct (folder, transcript URL). Git facts read
     # in-process cost well under a millisecond per repository: they are resolved when the pair
@@ -211,7 +245,11 @@ def run_extract(
     # processes' latency overlaps parsing; only that thread touches the resolver (and ``db``)
     # until the pool is shut down.
     pending: dict[tuple[str | None, str | None], Future[ProjectIdentity] | ProjectIdentity] = {}
-    summaries = iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress, subagents=subagents)
+    summaries = with_recall(
+        iter_summaries(files, since=since, until=until, min_turns=min_turns, stats=stats, progress=progress, subagents=subagents, trial=trial),
+        trial,
+        recalls,
+    )
     if resolver.git_in_process:
         for item, summary in summaries:
             found.append((item, summary))
@@ -226,6 +264,7 @@ def run_extract(
                 if key not in pending:
                     pending[key] = pool.submit(resolver.resolve, summary.cwd, transcript_repo_url=summary.repo_url)
     chosen: dict[str, dict[str, Any]] = {}
+    observed: dict[str, SessionSummary] = {}  # the summary each session's outcomes come from
     records: list[SessionRecord] = []
     resolved: dict[tuple[str | None, str | None], ProjectIdentity] = {}
     if db is not None:
@@ -241,24 +280,32 @@ def run_extract(
         elif identity is None:
             answer = pending[key]
             identity = answer.result() if isinstance(answer, Future) else answer
+        bundled = summary.num_turns >= min_turns  # else a trial session, recorded but not in the bundle
         if not wanted(identity):
-            stats.skipped["other_project"] += 1
+            stats.skipped["other_project"] += bundled
             continue
-        entry = session_entry(item, summary, identity)
-        previous = chosen.get(summary.session_id)
-        if previous is not None:
-            stats.skipped["duplicate"] += 1
-            if (previous["end"] or "") >= (entry["end"] or ""):
-                continue
-        chosen[summary.session_id] = entry
+        if bundled:
+            entry = session_entry(item, summary, identity)
+            previous = chosen.get(summary.session_id)
+            if previous is not None:
+                stats.skipped["duplicate"] += 1
+                if (previous["end"] or "") >= (entry["end"] or ""):
+                    continue
+            chosen[summary.session_id] = entry
+        elif summary.session_id in observed:
+            continue
+        observed[summary.session_id] = summary
         if db is not None and identity.source != "session":
             # A session the index already knew keeps its stored (stronger) source.
             records.append(SessionRecord(summary.session_id, identity, agent=summary.agent, started_at=summary.start))
             resolver.remember_session(summary.session_id, identity)
-    recorded = 0
+    recorded = outcomes_recorded = 0
     if db is not None:
         resolver.flush_learned()
         recorded = record_sessions(db, records) if records else 0
+        markers = marker_counts(db, list(observed))
+        outcomes = {sid: session_outcomes(s, markers=markers.get(sid), recall=recalls.get(sid)) for sid, s in observed.items()}
+        outcomes_recorded = store_outcomes(db, outcomes)
     sessions = sorted(chosen.values(), key=lambda e: (e["start"] or "", e["session_id"]))
     skipped_by_reason = dict(sorted(stats.skipped.items()))
     return {
@@ -281,6 +328,8 @@ def run_extract(
         "git_reads": resolver.git_reads,
         "git_processes": resolver.git_processes,
         "sessions_recorded": recorded,
+        "outcomes_recorded": outcomes_recorded,
+        "trial_sessions": sum(1 for sid in observed if sid in trial),
         "by_source": dict(sorted(Counter(s["project_source"] for s in sessions).items())),
         "sessions": sessions,
     }

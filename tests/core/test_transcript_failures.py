@@ -95,9 +95,7 @@ def test_codex_failed_calls_by_exit_code_success_flag_or_error_and_repeats() -> 
 def test_a_subagent_failure_counts_for_its_session_and_its_repeats_join_the_parents() -> None:
     parent = parse_claude(claude_lines("p", "/w/api", T0, ["Fix it"], failures=["npm test"]), "p")
     sub_lines = subagent_lines("p", "a1", "/w/api", T0, "Run the tests")
-    sub_lines += [
-        line.replace('"isSidechain": false', '"isSidechain": true') for line in _claude_call(30, "Bash", "npm test", "Exit code 1", is_error=True)
-    ]
+    sub_lines += [line.replace('"isSidechain": false', '"isSidechain": true') for line in _claude_call(30, "Bash", "npm test", "Exit code 1", is_error=True)]
     sub = ClaudeParser("a1", subagent=True)
     for line in sub_lines:
         sub.feed(line)
