@@ -22,12 +22,11 @@ rather than failing it.
 from __future__ import annotations
 
 import logging
+import threading
 import urllib.parse
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from brain_core.chunks import PRODUCERS
 from brain_mcp import brief
@@ -46,6 +45,9 @@ from brain_mcp.answers import (
     obsidian_hits,
     ranked,
 )
+
+if TYPE_CHECKING:  # imported on the first call, not at start: an agent times the server's start (ADR 0043)
+    import httpx
 
 log = logging.getLogger("brain.mcp.remote")
 
@@ -113,21 +115,35 @@ class Remote:
         self.url = url.rstrip("/")
         self.token_source = token_source
         self.settings = settings  # brain_kernel.settings.Settings: the LLM kb_brief asks, if any
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport, follow_redirects=False)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.transport = transport
+        self.opened: httpx.Client | None = None
+        self.opening = threading.Lock()  # tools run on worker threads: one client for all
+
+    def http(self) -> httpx.Client:
+        """The HTTP client, made on the first call (httpx's import is a tenth of the start)."""
+        with self.opening:
+            if self.opened is None:
+                import httpx
+
+                timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+                self.opened = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout, transport=self.transport, follow_redirects=False)
+            return self.opened
 
     def close(self) -> None:
-        """Close the HTTP connections."""
-        self.http.close()
+        """Close the HTTP connections, if any were opened."""
+        if self.opened is not None:
+            self.opened.close()
 
     # -- one request ------------------------------------------------------------------------------------
 
     def send(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None, tolerate: frozenset[int] = frozenset()) -> httpx.Response:
         """One request; a 2xx answer (or a status in ``tolerate``) is returned, anything else raises ``Refused`` with the reason."""
+        import httpx  # loaded by http() already: a dict lookup
+
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = self.http.request(method, path, params=query, json=json)
+            response = self.http().request(method, path, params=query, json=json)
         except httpx.TimeoutException as exc:
             raise Refused({"error": f"{KERNEL_UNAVAILABLE}: {method} {self.url}{path} timed out ({type(exc).__name__})"}) from None
         except httpx.HTTPError as exc:
