@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -200,9 +202,16 @@ def test_a_kernel_that_does_not_answer_is_each_calls_error_never_a_crash(tmp_pat
     assert not (tmp_path / "xdg-data").exists()
 
 
+@dataclass
+class Guarded:
+    """A kernel of its own with auth on (one worker): its base URL, and its process to stop mid-test."""
+
+    base: str
+    proc: subprocess.Popen[bytes]
+
+
 @pytest.fixture
-def guarded(tmp_path: Path, database_url: str) -> Iterator[str]:
-    """A kernel of its own with auth on (one worker): its base URL."""
+def guarded(tmp_path: Path, database_url: str) -> Iterator[Guarded]:
     from brain_kernel.vault_store import Vault
 
     (tmp_path / "guarded").mkdir()
@@ -210,29 +219,34 @@ def guarded(tmp_path: Path, database_url: str) -> Iterator[str]:
     Vault(settings.vault).scaffold()
     proc, base = serve_brain(settings, workers=1)
     try:
-        yield base
+        yield Guarded(base, proc)
     finally:
-        stop(proc, 15)
+        if proc.poll() is None:
+            stop(proc, 15)
 
 
 @pytest.mark.slow
-def test_the_client_files_token_is_sent_and_a_refused_one_is_the_tools_error(guarded: str, tmp_path: Path, repo: Path) -> None:
+def test_the_token_is_sent_a_refused_one_is_the_tools_error_and_so_is_a_kernel_stopped(guarded: Guarded, tmp_path: Path, repo: Path) -> None:
     answers: dict[str, Any] = {}
     named = tmp_path / "elsewhere" / "client.json"  # --client-file: a client file outside the default place
     named.parent.mkdir()
-    named.write_text(json.dumps({"url": guarded, "token": TOKEN}))
+    named.write_text(json.dumps({"url": guarded.base, "token": TOKEN}))
 
-    async def session(args: list[str], key: str, url: str = guarded, token: str = "wrong-token") -> None:
+    async def session(args: list[str], key: str, url: str = guarded.base, token: str = "wrong-token") -> None:
         env = _client_env(tmp_path / key, url, token=token)
         params = StdioServerParameters(command=sys.executable, args=["-m", "brain_cli", "mcp", "--remote", *args], env=env, cwd=str(repo))
         with (tmp_path / f"{key}.err").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=30) as client:
                 answers[key] = await _answer(client, "brain_feed", {})
+                if key == "right":  # the kernel stops while the server runs: its pooled connection is gone too
+                    stop(guarded.proc, 15)
+                    answers["stopped"] = await _answer(client, "brain_marker", {"type": "lesson", "content": "Lesson: nobody hears this."})
+                    answers["stopped_search"] = await _answer(client, "kb_search", {"query": "anything"})
 
-    anyio.run(session, ["--client-file", str(named)], "right")
     anyio.run(session, [], "wrong")
     # The client file's token belongs to its own URL: a kernel named on the command line never receives it.
-    anyio.run(session, [guarded], "elsewhere", "http://brain.example", TOKEN)
+    anyio.run(session, [guarded.base], "elsewhere", "http://brain.example", TOKEN)
+    anyio.run(session, ["--client-file", str(named)], "right")
     failed, feed, _ = answers["right"]
     assert not failed and "hot_arcs" in feed
     failed, refused, _ = answers["wrong"]
@@ -240,3 +254,6 @@ def test_the_client_files_token_is_sent_and_a_refused_one_is_the_tools_error(gua
     assert "refused the token from" in refused["error"] and "invalid token" in refused["error"] and "client.json" in refused["error"]
     failed, unsent, _ = answers["elsewhere"]
     assert failed and unsent["status"] == 401 and "missing bearer token" in unsent["error"]
+    for key in ("stopped", "stopped_search"):
+        failed, down, structured = answers[key]
+        assert failed and structured is None and down["error"].startswith("kernel unavailable"), down
