@@ -272,6 +272,17 @@ def test_no_token_is_asked_of_a_kernel_that_does_not_answer_and_the_summary_says
     assert not (settings.user_home / ".claude.json").exists()  # --no-mcp
 
 
+def test_the_kept_token_stays_with_its_url(settings: Settings, token_file: Path) -> None:
+    _connect(settings, "claude", token_file)  # http://kernel:8080 with TOKEN
+    again = brain(settings, "connect", "codex", "--brain", BRAIN)  # the same kernel: its token is kept
+    assert json.loads(again.stdout.strip().splitlines()[-1])["token_note"] == "kept from the client file"
+    down = f"http://127.0.0.1:{free_port()}"
+    moved = brain(settings, "connect", "claude", "--brain", BRAIN, "--url", down)
+    assert moved.exit_code == 0, moved.stderr
+    assert json.loads(moved.stdout.strip().splitlines()[-1])["token_note"].startswith(f"none: {down} did not answer")
+    assert json.loads((settings.user_home / ".config" / "brain" / "client.json").read_text()) == {"url": down, "token": ""}
+
+
 def test_a_kernel_with_auth_off_gets_an_empty_token_without_a_prompt(served: Served, settings: Settings) -> None:
     result = brain(settings, "connect", "codex", "--brain", BRAIN, "--url", served.base, input="typed-token\n")
     assert result.exit_code == 0, result.stderr

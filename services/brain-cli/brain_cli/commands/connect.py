@@ -278,7 +278,8 @@ def _token(url: str, token_file: Path | None, existing: dict[str, Any], dry_run:
     if token_file is not None:
         return token_file.expanduser().read_text().strip(), "from --token-file"
     kept = existing.get("token")
-    if isinstance(kept, str) and kept:
+    # The kept token is the kernel's at the file's URL: a new URL asks afresh rather than hand it to another host.
+    if isinstance(kept, str) and kept and str(existing.get("url") or "").rstrip("/") == url:
         return kept, "kept from the client file"
     if dry_run:
         return "", "none: a dry run asks nothing"
