@@ -12,7 +12,7 @@ from model2vec import StaticModel
 from brain_api.routes.markers import MarkerOut
 from brain_cli.workers import _Workers
 from brain_core.textsearch import Hit
-from brain_kernel.db.models import FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
+from brain_kernel.db.models import Entry, FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
@@ -64,6 +64,7 @@ FeedHorizon.horizon
 VaultDocument.name_lower
 VaultDocument.name_grams
 VaultSearchState.rebuilt_at
+Entry.embedded_hash  # written by the embed runs' raw UPDATE (search.pending.mark_embedded)
 
 # psycopg reads a dumper's oid and calls its dump (the chunk's words in the store's COPY).
 WordsDumper.oid

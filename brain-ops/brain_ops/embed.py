@@ -6,6 +6,12 @@ file in the vault): only new and changed entries are embedded again, so a
 rerun embeds nothing. ``--prune`` drops the chunks of entries the index no
 longer holds (merged arcs, deleted files); ``--force-all`` re-embeds
 everything. Never commits: the command does, once.
+
+Every tick ends with ``embed_pending``: the same run over only the entries
+the pending index lists (``brain_kernel.search.pending``), in a transaction
+of its own after the tick's, so a lesson posted before a tick is searchable
+after it with no separate job, and an embeddings endpoint that is down
+leaves the tick done and the entries pending for the next one (ADR 0046).
 """
 
 from __future__ import annotations
@@ -14,16 +20,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import EMBEDDED_KINDS, PRODUCERS, EmbeddingDoc, entry_doc
 from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.progress import SILENT, Progress
+from brain_kernel.db.engine import read_session_factory, session_factory, unit_of_work
 from brain_kernel.feed.feed_repo import entries_of_kinds
 from brain_kernel.search import embeddings
-from brain_kernel.search.embedders import Embedder
+from brain_kernel.search.embedders import Embedder, embedder_for
+from brain_kernel.search.pending import mark_embedded, pending, pending_entries
+from brain_kernel.settings import Settings
 
 BATCH = 256
+# One embed run at a time: two would replace the same keys' chunks together (and embed them twice).
+_EMBED_LOCK = 0x0A6B3130
 
 
 @dataclass
@@ -51,12 +63,22 @@ def run_embed(
     force_all: bool = False,
     prune: bool = False,
     force_dim: bool = False,
+    only_pending: bool = False,
     progress: Progress = SILENT,
 ) -> EmbedSummary:
-    """Embed what changed since the last run (everything with ``force_all``); no commit."""
+    """Embed what changed since the last run (everything with ``force_all``); no commit.
+
+    ``only_pending``: the entries the pending index lists (``brain_kernel.search.pending``),
+    not every entry: the tick's step, one indexed read when nothing changed.
+    Either way each entry looked at is marked as held, so it leaves the
+    pending count (a full run also repairs that bookkeeping).
+    """
     started = time.perf_counter()
     summary = EmbedSummary()
-    docs = [doc for record in entries_of_kinds(session, EMBEDDED_KINDS) if (doc := entry_doc(record)) is not None]
+    session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK})
+    records = pending_entries(session) if only_pending else entries_of_kinds(session, EMBEDDED_KINDS)
+    looked = [(record.id, doc) for record in records if (doc := entry_doc(record)) is not None]
+    docs = [doc for _, doc in looked]
     summary.entries = len(docs)
     by_producer: dict[str, list[EmbeddingDoc]] = {}
     for doc in {(d.producer, d.key): d for d in docs}.values():
@@ -71,16 +93,51 @@ def run_embed(
                 todo.append(doc)
     if todo:  # the first batch settles the column's dimension before any bulk work
         summary.chunks += embeddings.store_docs(session, embedder, todo[:BATCH], force_dim=force_dim)
-    with embeddings.bulk_load(session, rows=len(todo) - BATCH):
-        for start in range(BATCH, len(todo), BATCH):
-            summary.chunks += embeddings.store_docs(session, embedder, todo[start : start + BATCH], force_dim=force_dim)
-            progress.step(min(start + BATCH, len(todo)), len(todo))
+    if len(todo) > BATCH:  # bulk_load counts the table: not for a tick's few entries
+        with embeddings.bulk_load(session, rows=len(todo) - BATCH):
+            for start in range(BATCH, len(todo), BATCH):
+                summary.chunks += embeddings.store_docs(session, embedder, todo[start : start + BATCH], force_dim=force_dim)
+                progress.step(min(start + BATCH, len(todo)), len(todo))
     summary.embedded = len(todo)
     for doc in todo:
         summary.by_kind[doc.kind] = summary.by_kind.get(doc.kind, 0) + 1
+    # Every entry looked at is held now, by its key (two entries of one key: the index holds one of them, as before).
+    mark_embedded(session, [(entry_id, doc.content_hash) for entry_id, doc in looked])
     if prune:
         for producer in PRODUCERS.values():
             keep = [d.key for d in by_producer.get(producer, [])]
             summary.pruned += embeddings.prune(session, producer, keep)["deleted"]
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def embed_pending(engine: Engine, settings: Settings, *, embedder: Embedder | None = None, progress: Progress = SILENT) -> dict[str, Any]:
+    """The tick's embed step: the pending entries embedded in a transaction of their own; never raises.
+
+    Returns what the tick summary reports: ``ok``, ``embedded`` and
+    ``unchanged`` entries, ``chunks``, ``pending`` (entries still waiting:
+    written meanwhile, or all of them when the step failed), ``ms``, and on
+    failure ``error`` (the endpoint down, a dimension refused): the tick
+    stands, and the next one retries. While another run holds the lock
+    (``brain embed``, a tick beside this one) the step leaves it the work.
+    """
+    started = time.perf_counter()
+    report: dict[str, Any] = {"ok": True}
+    try:
+        with unit_of_work(session_factory(engine)) as session:
+            if not session.execute(text("SELECT pg_try_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK}).scalar_one():
+                report["skipped"] = "another embed run holds the lock"
+            else:
+                done = run_embed(session, embedder or embedder_for(settings), only_pending=True, force_dim=settings.embed_dim_force_migrate, progress=progress)
+                report.update(embedded=done.embedded, unchanged=done.unchanged, chunks=done.chunks)
+    except Exception as exc:  # the tick has committed; the entries stay pending and the next tick retries them
+        report = {"ok": False, "error": f"{type(exc).__name__}: {exc}".replace("\n", " ")}
+        progress.say(f"embedding failed, retried next tick: {report['error']}")
+    try:
+        with read_session_factory(engine)() as session:
+            report["pending"] = pending(session)
+    except Exception as exc:  # the count is a report only
+        report["pending"] = None
+        progress.say(f"could not count the pending entries: {type(exc).__name__}: {exc}")
+    report["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return report

@@ -136,7 +136,8 @@ def test_ticks_drains_and_embeds_on_their_intervals(settings: Settings, engine: 
     ticks = [line["summary"] for line in lines if line["job"] == "tick"]
     assert all("stats" in t and no_lists(t) for t in ticks), ticks[0]  # trimmed to its counts
     embeds = [line["summary"] for line in lines if line["job"] == "embed"]
-    assert (embeds[0]["embedded"], embeds[1]["embedded"], embeds[1]["unchanged"]) == (1, 0, 1)  # the arc the first tick indexed
+    assert ticks[0]["embeddings"]["embedded"] == 1 and ticks[1]["embeddings"]["embedded"] == 0  # the arc the first tick indexed, by it
+    assert [(e["embedded"], e["unchanged"]) for e in embeds] == [(0, 1)] * 3  # the embed job after it compares and prunes
     drains = [line["summary"] for line in lines if line["job"] == "drain"]
     assert all(d == {"total": 0, "ticks": 0, "ok": 0, "failed": 0, "buckets": []} for d in drains)
     assert said[0] == f"tick every 10s, drain every 3s, extract at {AWAY:02d}:00 UTC (since 26h, min 5 turns)"
@@ -165,8 +166,8 @@ def test_extract_and_cluster_run_once_a_day_in_the_extract_hour(settings: Settin
     assert written.startswith(f"clusters/{four.date().isoformat()}/arc-"), written  # today's folder, as brain cluster writes it
     arc = [p for p in s.vault.rglob(Path(written).name) if "sess-long" in p.read_text()]
     assert arc, written  # the arc holds the session (where the tick after it left it)
-    embeds = [line["summary"] for line in lines if line["job"] == "embed"]
-    assert embeds[-1]["embedded"] == 1  # the tick after the extract indexed the new arc, and embed took it
+    ticks = [line["summary"] for line in lines if line["job"] == "tick"]
+    assert ticks[-1]["embeddings"]["embedded"] == 1  # the tick after the extract indexed the new arc and embedded it
     assert max(clock.sleeps) <= MAX_SLEEP_SECONDS and not report.failures
 
 

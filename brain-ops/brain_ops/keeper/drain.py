@@ -31,6 +31,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.tick_queue import TickJob
 from brain_kernel.vault_store import Vault
+from brain_ops.embed import embed_pending
 from brain_ops.keeper.events import publish_tick
 from brain_ops.keeper.tick import TickSummary, run_tick
 
@@ -69,7 +70,8 @@ def run_tick_and_warm(
     progress: Progress = SILENT,
     source: str = "brain-cli",
 ) -> TickSummary:
-    """One keeper tick in its own transaction, then (unless a dry run) the active projects' feed answers stored.
+    """One keeper tick in its own transaction, then (unless a dry run) the active projects' feed answers stored
+    and the entries the search index lags embedded (``brain_ops.embed.embed_pending``, in its own transaction).
 
     Its health (timing, outcome, arcs scanned, the keeper's stats) is recorded
     in ``tick_runs`` afterwards, in a short transaction of its own, whether the
@@ -107,6 +109,9 @@ def run_tick_and_warm(
             progress.say("storing the project feed answers")
             with read_session_factory(engine)() as session:
                 summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())
+            # After the feed answers: they wait for no embedding. Never raises: a failure is reported, retried next tick.
+            progress.say("embedding the entries written since the last tick")
+            summary.embeddings = embed_pending(engine, settings, progress=progress)
     except BaseException as exc:
         record(ok=False, error=f"{type(exc).__name__}: {exc}", tick=summary)
         raise

@@ -15,6 +15,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Computed,
     DateTime,
     Float,
     ForeignKey,
@@ -69,6 +70,13 @@ class Entry(Base):
     created_at: Mapped[dt.datetime] = _now()
     updated_at: Mapped[dt.datetime] = _now()
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, nullable=False, server_default="{}")
+    # What the search index should hold for the entry (its embedded text's hash; null for kinds not embedded), written
+    # with the row, and the hash the index held when the embed step last looked (revision 0018, ADR 0046).
+    embed_hash: Mapped[str | None] = mapped_column(String(64))
+    embedded_hash: Mapped[str | None] = mapped_column(String(64))
+    # A column of its own, not the comparison in a query: the planner has statistics for a column (it estimates
+    # a comparison of two columns at nearly every row, and then reads the whole table instead of the index).
+    embed_pending: Mapped[bool] = mapped_column(Boolean, Computed("embed_hash IS DISTINCT FROM embedded_hash", persisted=True), nullable=False)
 
     __table_args__ = (
         # fastupdate off: feed lookups never scan a GIN pending list left by a bulk reindex.
@@ -100,6 +108,8 @@ class Entry(Base):
         ),
         # Markers written before their session was known, found again when it is (``attribute_sessions``).
         Index("ix_entries_unattributed_session", text("(metadata ->> 'session_id')"), postgresql_where=text("project IS NULL")),
+        # The entries the search index lags (``brain_kernel.search.pending``): as few as were written since the last embed step.
+        Index("ix_entries_embed_pending", "project", postgresql_where=text("embed_pending")),
     )
 
 

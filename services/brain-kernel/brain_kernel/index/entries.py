@@ -40,6 +40,7 @@ from sqlalchemy import String, any_, delete, literal, not_, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
+from brain_core.chunks import entry_doc
 from brain_core.entries import EntryRecord
 from brain_core.feed.collect import mitigate
 from brain_core.jsonable import SORTED_KEYS, JobSummary
@@ -70,6 +71,7 @@ COMPARED_COLUMNS = (
     "vault_path",
     "occurred_at",
     "metadata",
+    "embed_hash",  # follows from the columns before it; compared so a row indexed before it existed is rewritten
 )
 
 
@@ -94,8 +96,15 @@ def _row(record: EntryRecord) -> dict[str, object]:
             "vault_path": record.vault_path,
             "occurred_at": record.occurred_at,
             "metadata": record.meta,
+            "embed_hash": _embed_hash(record),
         }
     )
+
+
+def _embed_hash(record: EntryRecord) -> str | None:
+    """The hash of the text the search index embeds for the entry (None for kinds it does not embed): ADR 0046."""
+    doc = entry_doc(record)
+    return doc.content_hash if doc is not None else None
 
 
 def _plain(value: Any) -> Any:
@@ -120,6 +129,7 @@ def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
 STAGED_ROWS = 200  # from this many rows an upsert goes through COPY and one statement (a marker's few rows do not)
 _STAGE_COLUMNS = ", ".join(COMPARED_COLUMNS)
 _STAGE_TYPES = ("text", "varchar", "text", "text", "text", "text[]", "text", "varchar", "varchar", "varchar", "float8", "text", "timestamptz", "jsonb")
+_STAGE_TYPES += ("varchar",)  # embed_hash
 _CREATE_STAGE = f"CREATE TEMP TABLE IF NOT EXISTS entries_stage ON COMMIT DELETE ROWS AS SELECT {_STAGE_COLUMNS} FROM entries WITH NO DATA"
 _COMPARED_ROW = ", ".join(n for n in COMPARED_COLUMNS if n != "id")
 _HELD_ENTRIES = f"SELECT id, {_COMPARED_ROW} FROM entries WHERE id = ANY(%(ids)s::text[])"
