@@ -97,7 +97,7 @@ def mcp(
     over stdio through the kernel at URL (default: the client file's url),
     with the client file's token when URL is the file's own (brain connect
     writes it; another URL never gets the token); nothing local is
-    opened or created, so it starts in about a second. A failure (the kernel
+    opened or created, so it starts in a second or two. A failure (the kernel
     down, a refused token) is the tool's error, never a crash. brain connect
     registers this form.
 
