@@ -14,6 +14,8 @@ from typing import Any
 import typer
 
 from brain_cli.commands import amygdala, apply, backfill, cluster, connect, drain, embed, extract, hook, init, loop, mcp, reindex, scrub, server, tick, whereis
+from brain_cli.commands.trial import export as trial_export
+from brain_cli.commands.trial import report as trial_report
 
 app = typer.Typer(
     name="brain",
@@ -51,6 +53,11 @@ for name, command in (
     ("hook", hook.hook),
 ):
     app.command(name, help=_help(command))(command)
+
+trial_app = typer.Typer(name="trial", help="The holdout trial: does memory help? (docs/trial.md)", no_args_is_help=True)
+for name, command in (("report", trial_report), ("export", trial_export)):
+    trial_app.command(name, help=_help(command))(command)
+app.add_typer(trial_app)
 
 
 def main() -> None:
