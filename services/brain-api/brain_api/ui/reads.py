@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, exists, false, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, case, false, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import PRODUCERS
@@ -282,8 +282,14 @@ def embedding_coverage(db: Session, scope: Scope) -> list[Coverage]:
     stem = func.regexp_replace(Entry.vault_path, r"^.*/|\.md$", "", "g")
     key = case((Entry.kind == "arc", func.coalesce(Entry.meta["cluster_id"].astext, stem)), else_=Entry.id)
     producer = case(*((Entry.kind == k, literal(p)) for k, p in PRODUCERS.items()))
-    held = exists().where(ContentEmbedding.producer == producer, ContentEmbedding.key == key)
-    stmt = select(Entry.kind, func.count(), func.count().filter(held)).where(Entry.kind.in_(list(PRODUCERS)))
+    # One hash join against the distinct (producer, key) pairs: a probe per entry cost 110 ms at 20,000 entries.
+    held = select(ContentEmbedding.producer, ContentEmbedding.key).where(ContentEmbedding.producer.in_(list(PRODUCERS.values()))).distinct().subquery()
+    stmt = (
+        select(Entry.kind, func.count(), func.count(held.c.key))
+        .select_from(Entry)
+        .outerjoin(held, and_(held.c.producer == producer, held.c.key == key))
+        .where(Entry.kind.in_(list(PRODUCERS)))
+    )
     cond = scope_condition(scope)
     if cond is not None:
         stmt = stmt.where(cond)
