@@ -175,3 +175,18 @@ def test_export_writes_every_record_as_json_lines(tmp_path: Path, database_url: 
     assert all(r["salt_id"] == TrialConfig(50, SALT).salt_id and r["control_percent"] == 50 for r in rows)
     stdout = brain(settings, "trial", "export", "--since", "1h")
     assert stdout.exit_code == 0 and len(stdout.stdout.splitlines()) == 3
+
+
+def test_with_no_trial_every_served_session_is_treated_and_nothing_is_compared(tmp_path: Path, database_url: str) -> None:
+    settings = make_settings(tmp_path, database_url)  # no percentage, no salt: the records' period is (0, none)
+    for p in range(3):
+        _serve(settings, f"org{p}/proj{p}", f"s-{p}")
+        write_claude(settings.resolved_claude_dir, f"s-{p}", f"/srv/p{p}", NOW - dt.timedelta(hours=1), ["Go on", "Again"])
+    assert brain(settings, "extract", "--since", "2d", "--min-turns", "1").exit_code == 0
+    data = _report(settings)
+    assert data["period"] == {"control_percent": 0, "salt_id": None, "current": True}
+    assert data["arms"][TREATMENT]["sessions"] == 3 and data["arms"][CONTROL]["sessions"] == 0
+    assert all(c["difference"] is None and c["control_mean"] is None for c in data["outcomes"])
+    assert data["statement"].startswith("Not enough projects in both arms")
+    table = brain(settings, "trial", "report")
+    assert "salt id none" in table.stdout and "Not enough projects" in table.stdout
