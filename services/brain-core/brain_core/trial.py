@@ -113,10 +113,13 @@ def _words(text: str) -> list[str]:
 
 def names_entry(entry: Injected, said: str) -> bool:
     """Whether assistant text names the entry: its id, its title (3+ words), or a 6-word run of its content."""
-    lowered = said.lower()
+    return _names(entry, said.lower(), " ".join(_words(said)))
+
+
+def _names(entry: Injected, lowered: str, said_words: str) -> bool:
+    """``names_entry`` on text already lowered and split into words (a session's text is prepared once, not per entry)."""
     if entry.entry_id and entry.entry_id.lower() in lowered:
         return True
-    said_words = " ".join(_words(said))
     title = _words(entry.title)
     if len(title) >= 3 and " ".join(title) in said_words:
         return True
@@ -128,7 +131,8 @@ def names_entry(entry: Injected, said: str) -> bool:
 def recall_used(injected: Iterable[Injected], assistant_texts: Iterable[str]) -> int:
     """How many injected entries the assistant's later text names (each counted once)."""
     said = "\n".join(assistant_texts)
-    return sum(1 for entry in {e.entry_id: e for e in injected}.values() if names_entry(entry, said))
+    lowered, said_words = said.lower(), " ".join(_words(said))
+    return sum(1 for entry in {e.entry_id: e for e in injected}.values() if _names(entry, lowered, said_words))
 
 
 # -- the report ------------------------------------------------------------------------------------------
