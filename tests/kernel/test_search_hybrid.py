@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from brain_api.app import create_app
@@ -177,6 +178,10 @@ def test_exhaustive_is_true_only_when_the_answer_is_exact(db: Session) -> None:
     touch_project(db, "api", "org1/api")
     touch_project(db, "web", "org2/web")
     db.commit()
+    db.execute(text("ANALYZE content_embeddings"))  # the plan follows the planner's estimate of the project's rows
+    assert embeddings.choose_plan(big, big + small) == "index" and embeddings.choose_plan(small, big + small) == "exact"
+    storage = "SELECT attstorage FROM pg_attribute WHERE attrelid = 'content_embeddings'::regclass AND attname = 'embedding'"
+    assert db.execute(text(storage)).scalar() == "m"  # vectors stay in the row, never in TOAST
     query = unit(0.3, dim)
     chosen, exhaustive = embeddings.search(db, query, project=("web", "org2/web"), limit=10)
     exact, exact_is = embeddings.search(db, query, project=("web", "org2/web"), limit=10, plan="exact")

@@ -52,6 +52,9 @@ HNSW_INDEX = "ix_content_embeddings_embedding_hnsw"
 HNSW_MAX_DIM = 2000  # pgvector's HNSW limit for vector columns
 BULK_ROWS = 20_000
 _LOCK = 0x0A6B312D  # upstream's advisory lock id for dimension changes
+# pgvector's type is stored EXTERNAL: a row over 2 kB (a 384-dimension vector, a preview, metadata, words) had
+# its vector moved out of line, and an exact ranking read three buffers a row instead of one (ADR 0045).
+KEEP_VECTORS_INLINE = "ALTER TABLE content_embeddings ALTER COLUMN embedding SET STORAGE MAIN"
 
 
 # -- dimension ----------------------------------------------------------------------------------
@@ -85,6 +88,7 @@ def ensure_dimension(session: Session, dim: int, *, force: bool = False) -> None
     session.execute(delete(_TABLE))
     session.execute(text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
     session.execute(text(f"ALTER TABLE content_embeddings ALTER COLUMN embedding TYPE vector({int(dim)})"))
+    session.execute(text(KEEP_VECTORS_INLINE))  # a new type takes the type's storage again
     if dim <= HNSW_MAX_DIM:
         session.execute(text(f"CREATE INDEX {HNSW_INDEX} ON content_embeddings USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"))
 
@@ -231,14 +235,23 @@ def by_key(session: Session, key: str) -> list[dict[str, Any]]:
 # -- search ---------------------------------------------------------------------------------------------
 
 MODES = ("hybrid", "vector", "words")
+PLANS = ("exact", "index")
 RRF_K = 60  # reciprocal rank fusion's constant: a result's share is 1 / (RRF_K + its rank) on each side
-# A filtered set (or the whole table, unfiltered) of fewer rows is ranked exactly; from this many on, through the
-# HNSW index's iterative scan and an exact re-rank of its candidates (measured: docs/performance.md, ADR 0045).
+# The vector side's plan (ADR 0045). Exact ranking costs about one unit a filtered row; the iterative HNSW scan
+# visits about candidates * table / filtered rows before it has its candidates, each visit about INDEX_COST
+# units (measured: docs/performance.md). The index is chosen where it is the cheaper, and never under EXACT_ROWS.
 EXACT_ROWS = 2_000
-INDEX_CANDIDATES = 100  # rows the iterative scan hands to the exact re-rank, at least (ADR 0045)
+INDEX_COST = 15
+INDEX_CANDIDATES = 100  # rows the iterative scan hands to the exact re-rank, at least
 INDEX_EF_SEARCH = 100  # the scan's candidate list (hnsw.ef_search)
 INDEX_MAX_SCAN_TUPLES = 50_000  # where the iterative scan gives up; a short answer then falls back to exact
-PLANS = ("exact", "index")
+# The word side matches a query's rarer words only, as many as keep the expected matches under this share of
+# all chunks (by the planner's lexeme statistics), and ranks those matches by all its words (ADR 0044).
+WORDS_MATCH_SHARE = 0.05
+_WORD_FREQUENCIES = text(
+    "SELECT u.e, u.f FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS u(e, f) "
+    "WHERE s.schemaname = current_schema() AND s.tablename = 'content_embeddings' AND s.attname = 'words' AND u.e = ANY(:lexemes)"
+)
 
 
 @dataclass(frozen=True)
@@ -287,10 +300,37 @@ def _ident(one_per_key: bool) -> Any:
     return (lambda r: (r.producer, r.key)) if one_per_key else (lambda r: r.id)
 
 
-def _filtered_rows(session: Session, where: list[Any], cap: int) -> int:
-    """How many rows the filters keep, counted up to ``cap`` only (a large project costs no more than ``cap`` rows)."""
-    inner = select(literal(1)).select_from(_TABLE).where(*where).limit(cap).subquery()
-    return session.execute(select(func.count()).select_from(inner)).scalar_one()
+def _estimated_rows(
+    session: Session, project: tuple[str, str | None] | None, within: Sequence[tuple[str, str | None]] | None, producer: str | None, kind: str | None
+) -> tuple[float, float]:
+    """(rows the filters keep, rows in the table) as the planner estimates them: no row is read.
+
+    The estimate reads the filters' typed columns (the ``projects`` array's
+    element statistics, producer, kind); the membership rule's repo terms
+    would only make it smaller than the project is.
+    """
+    total = session.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'content_embeddings'::regclass")).scalar_one()
+    if total < 0:  # never analysed (a new table): counted, which is cheap while it is small
+        total = count_chunks(session)
+    terms: list[Any] = []
+    if project is not None:
+        terms.append(ContentEmbedding.projects.contains([project[0]]))
+    if within is not None:
+        terms.append(or_(*(ContentEmbedding.projects.contains([key]) for key, _ in within)))
+    if producer:
+        terms.append(ContentEmbedding.producer == producer)
+    if kind:
+        terms.append(ContentEmbedding.kind == kind)
+    if not terms or total <= 0:
+        return float(total), float(total)
+    compiled = select(literal(1)).select_from(_TABLE).where(*terms).compile(dialect=session.get_bind().dialect)
+    [[plan]] = session.connection().exec_driver_sql("EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params).all()
+    return float(plan[0]["Plan"]["Plan Rows"]), float(total)
+
+
+def choose_plan(rows: float, total: float, candidates: int = INDEX_CANDIDATES) -> str:
+    """``index`` when the iterative scan is expected to cost less than ranking every filtered row, else ``exact``."""
+    return "index" if rows >= EXACT_ROWS and rows * rows >= INDEX_COST * candidates * total else "exact"
 
 
 def _vector_exact(session: Session, distance: Any, where: list[Any], depth: int, min_score: float | None, one_per_key: bool) -> list[Any]:
@@ -328,17 +368,17 @@ def _vector_index(session: Session, distance: Any, where: list[Any], candidates:
 
 
 def _vector_side(
-    session: Session, query_vector: Sequence[float], where: list[Any], depth: int, min_score: float | None, one_per_key: bool, plan: str | None
+    session: Session, query_vector: Sequence[float], where: list[Any], depth: int, min_score: float | None, one_per_key: bool, plan: str | None, sizes: Any
 ) -> tuple[list[_Ranked], bool]:
     """The vector side's ranked candidates (score: cosine) and whether they are exact (ADR 0045)."""
     distance = ContentEmbedding.embedding.cosine_distance(list(query_vector))
+    candidates = max(INDEX_CANDIDATES, 4 * depth if one_per_key else depth)
     if plan is None:
-        plan = "index" if _filtered_rows(session, where, EXACT_ROWS) >= EXACT_ROWS else "exact"
+        plan = choose_plan(*sizes(), candidates)
     ident = _ident(one_per_key)
     try:
         rows: list[Any] = []
         if plan == "index":
-            candidates = max(INDEX_CANDIDATES, 4 * depth if one_per_key else depth)
             rows = _vector_index(session, distance, where, candidates)
             if len(rows) < candidates:  # the scan gave up early (or the filters keep fewer rows): never a short answer
                 plan = "exact"
@@ -361,15 +401,34 @@ def _vector_side(
     return [_Ranked(r.id, ident(r), round(1.0 - float(r.d), 4)) for r in rows], plan == "exact"
 
 
+def _matching_lexemes(session: Session, lexemes: list[str]) -> list[str]:
+    """The query's rarer lexemes: rarest first, while their summed share of chunks stays under ``WORDS_MATCH_SHARE``.
+
+    A lexeme missing from the planner's most common elements is rare (share
+    0); the rarest is always kept. Without statistics every lexeme is kept.
+    """
+    shares = {e: float(f) for e, f in session.execute(_WORD_FREQUENCIES, {"lexemes": lexemes})}
+    kept: list[str] = []
+    total = 0.0
+    for lexeme in sorted(lexemes, key=lambda w: shares.get(w, 0.0)):
+        share = shares.get(lexeme, 0.0)
+        if kept and total + share > WORDS_MATCH_SHARE:
+            break
+        kept.append(lexeme)
+        total += share
+    return kept
+
+
 def _words_side(session: Session, query: str, where: list[Any], depth: int, one_per_key: bool) -> list[_Ranked]:
-    """The chunks whose words match the query's (any of them), by ``ts_rank``; every match is ranked, so exact."""
-    q = words.tsquery(query)
-    if q is None:
+    """The chunks holding one of the query's rarer words, ranked by ``ts_rank`` over all its words (ADR 0044)."""
+    lexemes = words.query_lexemes(query)
+    if not lexemes:
         return []
     t = _TABLE.c
-    tsq = cast(literal(q), TSQUERY)
-    rank = func.ts_rank(t.words, tsq).label("r")
-    matched = select(t.id, t.producer, t.key, rank).where(t.words.op("@@")(tsq), *where)
+    ranked_by = cast(literal(words.tsquery_of(lexemes)), TSQUERY)
+    matched_by = cast(literal(words.tsquery_of(_matching_lexemes(session, lexemes))), TSQUERY)
+    rank = func.ts_rank(t.words, ranked_by).label("r")
+    matched = select(t.id, t.producer, t.key, rank).where(t.words.op("@@")(matched_by), *where)
     if one_per_key:
         best = matched.ext(distinct_on(t.producer, t.key)).order_by(t.producer, t.key, rank.desc(), t.id).subquery("best")
         stmt = select(best).order_by(best.c.r.desc(), best.c.id).limit(depth)
@@ -441,7 +500,9 @@ def search(
     if mode != "words":
         if query_vector is None:
             raise ValueError("a vector or hybrid search needs the query's vector")
-        vector, exhaustive = _vector_side(session, query_vector, where, depth, min_score, one_per_key, plan)
+        vector, exhaustive = _vector_side(
+            session, query_vector, where, depth, min_score, one_per_key, plan, lambda: _estimated_rows(session, project, within, producer, kind)
+        )
     if mode != "vector":
         word = _words_side(session, query, where, depth, one_per_key)
     if mode == "vector":

@@ -95,12 +95,9 @@ def query_lexemes(text: str) -> list[str]:
     return list(dict.fromkeys(lexeme for lexeme, _ in _lexemes(text)))
 
 
-def tsquery(text: str) -> str | None:
-    """The query as ``tsquery`` text: its lexemes joined by OR (None when it has none)."""
-    words = query_lexemes(text)
-    if not words:
-        return None
-    return " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in words)
+def tsquery_of(lexemes: list[str]) -> str:
+    """Lexemes as ``tsquery`` text, joined by OR (each quoted, so no lexeme is read as an operator)."""
+    return " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in lexemes)
 
 
 def tsvector_binary(text: str) -> bytes:
