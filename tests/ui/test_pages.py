@@ -200,3 +200,33 @@ def test_the_timeline_marks_a_retracted_entry(client, planted: Planted) -> None:
     page = client.get("/ui/project", params={"project": "acme/web"}).text
     row = re.search(r"<tr class=\"kind-lesson\">(?:(?!</tr>).)*Withdrawn one(?:(?!</tr>).)*</tr>", page, re.S)
     assert row and 'class="state-retracted">retracted<' in row.group(0)
+
+
+def test_a_bound_tokens_keeper_page_names_no_file_and_no_error_text(guarded: Guarded, db) -> None:
+    import datetime as dt
+
+    from brain_kernel.ticks import tick_queue
+    from brain_kernel.ticks.health import record_tick
+
+    now = dt.datetime.now(dt.timezone.utc)
+    secret = "clusters/2026-12-01/acme-web-secret-arc.md"
+    record_tick(
+        db, started_at=now, finished_at=now, source="brain-cli", dry_run=False, use_ai=False, ok=False, error=f"OSError: {secret}", arcs_scanned=3, stats={}
+    )
+    job = tick_queue.enqueue(db, dry_run=False, no_ai=True)
+    tick_queue.claim_pending(db)
+    tick_queue.finish(db, [job.job_id], status="completed", result={"vault_writes": 1, "files_written": [secret], "moves": [{"from": secret, "to": "x"}]})
+    db.commit()
+    everyone = guarded.signed_in(ALL).get("/ui/keeper").text
+    assert secret in everyone and job.job_id in everyone
+    bound = guarded.signed_in(API).get("/ui/keeper").text
+    assert secret not in bound and "OSError" in bound and job.job_id in bound
+
+
+def test_entry_text_is_escaped_on_every_page(client, planted: Planted) -> None:
+    hostile = '<script>alert("x")</script>'
+    r = client.post("/marker", json={"type": "signal", "content": "boom", "attrs": {"repo": "acme/web", "title": hostile, "severity": "critical"}})
+    assert r.status_code == 201, r.text
+    for url in ("/ui/signals", "/ui/project?project=acme/web"):
+        page = client.get(url).text
+        assert hostile not in page and "&lt;script&gt;" in page, url
