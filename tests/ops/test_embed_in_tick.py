@@ -81,13 +81,17 @@ def _found(client: Any, query: str = LESSON) -> list[dict[str, Any]]:
 def test_a_posted_lesson_is_found_after_one_tick_with_no_embed_job(client: Any, settings: Settings, engine: Engine, db: Session) -> None:
     _post_lesson(client)
     assert pending(db) == 1 and pending(db, ("web", "acme/web")) == 1 and pending(db, ("api", None)) == 0
-    assert _found(client) == []  # not embedded yet: only the tick will
+    assert _found(client) == []  # not embedded yet: only the tick will, and the answer says one is waiting
+    assert client.post("/search", json={"query": LESSON, "project": "acme/web"}).json()["pending"] == 1
+    assert client.post("/search", json={"query": LESSON}).json()["pending"] == 1
+    assert client.post("/search", json={"query": LESSON, "project": "nobody/else"}).json()["pending"] == 0
 
     summary = run_tick_and_warm(engine, Vault(settings.vault), settings, use_ai=False, dry_run=False)
     assert summary.embeddings["ok"] is True and summary.embeddings["embedded"] == 1 and summary.embeddings["pending"] == 0
     [hit] = _found(client)
     assert hit["metadata"]["project"] == "web" and hit["producer"] == "brain-lesson"
     assert pending(db) == 0
+    assert client.post("/search", json={"query": LESSON, "project": "acme/web"}).json()["pending"] == 0
 
     again = run_tick_and_warm(engine, Vault(settings.vault), settings, use_ai=False, dry_run=False)
     assert again.embeddings["ok"] is True and again.embeddings["embedded"] == 0 and again.embeddings["unchanged"] == 0
