@@ -141,6 +141,14 @@ def _search(w: World) -> None:
     assert {"api", "web"} <= {r["metadata"].get("project") for r in everyone}
 
 
+def _recall(w: World) -> None:
+    asked = {"session_id": "scope-recall", "prompt": f"{WORD} pipeline"}
+    assert w.post(API, "/recall", {**asked, "project": "org2/web"}).status_code == 403
+    own = w.post(API, "/recall", {**asked, "project": "org1/api"})
+    assert own.status_code == 200 and own.json()["project"] == "org1/api"
+    assert w.post(ALL, "/recall", {**asked, "project": "org2/web"}).status_code == 200
+
+
 def _by_key(w: World) -> None:
     assert w.get(API, f"/by-key/{w.arcs['api']}").status_code == 200
     assert w.get(API, f"/by-key/{w.arcs['web']}").status_code == 404
@@ -204,6 +212,7 @@ PROBES: dict[str, Callable[[World], None]] = {
     "GET /vault/list": _vault_list,
     "GET /arcs/{cluster_id}": _arcs,
     "POST /search": _search,
+    "POST /recall": _recall,
     "GET /by-key/{key}": _by_key,
     "POST /marker": _marker,
     "POST /sessions": _sessions,
