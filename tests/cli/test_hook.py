@@ -212,6 +212,8 @@ def test_a_subagent_stop_reads_the_subagent_transcript(tmp_path: Path, repo: Pat
     assert (result.returncode, result.stdout) == (0, "")
     bodies = [body for _, path, _, body in stub.requests if path == "/marker"]
     assert [(b["content"], b["attrs"]["agent_id"]) for b in bodies] == [("sub", payload["agent_id"])]
+    # the parent session's id and its folder's project: a subagent's marker is its parent's project's
+    assert (bodies[0]["attrs"]["session_id"], bodies[0]["attrs"]["project"], bodies[0]["attrs"]["repo"]) == (payload["session_id"], "widget", "acme/widget")
 
 
 def test_a_codex_stop_reads_the_rollout(tmp_path: Path, repo: Path) -> None:
