@@ -81,6 +81,7 @@ def run_tick_and_warm(
     ``brain.tick.complete`` (``brain_ops.keeper.events``; a bus failure is a note).
     """
     from brain_kernel.ticks.health import record_tick
+    from brain_kernel.trial.records import prune as prune_injections
 
     def record(*, ok: bool, error: str | None, tick: TickSummary | None) -> None:
         try:
@@ -97,6 +98,10 @@ def run_tick_and_warm(
                     arcs_scanned=tick.arcs_scanned if tick is not None else 0,
                     stats=tick.stats if tick is not None else {},
                 )
+                if not dry_run:  # injection records are telemetry kept BRAIN_INJECTION_RETENTION_DAYS (ADR 0050)
+                    gone = prune_injections(health, now=utc_now(), retention_days=settings.injection_retention_days)
+                    if gone:
+                        progress.say(f"{gone} injection records past their retention deleted")
         except Exception as exc:  # the tick's outcome stands; its health row is lost
             progress.say(f"could not record the tick's health: {type(exc).__name__}: {exc}")
 
