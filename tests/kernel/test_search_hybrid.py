@@ -166,7 +166,7 @@ def test_exhaustive_is_true_only_when_the_answer_is_exact(db: Session) -> None:
     """A project at the threshold goes through the index (not exhaustive) yet finds what the exact ranking finds."""
     dim = embeddings.column_dimension(db)
     assert dim is not None
-    big, small = embeddings.EXACT_ROWS + 50, 3
+    big, small = max(embeddings.EXACT_ROWS, embeddings.INDEX_COST * embeddings.INDEX_CANDIDATES) + 200, 3
     vectors, docs = {}, []
     for n in range(big):
         vectors[f"big {n}"] = unit(0.0007 * n, dim)
