@@ -2,7 +2,8 @@
 
 The index is planted with ``COPY`` (the rows ``brain reindex`` would derive):
 50 projects (one key in ten shared by two owners) of 80 arcs, 200 lessons,
-40 decisions, 40 milestones and 40 signals each over 120 days, plus 500
+40 decisions, 40 milestones and 40 signals on average (0.3 to 1.7 times as
+many from the first to the last) over 120 days, plus 500
 entries of no project and 100 fleet-wide signals (20,600 entries); 10,000
 sessions (8 % of no project, over 40 folders); the search index holding 70 %
 of the embeddable entries; 200 recorded ticks and 100 queued ones with their
@@ -15,7 +16,10 @@ loopback connection this is the server's time plus well under a millisecond.
 Target: p95 at most 300 ms per page. Prints one JSON object and a table;
 exits non-zero when a target is missed.
 
-Run: .venv/bin/python -m bench.bench_ui [--rounds 20]
+With ``--screenshots DIR`` it also saves each page of this world as seen in
+headless chromium (docs/ui/*.png come from ``--screenshots docs/ui``).
+
+Run: .venv/bin/python -m bench.bench_ui [--rounds 20] [--screenshots docs/ui]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import random
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,6 +41,7 @@ from sqlalchemy import create_engine, text
 from bench.bench_feed import SENTENCES, WORDS, projects
 from bench.common import bench_home, pct, start_server, stop
 from brain_core.entries import entry_id
+from brain_core.heat import HeatRules, arc_activity, heat_of, status_of
 from brain_core.times import iso
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.settings import Settings
@@ -65,8 +71,11 @@ def _entry(rng: random.Random, kind: str, n: int, key: str | None, slug: str | N
         rel = f"clusters/{at.date().isoformat()}/{cid}.md"
         created = at - dt.timedelta(days=rng.uniform(0, 30))
         meta = {"cluster_id": cid, "created": iso(created), "updated": iso(at), "source_sessions": [f"s{n}-{i}" for i in range(rng.randint(1, 4))]}
+        activity = arc_activity(meta)  # heat and status as a tick would write them, so the page's replay ends where the index is
+        status = status_of(activity, NOW)
+        heat = heat_of(activity, NOW, HeatRules(), status=status)
         row = (entry_id("arc", rel), "arc", f"Improve the {rng.choice(WORDS)} of {key or 'scratch'} {n}", _text(rng, 3))
-        tail = (key, [key] if key else [], slug, scope, rng.choice(("active", "complete", "stalled")), None, float(rng.randint(0, 10)), rel, at, Jsonb(meta))
+        tail = (key, [key] if key else [], slug, scope, status, None, float(heat), rel, at, Jsonb(meta))
         return (*row, *tail), cid
     rel = f"index-only/{kind}/{n}.md"
     severity = rng.choice(SEVERITIES) if kind == "signal" else None
@@ -81,9 +90,10 @@ def plant(url: str, vault_root: Any, rng: random.Random) -> dict[str, Any]:
     rows: list[tuple[Any, ...]] = []
     embedded: list[tuple[str, str]] = []  # (producer, key)
     n = 0
-    for key, slug in fleet:
+    for i, (key, slug) in enumerate(fleet):
+        scale = 0.3 + 1.4 * i / (len(fleet) - 1)  # from 0.3 to 1.7 times the mean: projects differ, the total stays 20,000
         for kind, count in PER_PROJECT.items():
-            for _ in range(count):
+            for _ in range(round(count * scale)):
                 row, ekey = _entry(rng, kind, n, key, slug)
                 rows.append(row)
                 if ekey is not None and rng.random() < 0.7:
@@ -204,10 +214,67 @@ def measure(base: str, rounds: int, rng: random.Random) -> dict[str, dict[str, f
     return out
 
 
+def screenshots(base: str, folder: Path) -> list[str]:
+    """Each page of this world in Debian's headless chromium (selenium, a test dependency), saved as ``<page>.png``."""
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or ""
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900", "--hide-scrollbars"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver") or ""))
+    folder.mkdir(parents=True, exist_ok=True)
+    saved: list[str] = []
+
+    def shoot(name: str) -> None:
+        WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.TAG_NAME, "h1")))
+        height = int(driver.execute_script("return document.documentElement.scrollHeight"))
+        driver.set_window_size(1280, max(900, min(height, 1600)))  # the top of a long page is what a reader looks at
+        driver.save_screenshot(str(folder / f"{name}.png"))
+        driver.set_window_size(1280, 900)
+        saved.append(name)
+
+    def sign_in(token: str) -> None:
+        driver.delete_all_cookies()
+        driver.get(base + "/ui/signin")
+        WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.ID, "token"))).send_keys(token)
+        driver.find_element(By.ID, "signin").click()
+        WebDriverWait(driver, 30).until(ec.url_to_be(base + "/ui"))
+
+    for _, slug in projects(PROJECTS)[::5]:  # a few stored feed answers, as session starts leave them
+        httpx.get(f"{base}/feed", params={"project": slug}, headers={"Authorization": f"Bearer {ALL}"}).raise_for_status()
+    try:
+        driver.get(base + "/ui/signin")
+        WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.ID, "token"))).send_keys("not-a-known-token")
+        driver.find_element(By.ID, "signin").click()
+        WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.ID, "problem")))
+        shoot("signin")
+        sign_in(ALL)
+        shoot("projects")
+        for name, path in (("project", "/ui/project?project=org3/proj3"), ("search", "/ui/project?project=org3/proj3&q=cache+timeout")):
+            driver.get(base + path)
+            shoot(name)
+        for name in ("attribution", "keeper", "signals"):
+            driver.get(f"{base}/ui/{name}")
+            shoot(name)
+        sign_in(BOUND)
+        shoot("projects-bound-token")
+    finally:
+        driver.quit()
+    return saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20, help="requests per page (default 20)")
     parser.add_argument("--seed", type=int, default=46)
+    parser.add_argument("--screenshots", type=Path, help="also save each page of this world here (needs chromium and chromium-driver), e.g. docs/ui")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with bench_home("bench-ui") as (tmp, url, settings, vault):
@@ -219,6 +286,8 @@ def main() -> None:
         proc, base = start_server(served, log=tmp / "serve.log")
         try:
             figures = measure(base, args.rounds, rng)
+            if args.screenshots is not None:
+                print(f"screenshots: {screenshots(base, args.screenshots)}", file=sys.stderr)
         finally:
             stop(proc)
     print(json.dumps({"built": built, "pages": figures, "target_p95_ms": TARGET_P95_MS}))

@@ -8,9 +8,9 @@ the block of ``GET /feed?format=markdown``, the sign-in flow, and that the
 bound token sees no other project's name, count or entry on any page. One
 browser serves the module; waits are on conditions, never sleeps.
 
-Each page's screenshot is saved under ``$BRAIN_UI_SCREENSHOTS`` when set
-(``BRAIN_UI_SCREENSHOTS=docs/ui`` refreshes docs/ui/*.png), else in the
-test's temporary folder, so a plain run leaves the checkout as it was.
+Each page's screenshot is saved under ``$BRAIN_UI_SCREENSHOTS`` when set,
+else in the test's temporary folder, so a run leaves the checkout as it was
+(docs/ui/*.png are the benchmark world's: ``bench_ui --screenshots``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ puts the same numbers in a table beside it for screen readers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from markupsafe import Markup, escape
@@ -44,13 +45,16 @@ def bars(items: Sequence[tuple[str, float]], *, label: str, unit: str = "", widt
     inner = _axis(top, width=width, height=height, unit=unit)
     n = max(1, len(items))
     step = plot_w / n
-    every = max(1, round(n / 12))  # at most about a dozen labels under the bars
+    longest = max((len(name) for name, _ in items), default=1)
+    every = max(1, math.ceil(n * (longest * 6.5 + 10) / plot_w))  # labels (11 px type, about 6.5 px a character) never overlap
     for i, (name, value) in enumerate(items):
         h = plot_h * (value / top)
         x = LEFT + i * step + step * 0.15
         inner.append(f'<rect class="bar series-0" x="{x:.1f}" y="{height - BOTTOM - h:.1f}" width="{step * 0.7:.1f}" height="{h:.1f}"/>')
         if i % every == 0:
-            inner.append(f'<text class="tick" x="{x + step * 0.35:.1f}" y="{height - BOTTOM + 16}" text-anchor="middle">{escape(name)}</text>')
+            centre, half = x + step * 0.35, len(name) * 3.25
+            at, anchor = (width - 2, "end") if centre + half > width else (centre, "middle")  # the last label stays inside
+            inner.append(f'<text class="tick" x="{at:.1f}" y="{height - BOTTOM + 16}" text-anchor="{anchor}">{escape(name)}</text>')
     return _frame(inner, width=width, height=height, label=label)
 
 
@@ -75,7 +79,7 @@ def lines(
         return LEFT + plot_w * i / n, TOP + plot_h * (1 - v / top)
 
     inner = _axis(top, width=width, height=height - 16, unit=unit)
-    every = max(1, round(len(x_labels) / 12))
+    every = max(1, math.ceil(len(x_labels) / 7))  # at most seven labels: a week's "MM-DD" needs the room
     for i, name in enumerate(x_labels):
         if i % every == 0:
             x, _ = at(i, 0)

@@ -226,7 +226,7 @@ class UnresolvedGroup:
     last_active: dt.datetime | None
 
 
-def unresolved_sessions(db: Session, *, limit: int = 100) -> tuple[list[UnresolvedGroup], int]:
+def unresolved_sessions(db: Session, *, limit: int = 50) -> tuple[list[UnresolvedGroup], int]:
     """Sessions with no project grouped by reason and folder, largest groups first; and how many groups there are."""
     reason = func.coalesce(SessionRow.source, literal("unresolved"))
     folder = func.coalesce(SessionRow.cwd, literal(""))
