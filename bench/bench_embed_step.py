@@ -9,7 +9,8 @@ set, else an embedded Postgres under ``.brain/``):
    reindexed and embedded whole with the offline model, then ticked once to
    settle it. Then ``run_tick_and_warm`` (``brain tick --no-ai``'s sequence, in
    process) runs ``--rounds`` times with the step and as many without it,
-   alternating, so both see the same machine load. Reported: p50 and
+   alternating, so both see the same machine load ("without" is the tick as
+   it was: no pending count in its transaction, no step). Reported: p50 and
    p95 of each, the difference of the medians, and the step's own time.
    Then one lesson is written and a tick embeds it: that tick's step time.
 
@@ -59,7 +60,7 @@ def tick_step(args: argparse.Namespace) -> dict[str, Any]:
         reindex = run_brain(settings, "reindex")
         embedded = run_brain(settings, "embed")
         engine = make_engine(url, pooled=False)
-        real_step = drain.embed_pending
+        real_step, real_count = drain.embed_pending, drain.pending
         try:
             drain.run_tick_and_warm(engine, vault, settings, use_ai=False, dry_run=False)  # settles heat and the feed files
             with_step: list[float] = []
@@ -67,14 +68,16 @@ def tick_step(args: argparse.Namespace) -> dict[str, Any]:
             step_ms: list[float] = []
             for _ in range(args.rounds):
                 for on in (True, False):
+                    # Off: the tick as it was before the step, without the pending count in its transaction either.
                     drain.embed_pending = real_step if on else (lambda *_a, **_k: {})  # type: ignore[assignment]
+                    drain.pending = real_count if on else (lambda *_a, **_k: 0)  # type: ignore[assignment]
                     started = time.perf_counter()
                     summary = drain.run_tick_and_warm(engine, vault, settings, use_ai=False, dry_run=False)
                     (with_step if on else without).append(time.perf_counter() - started)
                     if on:
                         step_ms.append(summary.embeddings["ms"] / 1000)
                         assert summary.embeddings["embedded"] == 0 and summary.embeddings["pending"] == 0, summary.embeddings
-            drain.embed_pending = real_step
+            drain.embed_pending, drain.pending = real_step, real_count
             rel = f"left/reference/lessons-{NOW.date().isoformat()}.md"  # a lesson as a marker writes it, in a log of its own
             req = parse_request("lesson", "Pin the clock in the auth test so it stops flaking.", {"repo": "org0/p000"}, max_chars=4096)
             entry = render_log_entry("lesson", req, Attribution("p000", "org0/p000", None, "attrs"), marker_id=uuid.uuid4().hex, at=NOW)
@@ -82,7 +85,7 @@ def tick_step(args: argparse.Namespace) -> dict[str, Any]:
             vault.path(rel).write_text(log_file_header("lesson", rel) + entry, encoding="utf-8")
             one = drain.run_tick_and_warm(engine, vault, settings, use_ai=False, dry_run=False)
         finally:
-            drain.embed_pending = real_step
+            drain.embed_pending, drain.pending = real_step, real_count
             engine.dispose()
     return {
         "vault": built,

@@ -111,8 +111,14 @@ def run_embed(
     return summary
 
 
-def embed_pending(engine: Engine, settings: Settings, *, embedder: Embedder | None = None, progress: Progress = SILENT) -> dict[str, Any]:
+def embed_pending(
+    engine: Engine, settings: Settings, *, waiting: int | None = None, embedder: Embedder | None = None, progress: Progress = SILENT
+) -> dict[str, Any]:
     """The tick's embed step: the pending entries embedded in a transaction of their own; never raises.
+
+    ``waiting``: the pending count the caller read in its own transaction;
+    0 skips the step's connection (a tick over an unchanged vault pays only
+    that count).
 
     Returns what the tick summary reports: ``ok``, ``embedded`` and
     ``unchanged`` entries, ``chunks``, ``pending`` (entries still waiting:
@@ -123,6 +129,8 @@ def embed_pending(engine: Engine, settings: Settings, *, embedder: Embedder | No
     """
     started = time.perf_counter()
     report: dict[str, Any] = {"ok": True}
+    if waiting == 0:
+        return {**report, "embedded": 0, "unchanged": 0, "chunks": 0, "pending": 0, "ms": round((time.perf_counter() - started) * 1000, 1)}
     try:
         with unit_of_work(session_factory(engine)) as session:
             if not session.execute(text("SELECT pg_try_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK}).scalar_one():
@@ -130,14 +138,15 @@ def embed_pending(engine: Engine, settings: Settings, *, embedder: Embedder | No
             else:
                 done = run_embed(session, embedder or embedder_for(settings), only_pending=True, force_dim=settings.embed_dim_force_migrate, progress=progress)
                 report.update(embedded=done.embedded, unchanged=done.unchanged, chunks=done.chunks)
+            report["pending"] = pending(session)  # in the same transaction: a connection costs more than the count
     except Exception as exc:  # the tick has committed; the entries stay pending and the next tick retries them
         report = {"ok": False, "error": f"{type(exc).__name__}: {exc}".replace("\n", " ")}
         progress.say(f"embedding failed, retried next tick: {report['error']}")
-    try:
-        with read_session_factory(engine)() as session:
-            report["pending"] = pending(session)
-    except Exception as exc:  # the count is a report only
-        report["pending"] = None
-        progress.say(f"could not count the pending entries: {type(exc).__name__}: {exc}")
+        try:
+            with read_session_factory(engine)() as session:
+                report["pending"] = pending(session)
+        except Exception as count_exc:  # the count is a report only
+            report["pending"] = None
+            progress.say(f"could not count the pending entries: {type(count_exc).__name__}: {count_exc}")
     report["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return report

@@ -27,6 +27,7 @@ from brain_core.progress import SILENT, Prefixed, Progress
 from brain_kernel.clock import utc_now
 from brain_kernel.db.engine import read_session_factory, session_factory, unit_of_work
 from brain_kernel.feed.answers import warm
+from brain_kernel.search.pending import pending
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.tick_queue import TickJob
@@ -110,13 +111,14 @@ def run_tick_and_warm(
     try:
         with unit_of_work(session_factory(engine)) as session:
             summary = run_tick(session, vault, settings, now=now, use_ai=use_ai, dry_run=dry_run, progress=progress)
+            waiting = 0 if dry_run else pending(session)  # on this connection: the step opens its own only when some wait
         if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
             progress.say("storing the project feed answers")
             with read_session_factory(engine)() as session:
                 summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())
             # After the feed answers: they wait for no embedding. Never raises: a failure is reported, retried next tick.
             progress.say("embedding the entries written since the last tick")
-            summary.embeddings = embed_pending(engine, settings, progress=progress)
+            summary.embeddings = embed_pending(engine, settings, waiting=waiting, progress=progress)
     except BaseException as exc:
         record(ok=False, error=f"{type(exc).__name__}: {exc}", tick=summary)
         raise

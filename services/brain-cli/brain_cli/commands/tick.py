@@ -30,8 +30,9 @@ def tick(
     project of the arc holding them; write brain-feed/ (hot-arcs.md with a Project column,
     signals.md, inject.md, lessons.md, intent.md, last-tick-diff.md), one intent per project
     active in the last 72 hours, clusters/<date>/_dashboard.md; refresh the index; then store
-    the default feed answer of each active project. A file is rewritten only when its
-    content changes.
+    the default feed answer of each active project, and embed for search the entries written
+    since the last tick (a failure is reported and retried next tick). A file is rewritten
+    only when its content changes.
 
     With an LLM endpoint (BRAIN_LLM_BASE_URL or INFERENCE_URL) and no --no-ai the LLM half
     follows: upstream's prompt (arc table with a Project column, edges, signals, lessons,
