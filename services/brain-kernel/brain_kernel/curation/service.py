@@ -72,7 +72,8 @@ def find_entry(db: Session, ref: Any, scope: Scope) -> EntryRecord:
     return record
 
 
-def _check_curatable(record: EntryRecord, scope: Scope) -> None:
+def check_curatable(record: EntryRecord, scope: Scope) -> None:
+    """NotCuratable for what the curation routes do not change; OutOfScope for a fleet signal and a scoped token."""
     if record.kind not in curation.CURATED_KINDS or record.meta.get("inline"):
         raise NotCuratable(f"a {'marker inside a document' if record.meta.get('inline') else record.kind} is not curated here: edit its file")
     if scope.restricted and record.kind == "signal" and signal_is_fleet(record):
@@ -123,7 +124,7 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     """
     why = scrub(curation.reason_text(reason))
     record = find_entry(db, ref, scope)
-    _check_curatable(record, scope)
+    check_curatable(record, scope)
     current = _lock(db, record.id)
     if current is None:
         raise EntryNotFound(NOT_FOUND)
@@ -143,7 +144,7 @@ def resolve_supersedes(db: Session, refs: Sequence[str], scope: Scope) -> list[E
     for ref in refs:
         try:
             record = find_entry(db, ref, scope)
-            _check_curatable(record, scope)
+            check_curatable(record, scope)
         except BrainError:  # not found, not curatable, a fleet signal for a scoped token
             continue
         out.setdefault(record.id, record)
