@@ -129,6 +129,10 @@ def evaluate(url: str, label: str, embedder: Embedder, entries: list[Entry], que
             embeddings.store_docs(session, embedder, docs_of(entries), force_dim=True)
             session.commit()
             corpus_s = time.perf_counter() - started
+            # The word side picks a query's rarer lexemes by pg_stats: statistics as a live index has them, taken now
+            # rather than whenever autovacuum gets to it (which made models of one run see two word sides).
+            session.execute(text("ANALYZE content_embeddings"))
+            session.commit()
             embedder.embed(["warm up"])
             vectors, embed_s = [], []
             for q in queries:  # one text per call: what a search costs, not what a batch amortises
