@@ -230,3 +230,15 @@ def test_entry_text_is_escaped_on_every_page(client, planted: Planted) -> None:
     for url in ("/ui/signals", "/ui/project?project=acme/web"):
         page = client.get(url).text
         assert hostile not in page and "&lt;script&gt;" in page, url
+
+
+def test_the_signals_page_counts_every_active_signal(client, planted: Planted, db) -> None:
+    from sqlalchemy import text
+
+    active = db.execute(
+        text("SELECT count(*) FROM entries WHERE kind = 'signal' AND (status IS NULL OR lower(status) NOT IN ('resolved', 'cleared'))")
+    ).scalar()
+    page = client.get("/ui/signals").text
+    assert f"{active} active signal" in page
+    cells = re.findall(r'<td class="num">(\d+)</td></tr>', page.split('id="ages-fleet"', 1)[1].split("<h2>", 1)[0])
+    assert sum(int(c) for c in cells) == active  # the "all" column of the fleet-wide and projects tables

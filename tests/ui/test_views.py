@@ -6,7 +6,6 @@ import datetime as dt
 from types import SimpleNamespace
 
 from brain_api.ui import charts, views
-from brain_core.entries import EntryRecord
 from brain_core.heat import HeatRules, arc_activity, heat_of, status_of
 from brain_core.times import iso
 
@@ -32,13 +31,11 @@ def test_share_rows_cover_the_weeks_with_none_for_an_empty_week() -> None:
 
 
 def test_signals_are_counted_by_severity_and_age() -> None:
-    def signal(sev: str | None, days: float) -> EntryRecord:
-        return EntryRecord(f"s{sev}{days}", "signal", "x.md", severity=sev, occurred_at=NOW - dt.timedelta(days=days))
-
-    table = views.signal_table([signal("critical", 0.5), signal("critical", 3), signal(None, 40), signal("Odd", 8)], now=NOW)
-    assert table.severities == ["critical", "info", "odd"]
-    assert table.counts[("critical", "under 1 day")] == 1 and table.counts[("critical", "1–7 days")] == 1
-    assert table.counts[("info", "over 30 days")] == 1 and table.counts[("odd", "7–30 days")] == 1
+    counts = [(False, "critical", 0, 1), (False, "critical", 1, 2), (True, "info", 3, 1), (True, "odd", 2, 4), (False, "info", 9, 1)]
+    tables = views.signal_tables(counts)
+    assert tables["all"].severities == ["critical", "info", "odd"]
+    assert tables["projects"].counts == {("critical", "under 1 day"): 1, ("critical", "1–7 days"): 2, ("info", "over 30 days"): 1}
+    assert tables["fleet-wide"].by_severity == {"info": 1, "odd": 4} and tables["all"].by_severity["info"] == 2
 
 
 def test_a_dry_run_is_its_plan_lines_and_its_summary() -> None:

@@ -303,11 +303,13 @@ def signals_page(request: Request, db: ReadSessionDep, clock: ClockDep) -> Respo
         return _sign_in_first(request)
     now = clock()
     scope = Scope(db, principal)
-    signals, total = reads.active_signals(db, scope)
+    signals = reads.active_signals(db, scope)
     fleet = [s for s in signals if signal_is_fleet(s)]
     mine = [s for s in signals if not signal_is_fleet(s)]
-    tables = {"fleet-wide": views.signal_table(fleet, now=now), "projects": views.signal_table(mine, now=now)}
-    everything = views.signal_table(signals, now=now)
+    limits = [days for _, days in views.AGE_BUCKETS if days is not None]
+    tables = views.signal_tables(reads.signal_counts(db, scope, now=now, bucket_days=limits))
+    everything = tables.pop("all")
+    total = sum(everything.by_severity.values())
     chart = charts.bars([(sev, everything.by_severity[sev]) for sev in everything.severities], label="Active signals by severity")
     return _render(
         request,

@@ -300,11 +300,29 @@ def embedding_coverage(db: Session, scope: Scope) -> list[Coverage]:
 # -- signals --------------------------------------------------------------------------------------
 
 
-def active_signals(db: Session, scope: Scope, *, limit: int = 500) -> tuple[list[EntryRecord], int]:
-    """Active signals (fleet-wide and the scope's projects'), newest first, and how many there are in all."""
+def _signal_conditions(scope: Scope) -> list[Any]:
     conds: list[Any] = [Entry.kind == "signal", _active_signal()]
     cond = scope_condition(scope)
     if cond is not None:
         conds.append(or_(_fleet_signal(), cond))
-    rows = db.execute(select(*_LIST_COLUMNS, func.count().over()).where(*conds).order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)).all()
-    return _listed(rows), int(rows[0][-1]) if rows else 0
+    return conds
+
+
+def active_signals(db: Session, scope: Scope, *, limit: int = 200) -> list[EntryRecord]:
+    """The newest active signals the scope reads (fleet-wide and its projects')."""
+    stmt = select(*_LIST_COLUMNS).where(*_signal_conditions(scope)).order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)
+    return _listed(db.execute(stmt).all())
+
+
+def signal_counts(db: Session, scope: Scope, *, now: dt.datetime, bucket_days: Sequence[int]) -> list[tuple[bool, str, int, int]]:
+    """Every active signal the scope reads, counted as (fleet-wide, severity, age bucket, n).
+
+    The bucket is the index of the first of ``bucket_days`` the signal is
+    younger than, else ``len(bucket_days)`` (undated signals count as the oldest).
+    """
+    fleet = or_(Entry.scope == "fleet", func.cardinality(Entry.projects) == 0)
+    severity = func.lower(func.coalesce(func.nullif(func.trim(Entry.severity), ""), "info"))
+    age = literal(now) - Entry.occurred_at
+    bucket = case(*((age < dt.timedelta(days=d), i) for i, d in enumerate(bucket_days)), else_=len(bucket_days))
+    stmt = select(fleet, severity, bucket, func.count()).where(*_signal_conditions(scope)).group_by(fleet, severity, bucket)
+    return [(bool(f), str(s), int(b), int(n)) for f, s, b, n in db.execute(stmt)]

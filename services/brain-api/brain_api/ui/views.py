@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,41 +76,35 @@ def share_rows(series: Mapping[str, Iterable[Any]], *, now: dt.datetime, weeks: 
     return [ShareRow(d, cells[d]) for d in days]
 
 
-def age_bucket(occurred: dt.datetime | None, now: dt.datetime) -> str:
-    """The age bucket of a signal raised at ``occurred`` (undated ones are the oldest)."""
-    if occurred is None:
-        return AGE_BUCKETS[-1][0]
-    days = (now - occurred).total_seconds() / 86400
-    for name, limit in AGE_BUCKETS:
-        if limit is None or days < limit:
-            return name
-    return AGE_BUCKETS[-1][0]
-
-
 def severity_of(record: EntryRecord) -> str:
+    """A signal's severity as the page groups it: lower case, ``info`` when it has none."""
     return (record.severity or "info").strip().lower() or "info"
 
 
 @dataclass
 class SignalTable:
-    """Active signals counted by severity and age bucket, for the fleet-wide ones and the projects' ones."""
+    """Active signals counted by severity and age bucket."""
 
     severities: list[str] = field(default_factory=list)
     counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (severity, bucket) -> n
     by_severity: dict[str, int] = field(default_factory=dict)
 
 
-def signal_table(records: Sequence[EntryRecord], *, now: dt.datetime) -> SignalTable:
-    """The severity-by-age counts of ``records``: the known severities first, then any others by name."""
-    table = SignalTable()
-    for record in records:
-        sev = severity_of(record)
-        bucket = age_bucket(record.occurred_at, now)
-        table.counts[(sev, bucket)] = table.counts.get((sev, bucket), 0) + 1
-        table.by_severity[sev] = table.by_severity.get(sev, 0) + 1
-    others = sorted(s for s in table.by_severity if s not in SEVERITIES)
-    table.severities = [s for s in SEVERITIES if s in table.by_severity] + others
-    return table
+def signal_tables(counts: Iterable[tuple[bool, str, int, int]]) -> dict[str, SignalTable]:
+    """The severity-by-age tables of ``(fleet-wide, severity, age bucket index, n)`` counts: fleet-wide, projects, all.
+
+    Known severities come first in their order of urgency, any others after by name.
+    """
+    tables = {"fleet-wide": SignalTable(), "projects": SignalTable(), "all": SignalTable()}
+    for fleet, severity, bucket, n in counts:
+        name = AGE_BUCKETS[min(bucket, len(AGE_BUCKETS) - 1)][0]
+        for table in (tables["fleet-wide" if fleet else "projects"], tables["all"]):
+            table.counts[(severity, name)] = table.counts.get((severity, name), 0) + n
+            table.by_severity[severity] = table.by_severity.get(severity, 0) + n
+    for table in tables.values():
+        others = sorted(s for s in table.by_severity if s not in SEVERITIES)
+        table.severities = [s for s in SEVERITIES if s in table.by_severity] + others
+    return tables
 
 
 @dataclass(frozen=True)
