@@ -42,6 +42,23 @@ def test_exact_upstream_lines_still_parse_and_a_paragraph_is_the_fleet_intent() 
     assert out.project_intents == {} and out.health.score == 6
 
 
+def test_a_signal_directive_wrapped_whole_in_backticks_parses_with_a_quoted_source_inside() -> None:
+    bt = "`"
+    text = (
+        "### 3. Signal Escalation\n"
+        f"{bt}ESCALATE: {bt}db down{bt} → critical (prod){bt}\n"
+        f"- {bt}CLEAR: {bt}two words{bt} (ok){bt}\n"
+        f"{bt}ESCALATE: disk → warning (y){bt}.\n"
+    )
+    out = parse_ai_output(text)
+    assert [(s.action, s.source, s.severity, s.reason) for s in out.signals] == [
+        ("escalate", "db down", "critical", "prod"),
+        ("clear", "two words", None, "ok"),
+        ("escalate", "disk", "warning", "y"),
+    ]
+    assert out.unparsed == []
+
+
 def test_missing_health_is_unparseable_and_text_before_section_one_is_ignored() -> None:
     out = parse_ai_output("MERGE: a + b → ignored\n### 1. Missing Edges\n`a --child-> b`\n")
     assert out.merges == [] and [(e.type, e.target) for e in out.edges] == [("child", "b")]

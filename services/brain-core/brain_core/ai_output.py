@@ -195,9 +195,17 @@ def _merges(lines: list[str], result: AIOutput) -> None:
             result.unparsed.append({"section": "merges", "line": line})
 
 
+def _unwrapped(line: str) -> str:
+    """A directive wrapped whole in backticks, unwrapped even when its source is quoted in backticks too."""
+    text = line[:-1].rstrip() if line.endswith("`.") else line
+    if len(text) > 2 and text[0] == "`" and text[-1] == "`" and re.match(r"`\s*(?:ESCALATE|CLEAR)\s*:", text, re.I):
+        return text[1:-1].strip()
+    return line
+
+
 def _signals(lines: list[str], result: AIOutput) -> None:
     for raw in lines:
-        line = clean_line(raw)
+        line = _unwrapped(clean_line(raw))
         if not line or line.lower() in ("none", "(none)", "n/a"):
             continue
         if match := _ESCALATE.match(line):
