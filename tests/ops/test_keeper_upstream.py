@@ -294,10 +294,11 @@ def test_the_verifier_runs_only_allowed_commands_once_per_tick(upstream_vault: V
         f'<!-- @signal severity=warning source=touch verify="{rule}" -->\nUNLISTED claim\n<!-- @/signal -->\n',
     )
     off = run_tick(db, upstream_vault, settings, now=NOW, use_ai=False, dry_run=True)
-    assert off.stats["signals_verified_skip"] == 3  # off by default (upstream ran them as shell)
+    without = 4  # the vault's other kept signals carry no verify: upstream counts each as skipped
+    assert off.stats["signals_verified_skip"] == 3 + without  # off by default (upstream ran them as shell)
     on = settings.with_overrides(verifier_enabled=True, verify_commands=["true", "false"])
     summary = run_tick(db, upstream_vault, on, now=NOW, use_ai=False)
-    assert (summary.stats["signals_verified_pass"], summary.stats["signals_verified_fail"], summary.stats["signals_verified_skip"]) == (1, 1, 1)
+    assert (summary.stats["signals_verified_pass"], summary.stats["signals_verified_fail"], summary.stats["signals_verified_skip"]) == (1, 1, 1 + without)
     signals = upstream_vault.read_text("brain-feed/signals.md")
     assert "VERIFIED claim" not in signals and "KEPT claim" in signals and "UNLISTED claim" in signals
     assert not marker.exists()
