@@ -18,7 +18,7 @@ from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
 from brain_kernel.search.words import WordsDumper
 from brain_kernel.settings import child_environment
-from brain_mcp.answers import Feed, KbBrief, KbSearch, SearchHit, Tick
+from brain_mcp.answers import Feed, Ingest, KbBrief, KbSearch, SearchHit, Tick
 from brain_ops.amygdala_watch import AmygdalaSummary
 from brain_ops.backfill.summary import BackfillSummary
 from brain_ops.embed import EmbedSummary
@@ -54,6 +54,8 @@ KbBrief.candidate_refs
 Tick.waited_seconds
 Feed.generated_at
 Feed.entry_count
+Ingest.chunks_sent
+Ingest.total_chunks
 
 # Columns that only SQL reads or fills (server defaults, raw statements), or that keep a row's history.
 LearnedRoot.learned_at

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,6 +205,21 @@ def _retract(w: World) -> None:
     assert w.post(API, f"/entries/{quote(mine, safe='/:')}/retract", {"reason": "wrong"}).status_code == 200
 
 
+def _ingest(w: World) -> None:
+    own = w.client.post("/ingest", data={"message": "an api note on caching"}, headers=w.as_(API))
+    assert own.status_code == 200 and own.json()["project"] == "org1/api", own.text
+    assert "project: api" in (Path(w.settings.vault) / own.json()["obsidian_path"]).read_text()
+    assert w.client.post("/ingest", data={"message": "not mine", "project": "org2/web"}, headers=w.as_(API)).status_code == 403
+    name = f"refused{uuid.uuid4().hex[:8]}"
+    refused = w.client.post("/ingest_with_files", data={"message": "x", "project": "org2/web"}, files={"files": (f"{name}.txt", b"x")}, headers=w.as_(API))
+    assert refused.status_code == 403
+    assert not list((Path(w.settings.vault) / "raw" / "inbox").glob(f"*{name}*"))  # refused before anything is written
+    files = {"files": ("notes.txt", b"web notes", "text/plain")}
+    mine = w.client.post("/ingest_with_files", data={"message": "web files"}, files=files, headers=w.as_(WEB))
+    assert mine.status_code == 200 and mine.json()["project"] == "org2/web" and len(mine.json()["vault_paths"]) == 2
+    assert w.client.post("/ingest", data={"message": "operator note", "project": "org2/web"}, headers=w.as_(ALL)).json()["project"] == "org2/web"
+
+
 PROBES: dict[str, Callable[[World], None]] = {
     "GET /feed": _feed,
     "GET /projects": _projects,
@@ -222,6 +238,8 @@ PROBES: dict[str, Callable[[World], None]] = {
     "GET /entries": _entries,
     "GET /entries/{entry_id}": _entries,
     "POST /entries/{entry_id}/retract": _retract,
+    "POST /ingest": _ingest,
+    "POST /ingest_with_files": _ingest,
 }
 # Routes that return no project memory (counts, health, the fleet-wide alert, queue status), or whose probes need a tick.
 NO_MEMORY = {
@@ -245,8 +263,8 @@ NO_MEMORY = {
     "POST /ui/signout": "clears its own cookie",
     "GET /ui/style.css": "a stylesheet",
 }
-MCP_SCOPED = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed", "brain_marker"}
-MCP_NO_MEMORY = {"brain_tick": "queues a tick", "brain_ingest": "not served"}
+MCP_SCOPED = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed", "brain_marker", "brain_ingest"}
+MCP_NO_MEMORY = {"brain_tick": "queues a tick"}
 
 
 def _scope_table() -> set[str]:
@@ -315,6 +333,9 @@ def test_restricted_tokens_reach_only_their_projects_over_mcp(world: World) -> N
         assert "error" in tools.brain_marker(k, "lesson", "x", {"repo": "org2/web"}, principal=api)
         assert tools.brain_marker(k, "lesson", "mine", principal=web)["project"] == "web"
         assert tools.kb_brief(k, WORD, principal=api)["hits"]
+        assert "outside" in tools.brain_ingest(k, "not mine", project="org2/web", principal=api)["error"]
+        ingested = tools.brain_ingest(k, "an mcp note", principal=web)
+        assert ingested["chunks_sent"] == 1 and ingested["results"][0]["detail"]["project"] == "org2/web"
         assert tools.kb_search(k, WORD, limit=20)["count"] > found["count"]  # the operator sees both
     finally:
         k.close()

@@ -130,7 +130,7 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
     anyio.run(session)
     listed = {tool.name: tool for tool in answers["listed"]}
     assert set(listed) == TOOLS
-    assert {name for name, tool in listed.items() if tool.output_schema is None} == {"brain_ingest"}  # it only ever fails
+    assert {name for name, tool in listed.items() if tool.output_schema is None} == set()
     _validate(
         listed,
         [

@@ -100,7 +100,7 @@ def test_remote_serves_the_same_tools_through_the_kernel_and_creates_nothing(ser
                 answers["replay"] = await _answer(client, "brain_marker", lesson)
                 answers["too_long"] = await _answer(client, "brain_marker", {"type": "lesson", "content": "x" * 5000})
                 answers["tick"] = await _answer(client, "brain_tick", {"wait": False, "no_ai": True})
-                answers["ingest"] = await _answer(client, "brain_ingest", {"content": "x"})
+                answers["ingest"] = await _answer(client, "brain_ingest", {"content": f"{word} kept through the kernel", "title": "remote note"})
                 [feed] = (await client.read_resource("brain://feed")).contents
                 answers["feed_resource"] = json.loads(feed.text)  # type: ignore[union-attr]
                 [block] = (await client.read_resource("brain://feed/org1/api")).contents
@@ -124,12 +124,12 @@ def test_remote_serves_the_same_tools_through_the_kernel_and_creates_nothing(ser
         ), name
 
     # Every structured answer is its text and validates against the tool's output schema.
-    for key in ("search", "scoped", "brief", "arcs", "arc", "feed", "project_feed", "marker", "replay", "tick"):
+    for key in ("search", "scoped", "brief", "arcs", "arc", "feed", "project_feed", "marker", "replay", "tick", "ingest"):
         failed, text, structured = answers[key]
         assert not failed and structured == text, (key, text)
     for key, name in (("search", "kb_search"), ("brief", "kb_brief"), ("arcs", "brain_search_arcs"), ("arc", "brain_get_arc")):
         jsonschema.validate(answers[key][2], listed[name].output_schema)
-    for key, name in (("feed", "brain_feed"), ("marker", "brain_marker"), ("tick", "brain_tick")):
+    for key, name in (("feed", "brain_feed"), ("marker", "brain_marker"), ("tick", "brain_tick"), ("ingest", "brain_ingest")):
         jsonschema.validate(answers[key][2], listed[name].output_schema)
 
     search = answers["search"][1]
@@ -157,7 +157,10 @@ def test_remote_serves_the_same_tools_through_the_kernel_and_creates_nothing(ser
     assert answers["too_long"][:2] == (True, {"error": "content exceeds 4KB limit", "status": 400})
     tick = answers["tick"][1]
     assert tick["status"] == "pending" and tick["no_ai"] is True and tick["waited"] is False
-    assert answers["ingest"][0] is True and "not available" in answers["ingest"][1]["error"]
+    ingested = answers["ingest"][1]
+    assert (ingested["chunks_sent"], ingested["total_chunks"], ingested["title"]) == (1, 1, "remote note")
+    note = ingested["results"][0]["detail"]["obsidian_path"]
+    assert f"[remote note]\n\n{word} kept through the kernel" in (served.settings.vault / note).read_text()  # the kernel's vault
     assert [a["cluster_id"] for a in answers["feed_resource"]["arcs"]] == [cluster_id]
     assert answers["block"].startswith("<!-- brain memory: recalled state for org1/api") and f"- {cluster_id} (heat " in answers["block"]
 

@@ -34,7 +34,7 @@ log = logging.getLogger("brain.api")
 
 def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import embeddings, entries, feed, health, markers, metrics, projects, sessions, tick, vault
+    from brain_api.routes import embeddings, entries, feed, health, ingest, markers, metrics, projects, sessions, tick, vault
     from brain_api.ui import pages as ui
 
     return [
@@ -44,6 +44,7 @@ def _routers() -> list[APIRouter]:
         feed.router,
         entries.router,
         vault.router,
+        ingest.router,
         projects.router,
         tick.router,
         embeddings.router,

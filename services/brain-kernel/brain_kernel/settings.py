@@ -111,6 +111,19 @@ class Settings(BaseSettings):
 
     # The keeper (upstream's names and defaults, UPSTREAM.md 5.4).
     promote_heat: int = Field(5, ge=0, le=10, validation_alias=AliasChoices("BRAIN_PROMOTE_HEAT"))
+    # Ingest (``POST /ingest``, UPSTREAM.md 1.9): the classifier's model, the folders a local path may be read from,
+    # and the limits of every fetch (a fetch past them is an error in the answer, never a partial note).
+    classify_model: str = Field("brain-classify", min_length=1, validation_alias=AliasChoices("BRAIN_CLASSIFY_MODEL"))
+    classify_timeout_s: float = Field(120.0, gt=0, le=600, validation_alias=AliasChoices("BRAIN_CLASSIFY_TIMEOUT_S"))
+    local_read_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["/workspace", "/mnt/ingest"],
+        validation_alias=AliasChoices("BRAIN_LOCAL_READ_ROOTS", "LOCAL_READ_ROOTS"),
+    )
+    ingest_fetch_timeout_s: float = Field(60.0, gt=0, le=600, validation_alias=AliasChoices("BRAIN_INGEST_FETCH_TIMEOUT_S"))
+    ingest_fetch_max_bytes: int = Field(5 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("BRAIN_INGEST_FETCH_MAX_BYTES"))
+    ingest_clone_timeout_s: float = Field(300.0, gt=0, le=3600, validation_alias=AliasChoices("BRAIN_INGEST_CLONE_TIMEOUT_S"))
+    ingest_clone_max_bytes: int = Field(200 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("BRAIN_INGEST_CLONE_MAX_BYTES"))
+
     demote_heat: int = Field(3, ge=0, le=10, validation_alias=AliasChoices("BRAIN_DEMOTE_HEAT"))
     graduate_heat: int = Field(1, ge=0, le=10, validation_alias=AliasChoices("BRAIN_GRADUATE_HEAT"))
     graduate_age_days: int = Field(14, ge=0, validation_alias=AliasChoices("BRAIN_GRADUATE_AGE_DAYS"))
@@ -160,7 +173,7 @@ class Settings(BaseSettings):
     # The largest request body the API reads (413 before it is read); /embed takes 2 000 000 characters.
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("BRAIN_MAX_BODY_BYTES"))
 
-    @field_validator("layout_patterns", "verify_commands", "amygdala_streams", mode="before")
+    @field_validator("layout_patterns", "verify_commands", "amygdala_streams", "local_read_roots", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _split_list(value)

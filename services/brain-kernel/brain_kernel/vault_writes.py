@@ -110,6 +110,23 @@ class VaultWrites:
         self._touch(rel)
         return True
 
+    def create(self, rel: str, text: str) -> int:
+        """Write a new file, never replacing one (``Vault.create_exclusive``): its size in bytes.
+
+        FileExistsError when the name is taken, on disk or by a text this job holds.
+        """
+        if self.exists(rel):
+            raise FileExistsError(rel)
+        if self._holds():
+            self._held[rel] = text
+            self._gone.discard(rel)
+            self._touch(rel)
+            return len(text.encode("utf-8"))
+        size = self.vault.create_exclusive(rel, text)
+        self.files_written += 1
+        self._touch(rel)
+        return size
+
     def move(self, source: str, target: str, text: str | None = None) -> bool:
         """Move a file, with new ``text`` or as it is (``Vault.move``); False, and the refusal kept, when ``target`` is taken.
 

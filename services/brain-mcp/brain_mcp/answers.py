@@ -24,7 +24,9 @@ DATABASE_UNAVAILABLE = "database unavailable"
 KERNEL_UNAVAILABLE = "kernel unavailable"
 # Failures that are the server's, not the caller's: a resource read answers them as an internal error.
 SERVER_FAULTS = (DATABASE_UNAVAILABLE, KERNEL_UNAVAILABLE)
-INGEST_UNAVAILABLE = "brain_ingest is not available: the kernel has no /ingest yet"
+# brain_ingest: upstream's default slice, and a bound on the slices one call may send (each one ingest).
+INGEST_CHUNK_CHARS = 200_000
+MAX_INGEST_CHUNKS = 50
 MAX_LIMIT = 100
 # POST /tick's rule for ``source`` (brain_api.routes.tick.SOURCE_PATTERN), checked before a tick is queued.
 SOURCE_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -63,7 +65,7 @@ class Backend(Protocol):
 
     def brain_get_arc(self, cluster_id: str) -> dict[str, Any]: ...
 
-    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int) -> dict[str, Any]: ...
+    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]: ...
 
     def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]: ...
 
@@ -157,6 +159,26 @@ class Tick(Open):
     waited: bool
     note: str
     waited_seconds: float | None = None
+
+
+class IngestChunk(Open):
+    """One slice `brain_ingest` sent: its answer (`detail`, `POST /ingest`'s) or why it failed (`error`)."""
+
+    chunk: int
+    ok: bool
+    status: int | None = None
+    detail: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Ingest(Open):
+    """`brain_ingest`'s answer."""
+
+    chunks_sent: int
+    total_chunks: int
+    title: str | None
+    producer: str
+    results: list[IngestChunk]
 
 
 class Feed(Open):
@@ -306,3 +328,48 @@ def follow_tick(job_id: str, status: str, *, no_ai: bool, wait: bool, timeout: f
     answer["waited_seconds"] = round(time.monotonic() - started, 1)
     answer["note"] = tick_note(status, error, True, limit)
     return answer
+
+
+def ingest_chunks(content: str, title: str, chunk_size: int) -> list[str] | dict[str, Any]:
+    """``content`` cut into the messages ``brain_ingest`` sends (upstream's prefixes), or the ``{"error": ...}`` refusing it.
+
+    Several slices: ``[Part i/N of <title or "document">]``; one titled slice:
+    ``[<title>]``; each followed by a blank line.
+    """
+    if not content.strip():
+        return {"error": "content is empty"}
+    size = max(1, min(int(chunk_size), INGEST_CHUNK_CHARS))
+    parts = [content[i : i + size] for i in range(0, len(content), size)]
+    if len(parts) > MAX_INGEST_CHUNKS:
+        return {"error": f"content makes {len(parts)} chunks of {size} characters; at most {MAX_INGEST_CHUNKS} are sent in one call"}
+    if len(parts) > 1:
+        return [f"[Part {i}/{len(parts)} of {title or 'document'}]\n\n{part}" for i, part in enumerate(parts, 1)]
+    return [f"[{title}]\n\n{parts[0]}" if title else parts[0]]
+
+
+def ingest_slices(content: str, title: str, producer: str, chunk_size: int, send: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """``brain_ingest``'s answer: each slice ``send`` (its ingest answer, or ``{"error": ...}``), one after the other.
+
+    A refused first slice is the tool's error (nothing was written: the
+    token's scope, a bad project); a later slice's failure is its result
+    ``{chunk, ok: false, error}``, as upstream's tool reported it.
+    """
+    chunks = ingest_chunks(content, title, chunk_size)
+    if isinstance(chunks, dict):
+        return chunks
+    results: list[dict[str, Any]] = []
+    for i, message in enumerate(chunks, 1):
+        answer = send(message)
+        if "error" not in answer:
+            results.append({"chunk": i, "ok": True, "status": 200, "detail": answer})
+        elif not results:
+            return answer
+        else:
+            results.append({"chunk": i, "ok": False, "error": str(answer["error"]), **({"status": answer["status"]} if "status" in answer else {})})
+    return {
+        "chunks_sent": sum(1 for r in results if r.get("ok")),
+        "total_chunks": len(results),
+        "title": title or None,
+        "producer": producer,
+        "results": results,
+    }

@@ -7,7 +7,7 @@ with ``brain_mcp.answers``, so a tool answers the same JSON as in-process
 ``brain_get_arc`` ``GET /arcs/{id}`` and ``GET /vault/read``, else ``GET
 /by-key/{id}``; ``brain_tick`` ``POST /tick`` and ``GET /tick/{id}``;
 ``brain_feed`` and the resources ``GET /feed``; ``brain_marker`` ``POST
-/marker``. ``kb_brief`` searches the kernel and asks the LLM this machine's
+/marker``; ``brain_ingest`` ``POST /ingest``, once per slice. ``kb_brief`` searches the kernel and asks the LLM this machine's
 settings name (the kernel has no brief route). The token is the client
 file's: the kernel answers as that token's principal.
 
@@ -32,7 +32,6 @@ from brain_core.chunks import PRODUCERS
 from brain_mcp import brief
 from brain_mcp.answers import (
     ARC_CONTENT_CHARS,
-    INGEST_UNAVAILABLE,
     KERNEL_UNAVAILABLE,
     SERVER_FAULTS,
     SOURCE_PATTERN,
@@ -42,6 +41,7 @@ from brain_mcp.answers import (
     clamp_limit,
     follow_tick,
     indexed_arc,
+    ingest_slices,
     obsidian_hits,
     ranked,
 )
@@ -58,6 +58,7 @@ CONTEXT_LINES = 2  # as the in-process vault search
 VAULT_QUERY_CHARS = 500  # GET /vault/search takes q of at most 500 characters
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0  # a first search may load the kernel's embedder
+INGEST_TIMEOUT_S = 600.0  # an ingest waits for its fetches and clones (upstream's tool waited 180 s)
 
 
 class Refused(Exception):
@@ -137,13 +138,24 @@ class Remote:
 
     # -- one request ------------------------------------------------------------------------------------
 
-    def send(self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None, tolerate: frozenset[int] = frozenset()) -> httpx.Response:
-        """One request; a 2xx answer (or a status in ``tolerate``) is returned, anything else raises ``Refused`` with the reason."""
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        data: dict[str, str] | None = None,
+        timeout: float | None = None,
+        tolerate: frozenset[int] = frozenset(),
+    ) -> httpx.Response:
+        """One request (a JSON body, or a form in ``data``); a 2xx answer (or a status in ``tolerate``) is returned, anything else raises ``Refused`` with the reason."""
         import httpx  # loaded by http() already: a dict lookup
 
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S)}
         try:
-            response = self.http().request(method, path, params=query, json=json)
+            response = self.http().request(method, path, params=query, json=json, data=data, **extra)
         except httpx.TimeoutException as exc:
             raise Refused({"error": f"{KERNEL_UNAVAILABLE}: {method} {self.url}{path} timed out ({type(exc).__name__})"}) from None
         except httpx.HTTPError as exc:
@@ -255,8 +267,13 @@ class Remote:
                 return indexed_arc(cluster_id, found, ARC_PRODUCER)
         return {"error": f"cluster_id not found: {cluster_id}"}
 
-    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int) -> dict[str, Any]:
-        return {"error": INGEST_UNAVAILABLE}
+    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]:
+        @answers_refusals
+        def send(message: str) -> dict[str, Any]:
+            form = {"message": message, "producer": producer, **({"project": project} if project is not None else {})}
+            return self.json_of("POST", "/ingest", self.send("POST", "/ingest", data=form, timeout=INGEST_TIMEOUT_S))
+
+        return ingest_slices(content, title, producer, chunk_size, send)
 
     @answers_refusals
     def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]:

@@ -81,6 +81,7 @@ ArcResult = Annotated[CallToolResult, answers.Arc]
 TickResult = Annotated[CallToolResult, answers.Tick]
 FeedResult = Annotated[CallToolResult, answers.Feed]
 MarkerResult = Annotated[CallToolResult, answers.Marker]
+IngestResult = Annotated[CallToolResult, answers.Ingest]
 # The principal of the HTTP request being served (set by BearerAuth; the tasks and threads that run a
 # tool copy the request's context); stdio sets the local operator. Unset: the tool refuses (fails closed).
 PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("brain_principal", default=None)
@@ -182,10 +183,13 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         {cluster_id, source: "vault", path, content} (the first 2000 characters), or the error not found."""
         return _reply(b.brain_get_arc(cluster_id))
 
-    @tool(WRITE, structured=False)
-    def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> CallToolResult:
-        """Ingest a document into the knowledge base. Not available yet on this kernel: returns a JSON error."""
-        return _reply(b.brain_ingest(content, title, producer, chunk_size), structured=False)
+    @tool(WRITE)
+    def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000, project: str | None = None) -> IngestResult:
+        """Ingest a document into the knowledge base's inbox: its text is kept as a note, and the URLs, repositories
+        and allowed local paths it names are fetched into notes of their own. Long content is sent in slices of
+        `chunk_size` characters. `project` (a short key or owner/name) files the notes under that project. Returns
+        JSON {chunks_sent, total_chunks, title, producer, results: [{chunk, ok, status, detail}]}."""
+        return _reply(b.brain_ingest(content, title, producer, chunk_size, project))
 
     @tool(WRITE)
     def brain_tick(no_ai: bool = False, wait: bool = True, timeout: float = 45, source: str = "mcp-agent") -> TickResult:

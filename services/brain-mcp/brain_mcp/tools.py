@@ -45,6 +45,7 @@ from brain_kernel.feed import feed_repo
 from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer, project_block
 from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.identity.transcript_files import TranscriptLocator
+from brain_kernel.ingest import service as ingest
 from brain_kernel.scope import Scope, search_members
 from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import Embedder, EmbedderError, embedder_for
@@ -57,7 +58,7 @@ from brain_mcp import brief
 from brain_mcp.answers import (
     ARC_CONTENT_CHARS,
     DATABASE_UNAVAILABLE,
-    INGEST_UNAVAILABLE,
+    INGEST_CHUNK_CHARS,
     SOURCE_PATTERN,
     SOURCE_REFUSED,
     arc_hits,
@@ -65,6 +66,7 @@ from brain_mcp.answers import (
     clamp_limit,
     follow_tick,
     indexed_arc,
+    ingest_slices,
     obsidian_hits,
     ranked,
 )
@@ -301,10 +303,23 @@ def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE
     return {"error": f"cluster_id not found: {cluster_id}"}
 
 
-@answers_errors
-def brain_ingest(k: Kernel, content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000) -> dict[str, Any]:
-    """Not served yet: the kernel has no ``/ingest``."""
-    return {"error": INGEST_UNAVAILABLE}
+def brain_ingest(
+    k: Kernel,
+    content: str,
+    title: str = "",
+    producer: str = "agent",
+    chunk_size: int = INGEST_CHUNK_CHARS,
+    project: str | None = None,
+    *,
+    principal: Principal = EVERYONE,
+) -> dict[str, Any]:
+    """Ingest ``content`` as ``POST /ingest`` does, one slice of ``chunk_size`` characters at a time (upstream's tool)."""
+
+    @answers_errors
+    def send(message: str) -> dict[str, Any]:
+        return ingest.ingest(k.settings, k.vault, lambda: unit_of_work(k.sessions), message, principal=principal, now=k.clock(), project=project)
+
+    return ingest_slices(content, title, producer, chunk_size, send)
 
 
 # -- tick -----------------------------------------------------------------------------------------------
@@ -384,8 +399,8 @@ class Local:
     def brain_get_arc(self, cluster_id: str) -> dict[str, Any]:
         return brain_get_arc(self.kernel, cluster_id, principal=self.principal())
 
-    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int) -> dict[str, Any]:
-        return brain_ingest(self.kernel, content, title, producer, chunk_size)
+    def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]:
+        return brain_ingest(self.kernel, content, title, producer, chunk_size, project, principal=self.principal())
 
     def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]:
         return brain_tick(self.kernel, no_ai, wait, timeout, source)

@@ -1,0 +1,70 @@
+"""``POST /ingest`` and ``POST /ingest_with_files``: a message (and files) into inbox notes (UPSTREAM.md 1.9).
+
+Form fields as upstream's: ``message`` (and repeated ``files``); ``producer``
+is accepted and ignored, as upstream's server ignored it; ``project`` is
+the kernel's addition. The work is ``brain_kernel.ingest.service.ingest``:
+the answer is 200 with a failed fetch in ``errors``; only the scope's
+refusals (403, 409, 422) and a database that cannot check them (503)
+answer otherwise. The handler is sync (its fetches block) and opens its
+unit of work only for the scope check and the index follow, never across
+a fetch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+
+from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SettingsDep, UnitOfWorkDep, VaultDep
+from brain_core.markers import has_lone_surrogate
+from brain_kernel.ingest.service import MAX_FILES, MAX_MESSAGE_CHARS, Upload, ingest
+
+router = APIRouter(tags=["ingest"], dependencies=[AuthDep])
+
+Message = Annotated[
+    str, Form(max_length=MAX_MESSAGE_CHARS, description="The text to ingest: knowledge to keep and references (URLs, repositories, paths) to fetch.")
+]
+Project = Annotated[
+    str | None,
+    Form(max_length=300, description="The notes' project (short key or owner/name); a token bound to several projects must name one."),
+]
+Producer = Annotated[str | None, Form(max_length=200, description="Who sends it (accepted and ignored, as upstream's server did).")]
+
+
+def _checked(message: str) -> str:
+    if has_lone_surrogate([message]):
+        raise HTTPException(status_code=400, detail="the message holds a lone surrogate (not valid Unicode text)")
+    return message
+
+
+@router.post("/ingest")
+def ingest_message(
+    settings: SettingsDep,
+    vault: VaultDep,
+    clock: ClockDep,
+    uow: UnitOfWorkDep,
+    principal: PrincipalDep,
+    message: Message,
+    project: Project = None,
+    producer: Producer = None,
+) -> dict[str, Any]:
+    """Classify a message, fetch its references concurrently and write them and the message as inbox notes."""
+    return ingest(settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project)
+
+
+@router.post("/ingest_with_files")
+def ingest_with_files(
+    settings: SettingsDep,
+    vault: VaultDep,
+    clock: ClockDep,
+    uow: UnitOfWorkDep,
+    principal: PrincipalDep,
+    message: Message,
+    files: Annotated[list[UploadFile], File(description=f"Files to keep as notes (text, utf-8; at most {MAX_FILES}).")] = [],  # noqa: B006
+    project: Project = None,
+    producer: Producer = None,
+) -> dict[str, Any]:
+    """Each uploaded file as an inbox note, then the message as ``POST /ingest`` takes it; the files' paths and errors come first."""
+    uploads = [Upload(f.filename or "upload", f.file.read()) for f in files]  # the body is bounded by BRAIN_MAX_BODY_BYTES
+    return ingest(settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project, uploads=uploads)
