@@ -109,8 +109,6 @@ class Settings(BaseSettings):
     llm_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_API_KEY", "INFERENCE_API_KEY"))
     llm_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_MODEL", "BRAIN_BRIEF_MODEL"))
 
-    # The keeper (upstream's names and defaults, UPSTREAM.md 5.4).
-    promote_heat: int = Field(5, ge=0, le=10, validation_alias=AliasChoices("BRAIN_PROMOTE_HEAT"))
     # Ingest (``POST /ingest``, UPSTREAM.md 1.9): the classifier's model, the folders a local path may be read from,
     # and the limits of every fetch (a fetch past them is an error in the answer, never a partial note).
     classify_model: str = Field("brain-classify", min_length=1, validation_alias=AliasChoices("BRAIN_CLASSIFY_MODEL"))
@@ -124,6 +122,8 @@ class Settings(BaseSettings):
     ingest_clone_timeout_s: float = Field(300.0, gt=0, le=3600, validation_alias=AliasChoices("BRAIN_INGEST_CLONE_TIMEOUT_S"))
     ingest_clone_max_bytes: int = Field(200 * 1024 * 1024, ge=1024, validation_alias=AliasChoices("BRAIN_INGEST_CLONE_MAX_BYTES"))
 
+    # The keeper (upstream's names and defaults, UPSTREAM.md 5.4).
+    promote_heat: int = Field(5, ge=0, le=10, validation_alias=AliasChoices("BRAIN_PROMOTE_HEAT"))
     demote_heat: int = Field(3, ge=0, le=10, validation_alias=AliasChoices("BRAIN_DEMOTE_HEAT"))
     graduate_heat: int = Field(1, ge=0, le=10, validation_alias=AliasChoices("BRAIN_GRADUATE_HEAT"))
     graduate_age_days: int = Field(14, ge=0, validation_alias=AliasChoices("BRAIN_GRADUATE_AGE_DAYS"))
