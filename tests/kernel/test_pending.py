@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_kernel.index.entries import touch_project, upsert_entries
+from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_kernel.search.pending import mark_embedded, pending, pending_entries
 from brain_ops.embed import run_embed
 
@@ -71,10 +72,10 @@ def _plant(db: Session) -> None:
 
 
 class _Hashed:
-    """Unit-free vectors from each text's hash: same text, same vector; 256 wide like the migrated column."""
+    """Vectors from each text's hash (same text, same vector), as wide as the migrated column."""
 
     name = "hashed"
-    dim = 256
+    dim = OFFLINE_DIM
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return [[float(b) - 127.5 for b in hashlib.shake_256(t.encode()).digest(self.dim)] for t in texts]

@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from brain_kernel.db.engine import normalise_url
+from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_migrations.runner import alembic_config
 from tests.support.harness import REPO_ROOT, admin_exec, db_url
 
@@ -38,11 +39,11 @@ def test_vector_extension_and_tables_exist(tx: Session) -> None:
     assert {"entries", "sessions", "projects", "idempotency_keys", "content_embeddings", "learned_roots"} <= tables
 
 
-def test_vector_dimension_defaults_to_256(tx: Session) -> None:
+def test_vector_dimension_defaults_to_the_offline_models(tx: Session) -> None:
     typ = tx.execute(
         text("select format_type(atttypid, atttypmod) from pg_attribute where attrelid = 'content_embeddings'::regclass and attname = 'embedding'")
     ).scalar()
-    assert typ == "vector(256)"
+    assert typ == f"vector({OFFLINE_DIM})"
 
 
 def test_segment_codes_are_stored_without_a_compression_attempt(tx: Session) -> None:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from brain_kernel.db.engine import make_engine
 from brain_kernel.search import embeddings
+from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_kernel.search.pending import pending
 from brain_kernel.settings import KERNEL_VARIABLES, Settings
 from brain_kernel.vault_store import Vault
@@ -131,7 +132,7 @@ def test_an_endpoint_down_leaves_the_tick_done_and_the_next_tick_embeds(tmp_path
 
 @pytest.mark.own_database  # the column becomes 1536-wide
 def test_upstreams_env_embeds_on_the_first_brain_embed_without_embed_dim(tmp_path: Any, database_url: str, endpoint: _Embeddings, db: Session) -> None:
-    """Upstream's variable names (LLM_API_BASE, LLM_API_KEY, LLM_EMBED_MODEL), no EMBED_DIM, a 256-wide empty column."""
+    """Upstream's variable names (LLM_API_BASE, LLM_API_KEY, LLM_EMBED_MODEL), no EMBED_DIM, an empty column of another width."""
     from brain_cli.cli import app
 
     base = make_settings(tmp_path, database_url)
@@ -141,7 +142,7 @@ def test_upstreams_env_embeds_on_the_first_brain_embed_without_embed_dim(tmp_pat
 
     upsert_entries(db, [EntryRecord(id="lesson:l.md#1", kind="lesson", vault_path="l.md", content=LESSON, project="web", repo="acme/web")])
     db.commit()
-    assert embeddings.column_dimension(db) == 256
+    assert embeddings.column_dimension(db) == OFFLINE_DIM  # migrated for the offline model: not the endpoint's width
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(KERNEL_VARIABLES)}
     env.update(base.to_environ())
     env.update(LLM_API_BASE=endpoint.url, LLM_API_KEY="sk-upstream", LLM_EMBED_MODEL="text-embedding-3-small")

@@ -18,14 +18,20 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-DEFAULT_DIM = 256
-
 
 def _embed_dim() -> int:
-    """The vector dimension: ``brain migrate`` passes BRAIN_EMBED_DIM through the Alembic config."""
+    """The vector dimension: ``brain migrate`` passes BRAIN_EMBED_DIM (or a known model's) through the Alembic config.
+
+    None given: the offline model's, so a kernel with no embeddings endpoint
+    starts with the column its embedder fills (the readiness check compares them).
+    """
     config = op.get_context().config
     value = config.attributes.get("embed_dim") if config is not None else None
-    return int(value or DEFAULT_DIM)
+    if value:
+        return int(value)
+    from brain_kernel.search.embedders import OFFLINE_DIM
+
+    return OFFLINE_DIM
 
 
 def _ts(name: str, nullable: bool = False) -> sa.Column:
