@@ -129,6 +129,10 @@ def test_forms_without_the_csrf_token_or_from_another_site_are_refused(guarded: 
     csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
     assert c.post("/ui/signin", data={"token": ALL, "csrf": "forged-forged-forged-forged"}).status_code == 403
     assert c.post("/ui/signin", data={"token": ALL, "csrf": csrf}, headers={"Origin": "https://evil.example"}).status_code == 403
+    assert c.post("/ui/signin", data={"token": ALL, "csrf": csrf}, headers={"Origin": "null"}).status_code == 403
+    behind_tls = c.post("/ui/signin", data={"token": ALL, "csrf": csrf}, headers={"Origin": "https://testserver"}, follow_redirects=False)
+    assert behind_tls.status_code == 303  # a proxy ended TLS: same host, another scheme
+    c.cookies.delete(TOKEN_COOKIE, path="/ui")
     bad = c.post("/ui/signin", data={"token": "wrong", "csrf": csrf}, follow_redirects=False)
     assert bad.status_code == 401 and TOKEN_COOKIE not in bad.headers.get("set-cookie", "")
     off_site = c.post("/ui/signin", data={"token": ALL, "csrf": csrf, "next": "https://evil.example/"}, follow_redirects=False)

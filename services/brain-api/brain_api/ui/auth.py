@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -81,7 +82,8 @@ def csrf_ok(request: Request, sent: str) -> bool:
     """Whether a posted form's CSRF token equals the browser's cookie and the request comes from this site."""
     current = request.cookies.get(CSRF_COOKIE, "")
     origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+    # The host, not the scheme: behind a proxy that ends TLS the page is https to the browser and http here.
+    if origin is not None and urlsplit(origin).netloc != request.url.netloc:
         return False
     return bool(current) and hmac.compare_digest(current.encode(), sent.encode())
 
