@@ -1,4 +1,4 @@
-"""The MCP server: upstream's six tools plus ``brain_feed`` and ``brain_marker``, over stdio or streamable HTTP.
+"""The MCP server: upstream's six tools plus ``brain_feed`` and ``brain_marker``, over stdio, streamable HTTP or SSE.
 
 ``build_server(settings)`` registers the tools on the SDK's ``MCPServer``
 (named ``agentibrain``, as upstream's); each is a thin wrapper that asks a
@@ -16,10 +16,13 @@ feed is also a resource for clients that attach resources to a session:
 the project's memory block in markdown (ADR 0040); a failure there is a
 JSON-RPC error whose message is the ``{"error": ...}`` JSON. Over HTTP (``http_app``) the SDK's
 streamable-HTTP app serves ``/mcp`` statelessly (upstream's proxy default,
-``MCP_PROXY_STATELESS=true``), so any replica answers any request; with
-tokens configured every request but ``GET /ping`` must carry
-``Authorization: Bearer <token>`` (401 JSON otherwise, the API's rule),
-where upstream's proxy ran with no key at all. The token's
+``MCP_PROXY_STATELESS=true``), so any replica answers any request, and its
+SSE app serves ``GET /sse`` and ``POST /messages/`` for the clients
+upstream's profiles configure that way (an SSE session lives in the process
+that opened it). With tokens configured every request but ``GET /ping``
+must carry ``Authorization: Bearer <token>`` or ``x-api-key: <token>``
+(upstream's example config; 401 JSON otherwise, the API's rule), where
+upstream's proxy ran with no key at all. The token's
 principal (its projects, ADR 0021) is resolved once by ``BearerAuth`` and
 read by every tool from ``PRINCIPAL``; over stdio the server acts for the
 local operator (every project), as the CLI does.
@@ -37,6 +40,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server import MCPServer
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from starlette.datastructures import Headers
@@ -56,6 +61,10 @@ NAME = "agentibrain"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8104
 MCP_PATH = "/mcp"
+# The SSE transport upstream's client profiles use (mcp-proxy's paths); a session's messages are posted to MESSAGES_PATH.
+SSE_PATH = "/sse"
+MESSAGES_PATH = "/messages/"
+API_KEY_HEADER = "x-api-key"  # upstream's example client config sends the token here
 FEED_URI = "brain://feed"
 PROJECT_FEED_URI = "brain://feed/{+project}"  # reserved expansion: owner/name keeps its slash
 JSON_MIME = "application/json"
@@ -228,11 +237,22 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
     return server
 
 
+def offered_token(headers: Headers) -> str:
+    """The ``Authorization`` header to check: the request's own, else ``x-api-key: <token>`` (upstream's client configs) as a bearer one."""
+    header = headers.get("authorization", "")
+    if header:
+        return header
+    key = headers.get(API_KEY_HEADER, "").strip()
+    return f"Bearer {key}" if key else ""
+
+
 class BearerAuth:
-    """ASGI middleware: an HTTP request outside ``open_paths`` needs ``Authorization: Bearer <known token>``.
+    """ASGI middleware: an HTTP request outside ``open_paths`` needs a known token, as ``Authorization: Bearer`` or ``x-api-key``.
 
     The API's rule, from one place (``brain_kernel.auth.authenticate``); the
-    token's principal is set in ``PRINCIPAL`` for the tools of this request.
+    token's principal is set in ``PRINCIPAL`` for the tools of this request,
+    and named in the request's ``user`` so the SDK's SSE transport answers a
+    message posted to another token's session as a missing session.
     """
 
     def __init__(self, app: ASGIApp, entries: Sequence[TokenEntry], *, open_paths: frozenset[str] = OPEN_PATHS) -> None:
@@ -242,11 +262,14 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in self.open_paths:
-            answer = authenticate(Headers(scope=scope).get("authorization", ""), self.entries)
+            answer = authenticate(offered_token(Headers(scope=scope)), self.entries)
             if isinstance(answer, str):
                 response = JSONResponse({"detail": answer}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return
+            if self.entries:
+                # The principal's name (a digest's prefix, never the token) is the session owner the SSE transport compares.
+                scope = {**scope, "user": AuthenticatedUser(AccessToken(token=answer.name, client_id=answer.name, scopes=[]))}
             token = PRINCIPAL.set(answer)
             try:
                 await self.app(scope, receive, send)
@@ -256,16 +279,32 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+class Transports:
+    """ASGI dispatch: ``GET /sse`` and ``POST /messages/`` to the SSE app, everything else (and the lifespan) to streamable HTTP."""
+
+    def __init__(self, streamable: ASGIApp, sse: ASGIApp) -> None:
+        self.streamable, self.sse = streamable, sse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == SSE_PATH or path.startswith(MESSAGES_PATH) or path == MESSAGES_PATH.rstrip("/"):
+            await self.sse(scope, receive, send)
+        else:
+            await self.streamable(scope, receive, send)
+
+
 async def _ping(request: Request) -> Response:
     return PlainTextResponse("pong")
 
 
 def http_app(server: MCPServer, settings: Settings, *, host: str = DEFAULT_HOST) -> ASGIApp:
-    """The streamable-HTTP ASGI app: ``POST /mcp`` (stateless), ``GET /ping``, bearer tokens when configured."""
+    """The HTTP ASGI app: streamable HTTP at ``POST /mcp`` (stateless), SSE at ``GET /sse`` with ``POST /messages/``,
+    ``GET /ping``; tokens (bearer or ``x-api-key``) when configured."""
     server.custom_route("/ping", methods=["GET"], include_in_schema=False)(_ping)
     # host: the SDK turns on its DNS-rebinding check (Host and Origin headers) for a loopback bind.
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, host=host)
-    return BearerAuth(app, settings.token_entries)
+    streamable = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, host=host)
+    sse = server.sse_app(sse_path=SSE_PATH, message_path=MESSAGES_PATH, host=host)
+    return BearerAuth(Transports(streamable, sse), settings.token_entries)
 
 
 def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:

@@ -1,4 +1,4 @@
-"""``brain mcp``: the MCP server for agents (``brain_mcp``), over stdio or streamable HTTP, in-process or through a running kernel."""
+"""``brain mcp``: the MCP server for agents (``brain_mcp``), over stdio or HTTP (streamable and SSE), in-process or through a running kernel."""
 
 from __future__ import annotations
 
@@ -54,7 +54,9 @@ def remote_kernel(remote: str, client_file: Path | None) -> tuple[str, str | Non
 
 @operator_errors
 def mcp(
-    http: bool = typer.Option(False, "--http", help="Serve streamable HTTP on --host/--port (POST /mcp) instead of stdio. Example: --http"),
+    http: bool = typer.Option(
+        False, "--http", help="Serve HTTP on --host/--port instead of stdio: streamable HTTP (POST /mcp) and SSE (GET /sse). Example: --http"
+    ),
     host: str = typer.Option("127.0.0.1", help="Interface to bind with --http. Example: --host 0.0.0.0"),
     port: int = typer.Option(8104, help="Port to listen on with --http. Example: --port 8104"),
     vault: Path | None = typer.Option(
@@ -75,7 +77,7 @@ def mcp(
         "Example: --client-file ~/.config/brain/client.json",
     ),
 ) -> None:
-    """Run the MCP server (stdio, or streamable HTTP with --http).
+    """Run the MCP server (stdio, or streamable HTTP and SSE with --http).
 
     Its tools: kb_search, kb_brief, brain_search_arcs, brain_get_arc,
     brain_ingest, brain_tick, brain_feed and brain_marker, answered in-process
@@ -83,8 +85,10 @@ def mcp(
     HTTP API.
 
     Over stdio by default (an agent starts it as a command). With --http it
-    serves streamable HTTP at /mcp; when BRAIN_TOKENS is set every request
-    needs Authorization: Bearer <token>, except GET /ping (answers pong).
+    serves streamable HTTP at /mcp and the SSE transport at /sse (messages
+    posted to /messages/), as upstream's client profiles expect; when
+    BRAIN_TOKENS is set every request needs Authorization: Bearer <token> or
+    x-api-key: <token>, except GET /ping (answers pong).
     Without a database URL an embedded Postgres starts under BRAIN_HOME;
     migrations run and the vault is scaffolded first.
 
