@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -15,7 +16,13 @@ def test_health_answers_without_auth(tmp_path: Path, database_url: str) -> None:
     settings = make_settings(tmp_path, database_url, tokens=["secret"])
     with TestClient(create_app(settings)) as client:
         body = client.get("/health").json()
-        assert body == {"status": "ok", "service": "brain-api", "vault_root": str(settings.vault.resolve()), "vault_mounted": False}
+        assert body == {
+            "status": "ok",
+            "service": "brain-api",
+            "vault_root": str(settings.vault.resolve()),
+            "vault_mounted": False,
+            "version": version("brain-kernel"),
+        }
 
 
 def test_deep_health_reports_vault_database_and_schema(client: TestClient) -> None:
@@ -24,6 +31,11 @@ def test_deep_health_reports_vault_database_and_schema(client: TestClient) -> No
     checks = response.json()["checks"]
     assert checks["vault"]["ok"] and checks["database"]["ok"]
     assert checks["schema"]["ok"] and checks["schema"]["current"] == checks["schema"]["head"]
+    # Upstream's clients read the embedder's check as ``embedding_api`` (UPSTREAM.md 2), with its keys.
+    api = checks["embedding_api"]
+    assert {"ok", "model", "api_base", "model_dim", "schema_dim", "dim_match", "latency_ms"} <= set(api)
+    assert api["api_base"] is None  # the offline model: no endpoint
+    assert {k: v for k, v in api.items() if k != "api_base"} == checks["embeddings"]
 
 
 def test_deep_health_is_degraded_and_ready_is_503_when_the_database_is_gone(tmp_path: Path) -> None:

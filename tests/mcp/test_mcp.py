@@ -166,7 +166,9 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
     assert brief["candidate_refs"] == [f"{h['source']}://{h['ref']}" for h in brief["hits"][:3]]
 
     arc = answers["arc"]
-    assert arc["source"] == "vault" and arc["cluster_id"] == cluster_id and word in arc["content"] and len(arc["content"]) <= 2000
+    # Indexed: upstream's embeddings form first (its clients read it), with the file's path and content beside it.
+    assert arc["source"] == "embeddings" and arc["cluster_id"] == cluster_id and arc["metadata"]["title"] and arc["text_preview"]
+    assert arc["path"].endswith(f"{cluster_id}.md") and word in arc["content"] and len(arc["content"]) <= 2000
 
     feed = answers["feed"]
     assert {"hot_arcs", "inject_blocks", "entries", "generated_at", "hash", "entry_count", "vault_root", "arcs", "blocks"} <= set(feed)

@@ -146,7 +146,9 @@ def test_remote_serves_the_same_tools_through_the_kernel_and_creates_nothing(ser
     [arc] = answers["arcs"][1]["arcs"]
     assert arc["cluster_id"] == cluster_id and arc["path"].endswith(f"{cluster_id}.md") and isinstance(arc["heat"], int)
     got = answers["arc"][1]
-    assert got["source"] == "vault" and got["cluster_id"] == cluster_id and word in got["content"] and len(got["content"]) <= 2000
+    # Indexed: upstream's embeddings form first (its clients read it), with the file's path and content beside it.
+    assert got["source"] == "embeddings" and got["cluster_id"] == cluster_id and got["metadata"]["title"] and got["text_preview"]
+    assert got["path"].endswith(f"{cluster_id}.md") and word in got["content"] and len(got["content"]) <= 2000
     assert answers["missing"][:2] == (True, {"error": "cluster_id not found: arc-nope"})
     assert [a["cluster_id"] for a in answers["feed"][1]["arcs"]] == [cluster_id]
     assert answers["project_feed"][1]["scope"] == "project" and answers["project_feed"][1]["project"]["repo"] == "org1/api"

@@ -140,7 +140,7 @@ class SearchArcs(Open):
 
 
 class Arc(Open):
-    """`brain_get_arc`'s answer: the file (source vault: path, content) or its indexed chunk (embeddings: metadata, text_preview)."""
+    """`brain_get_arc`'s answer: the indexed chunk (source embeddings: metadata, text_preview) with the file (path, content) when the vault holds it, or the file alone (source vault)."""
 
     cluster_id: str
     source: Literal["vault", "embeddings"]
@@ -289,10 +289,20 @@ def arc_hits(chunks: Iterable[Mapping[str, Any]], top_k: int, min_heat: float) -
     return arcs
 
 
-def indexed_arc(cluster_id: str, chunks: list[Mapping[str, Any]], arc_producer: str) -> dict[str, Any]:
-    """``brain_get_arc``'s answer from an arc's indexed chunks (its file is gone): the arc chunk, else the first."""
-    first = next((c for c in chunks if c["producer"] == arc_producer), chunks[0])
-    return {"cluster_id": cluster_id, "source": "embeddings", "metadata": first["metadata"], "text_preview": first["text_preview"]}
+def arc_answer(cluster_id: str, chunks: list[Mapping[str, Any]], arc_producer: str, path: str | None, content: str | None) -> dict[str, Any]:
+    """``brain_get_arc``'s answer: the indexed form when there are chunks (the arc chunk, else the first), with the file's ``path`` and ``content``
+    when it was read; the file alone when nothing is indexed; not found when neither."""
+    answer: dict[str, Any] = {"cluster_id": cluster_id}
+    if chunks:
+        first = next((c for c in chunks if c["producer"] == arc_producer), chunks[0])
+        answer |= {"source": "embeddings", "metadata": first["metadata"], "text_preview": first["text_preview"]}
+    elif content is None:
+        return {"error": f"cluster_id not found: {cluster_id}"}
+    else:
+        answer["source"] = "vault"
+    if content is not None:
+        answer |= {"path": path, "content": content[:ARC_CONTENT_CHARS]}
+    return answer
 
 
 def tick_note(status: str, error: str | None, waited: bool, timeout: float) -> str:

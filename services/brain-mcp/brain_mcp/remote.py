@@ -4,8 +4,8 @@ Each tool calls the route that does the same work and shapes its answer
 with ``brain_mcp.answers``, so a tool answers the same JSON as in-process
 (ADR 0043): ``kb_search`` is ``POST /search`` and ``GET /vault/search``;
 ``brain_search_arcs`` ``POST /search`` of the arc producer, one per key;
-``brain_get_arc`` ``GET /arcs/{id}`` and ``GET /vault/read``, else ``GET
-/by-key/{id}``; ``brain_tick`` ``POST /tick`` and ``GET /tick/{id}``;
+``brain_get_arc`` ``GET /by-key/{id}`` (upstream's form) with ``GET
+/arcs/{id}`` and ``GET /vault/read``; ``brain_tick`` ``POST /tick`` and ``GET /tick/{id}``;
 ``brain_feed`` and the resources ``GET /feed``; ``brain_marker`` ``POST
 /marker``; ``brain_ingest`` ``POST /ingest``, once per slice. ``kb_brief`` searches the kernel and asks the LLM this machine's
 settings name (the kernel has no brief route). The token is the client
@@ -36,11 +36,11 @@ from brain_mcp.answers import (
     SERVER_FAULTS,
     SOURCE_PATTERN,
     SOURCE_REFUSED,
+    arc_answer,
     arc_hits,
     artifact_hit,
     clamp_limit,
     follow_tick,
-    indexed_arc,
     ingest_slices,
     obsidian_hits,
     ranked,
@@ -252,20 +252,17 @@ class Remote:
     @answers_refusals
     def brain_get_arc(self, cluster_id: str) -> dict[str, Any]:
         quoted = urllib.parse.quote(cluster_id, safe="")
+        chunks = self.send("GET", f"/by-key/{quoted}", tolerate=frozenset({404}))
+        found = (self.json_of("GET", "/by-key", chunks).get("chunks") or []) if chunks.status_code == 200 else []
+        path = content = None
         arc = self.send("GET", f"/arcs/{quoted}", tolerate=frozenset({404, 422}))
         if arc.status_code == 200:
-            path = str(self.json_of("GET", "/arcs", arc).get("vault_path") or "")
+            where = str(self.json_of("GET", "/arcs", arc).get("vault_path") or "")
             # At most 4 bytes a character: enough bytes for the first 2000 characters.
-            read = self.send("GET", "/vault/read", params={"path": path, "max_bytes": 4 * ARC_CONTENT_CHARS}, tolerate=frozenset({404}))
+            read = self.send("GET", "/vault/read", params={"path": where, "max_bytes": 4 * ARC_CONTENT_CHARS}, tolerate=frozenset({404}))
             if read.status_code == 200:
-                content = str(self.json_of("GET", "/vault/read", read).get("content") or "")
-                return {"cluster_id": cluster_id, "source": "vault", "path": path, "content": content[:ARC_CONTENT_CHARS]}
-        chunks = self.send("GET", f"/by-key/{quoted}", tolerate=frozenset({404}))
-        if chunks.status_code == 200:
-            found = self.json_of("GET", "/by-key", chunks).get("chunks") or []
-            if found:
-                return indexed_arc(cluster_id, found, ARC_PRODUCER)
-        return {"error": f"cluster_id not found: {cluster_id}"}
+                path, content = where, str(self.json_of("GET", "/vault/read", read).get("content") or "")
+        return arc_answer(cluster_id, found, ARC_PRODUCER, path, content)
 
     def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]:
         @answers_refusals

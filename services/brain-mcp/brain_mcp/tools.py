@@ -56,16 +56,15 @@ from brain_kernel.ticks.llm import LLMError, chat_completion
 from brain_kernel.vault_store import Vault, VaultPathError
 from brain_mcp import brief
 from brain_mcp.answers import (
-    ARC_CONTENT_CHARS,
     DATABASE_UNAVAILABLE,
     INGEST_CHUNK_CHARS,
     SOURCE_PATTERN,
     SOURCE_REFUSED,
+    arc_answer,
     arc_hits,
     artifact_hit,
     clamp_limit,
     follow_tick,
-    indexed_arc,
     ingest_slices,
     obsidian_hits,
     ranked,
@@ -284,23 +283,26 @@ def brain_search_arcs(
 
 @answers_errors
 def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
-    """An arc's file from the vault (a merged id finds the arc that absorbed it), else its indexed chunks."""
+    """An indexed arc in upstream's embeddings form, with its file's path and content when the vault holds it; else the file alone.
+
+    Upstream answered ``GET /by-key`` first (``source: embeddings``, ``metadata``,
+    ``text_preview``) and read the vault only for an arc it had not embedded;
+    its clients read that form, so an indexed arc answers it, and the file
+    (a merged id finds the arc that absorbed it) adds ``path`` and ``content``.
+    """
     with k.reads() as db:
         reach = Scope(db, principal)
         record = feed_repo.arc_by_cluster_id(db, cluster_id) or feed_repo.arc_absorbing(db, cluster_id)
         if record is not None and reach.hides_path(record.vault_path):
             record = None  # another project's arc reads as a missing one (ADR 0033)
+        content = None
         if record is not None:
             try:
                 content = k.vault.read_text(record.vault_path)
             except (OSError, VaultPathError):
-                content = None  # indexed but gone from the vault: the chunks below may still tell
-            if content is not None:
-                return {"cluster_id": cluster_id, "source": "vault", "path": record.vault_path, "content": content[:ARC_CONTENT_CHARS]}
+                content = None  # indexed but gone from the vault: the chunks may still tell
         chunks = [c for c in embeddings.by_key(db, cluster_id) if reach.admits_meta(*embeddings.metadata_project(c["metadata"]))]
-    if chunks:
-        return indexed_arc(cluster_id, chunks, ARC_PRODUCER)
-    return {"error": f"cluster_id not found: {cluster_id}"}
+    return arc_answer(cluster_id, chunks, ARC_PRODUCER, record.vault_path if record is not None and content is not None else None, content)
 
 
 def brain_ingest(

@@ -9,6 +9,7 @@ checks and answers 503 while any fails.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -17,6 +18,7 @@ from sqlalchemy import text
 
 from brain_api.deps import require_auth
 from brain_kernel.errors import ConfigError
+from brain_kernel.release import version
 from brain_kernel.search.embeddings import column_dimension
 from brain_migrations.runner import current_revision, head_revision
 
@@ -26,9 +28,9 @@ SERVICE = "brain-api"
 
 @router.get("/health")
 def health(request: Request) -> dict[str, Any]:
-    """Liveness: the process answers (and says where its vault is)."""
+    """Liveness: the process answers (and says where its vault is and which version it runs)."""
     root = request.app.state.vault.root
-    return {"status": "ok", "service": SERVICE, "vault_root": str(root), "vault_mounted": root.exists()}
+    return {"status": "ok", "service": SERVICE, "vault_root": str(root), "vault_mounted": root.exists(), "version": version()}
 
 
 def _checks(request: Request) -> dict[str, dict[str, object]]:
@@ -53,6 +55,7 @@ def _checks(request: Request) -> dict[str, dict[str, object]]:
         current, head = current_revision(engine), head_revision()
         checks["schema"] = {"ok": current == head, "current": current, "head": head}
         checks["embeddings"] = _embeddings_check(state, engine)
+        checks["embedding_api"] = _embedding_api(state, checks["embeddings"])
     except Exception as exc:  # any failure here is "not ready", reported, not raised
         checks.setdefault("database", {"ok": False, "error": str(exc).splitlines()[0]})
         checks.setdefault("schema", {"ok": False, "error": "database unreachable"})
@@ -60,15 +63,26 @@ def _checks(request: Request) -> dict[str, dict[str, object]]:
 
 
 def _embeddings_check(state: Any, engine: Any) -> dict[str, object]:
-    """The embedder answers and its dimension is the index's (upstream's ``embedding_api`` check)."""
+    """The embedder answers and its dimension is the index's."""
     embedder = state.embedder
+    started = time.perf_counter()
     try:
         dim = len(embedder.embed(["healthcheck ping"])[0])
+        latency_ms = round((time.perf_counter() - started) * 1000, 1)
         with engine.connect() as conn:
             schema_dim = column_dimension(conn)
     except Exception as exc:  # reported, not raised: deep health is always an answer
         return {"ok": False, "model": embedder.name, "error": str(exc).splitlines()[0]}
-    return {"ok": dim == schema_dim, "model": embedder.name, "model_dim": dim, "schema_dim": schema_dim, "dim_match": dim == schema_dim}
+    match = dim == schema_dim
+    return {"ok": match, "model": embedder.name, "model_dim": dim, "schema_dim": schema_dim, "dim_match": match, "latency_ms": latency_ms}
+
+
+def _embedding_api(state: Any, embeddings: dict[str, object]) -> dict[str, object]:
+    """The same check under upstream's embeddings-service name and shape (UPSTREAM.md 2), which its clients read.
+
+    ``api_base`` is the OpenAI-compatible endpoint, null for the offline model.
+    """
+    return {"api_base": state.settings.embed_base_url, **embeddings}
 
 
 def _report(request: Request) -> dict[str, Any]:
