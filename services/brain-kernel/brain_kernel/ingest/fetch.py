@@ -182,6 +182,8 @@ def clone(value: str, settings: Settings) -> Repository:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+            if target.exists() and _folder_bytes(target) > limit:  # a clone that ended between two looks
+                raise FetchError(f"clone larger than {limit} bytes")
             if proc.returncode != 0:
                 errors.seek(0)
                 said = errors.read(2000).decode("utf-8", "replace").strip().splitlines()
