@@ -258,6 +258,7 @@ NO_MEMORY = {
     "GET /ui/attribution": "a note only for a bound token",
     "GET /ui/keeper": "counts and timings, its projects' coverage",
     "GET /ui/signals": "its projects' and fleet-wide signals",
+    "GET /ui/trial": "a note only for a bound token",
     "GET /ui/signin": "the sign-in form",
     "POST /ui/signin": "sets its own cookie",
     "POST /ui/signout": "clears its own cookie",

@@ -23,7 +23,7 @@ from tests.support.harness import make_settings
 from tests.support.planting import PROJECTS, Planted
 
 ALL, API = "ui-all-token-0123456789", "ui-api-token-0123456789"
-PAGES = ["/ui", "/ui/project?project=org1/api", "/ui/attribution", "/ui/keeper", "/ui/signals"]
+PAGES = ["/ui", "/ui/project?project=org1/api", "/ui/attribution", "/ui/keeper", "/ui/signals", "/ui/trial"]
 OTHERS = [pid for pid in PROJECTS if pid != "org1/api"]
 
 
@@ -166,6 +166,7 @@ def test_a_bound_token_sees_only_its_project_on_every_page(guarded: Guarded, pla
         assert other.status_code == missing.status_code == 404
         assert other.text.replace(pid, "X") == missing.text.replace("nobody/here", "X")
     assert "bound to projects" in c.get("/ui/attribution").text
+    assert "a token that reaches every project" in c.get("/ui/trial").text
 
 
 def test_the_header_token_works_as_the_cookie_does(guarded: Guarded) -> None:
@@ -246,3 +247,14 @@ def test_the_signals_page_counts_every_active_signal(client, planted: Planted, d
     assert f"{active} active signal" in page
     cells = re.findall(r'<td class="num">(\d+)</td></tr>', page.split('id="ages-fleet"', 1)[1].split("<h2>", 1)[0])
     assert sum(int(c) for c in cells) == active  # the "all" column of the fleet-wide and projects tables
+
+
+def test_the_trial_page_is_the_reports_figures(client, planted: Planted) -> None:
+    for n in range(3):  # served blocks: each session's arm is recorded (no trial: treatment)
+        assert client.get("/feed", params={"project": "org1/api", "format": "markdown", "session_id": f"ui-trial-{n}"}).status_code == 200
+    html = client.get("/ui/trial").text
+    arms = re.search(r'<table id="arms">.*?</table>', html, re.S)
+    assert arms is not None
+    waiting = re.search(r'<th scope="row">without outcomes</th><td class="num">(\d+)</td><td class="num">(\d+)</td>', arms.group(0))
+    assert waiting is not None and waiting.groups() == ("3", "0")  # served, not extracted yet
+    assert "Trial period: control 0%" in html and "Not enough projects" in html

@@ -36,6 +36,8 @@ from brain_kernel.feed.feed_repo import list_projects, top_arcs
 from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.scope import OutOfScope, Scope
 from brain_kernel.settings import Settings
+from brain_kernel.trial.records import trial_config
+from brain_kernel.trial.report import Period, trial_report
 from brain_kernel.vault_store import Vault
 
 router = APIRouter(tags=["ui"])
@@ -254,6 +256,23 @@ def attribution_page(request: Request, db: ReadSessionDep, clock: ClockDep, vaul
         dry_run_path=DRY_RUN_PATH,
         dry_run_command=DRY_RUN_COMMAND,
     )
+
+
+# -- trial ----------------------------------------------------------------------------------------
+
+
+@router.get("/ui/trial", response_class=HTMLResponse, summary="The operator pages: the holdout trial's report")
+def trial_page(request: Request, db: ReadSessionDep, clock: ClockDep, settings: SettingsDep) -> Response:
+    """``brain trial report`` as a page: per arm, projects and sessions; per outcome, the difference and its interval."""
+    principal = auth.principal_of(request)
+    if principal is None:
+        return _sign_in_first(request)
+    now = clock()
+    if Scope(db, principal).restricted:  # arms span every project: nothing of the report is a bound token's alone
+        return _render(request, "trial.html", principal, now=now, restricted=True)
+    current = Period.of(trial_config(settings))
+    # A table, not a chart: differences may be negative, and the intervals are the point.
+    return _render(request, "trial.html", principal, now=now, restricted=False, data=trial_report(db, current, current=current, rounds=1000))
 
 
 # -- keeper ---------------------------------------------------------------------------------------
