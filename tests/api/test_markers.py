@@ -188,6 +188,19 @@ def test_milestone_without_a_project_goes_to_the_daily_note(client, settings: Se
     assert not list((settings.vault / "left/projects").iterdir())
 
 
+def test_a_milestone_routed_by_its_source_to_a_project_folder_stays_unattributed(client, settings: Settings, db: Session) -> None:
+    """Upstream's routing (UPSTREAM.md 1.6) puts it in left/projects/<slug(source)>/BLOCKS.md; the folder names its source, not a project."""
+    (settings.vault / "left/projects/claude-code").mkdir(parents=True)
+    r = post(client, "milestone", "Released the hooks.", source="claude-code")
+    assert r.status_code == 201 and r.json()["vault_path"] == "left/projects/claude-code/BLOCKS.md" and r.json()["project"] is None
+    [row] = entries(db, "milestone")
+    assert row.project is None and row.projects == []
+    assert "claude-code" not in [p["key"] for p in client.get("/projects").json()["projects"]]
+    attributed = post(client, "milestone", "Shipped the feed.", project="claude-code")  # a real project there still counts
+    assert attributed.json()["project"] == "claude-code"
+    assert [p["key"] for p in client.get("/projects").json()["projects"]] == ["claude-code"]
+
+
 def test_marker_takes_its_project_from_the_session_index(client, db: Session) -> None:
     record_session(db, "sess-42", ProjectIdentity("billing", "acme/billing", "/src/billing", None, "/src/billing", "git"))
     db.commit()

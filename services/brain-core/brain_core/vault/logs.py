@@ -176,6 +176,7 @@ class LogEntry:
     first_line: int
     last_line: int
     anchor: str = ""
+    unattributed: bool = False  # the header says ``[unattributed]``: no project, wherever the log lives
 
 
 def split_log(text: str) -> list[LogEntry]:
@@ -235,7 +236,8 @@ def split_log(text: str) -> list[LogEntry]:
         ordinal = seen.get(anchor, 0)
         seen[anchor] = ordinal + 1
         last_line = first_line + len(block) - 1
-        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line, anchor))
+        explicit = bool(tag and tag.group("none"))
+        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line, anchor, explicit))
     return entries
 
 

@@ -160,7 +160,7 @@ def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[Entry
 
     Lessons: every entry; old untagged headers are unattributed. Milestones:
     in ``left/projects/<p>/BLOCKS.md`` every entry is a milestone of ``p``
-    unless its own tag names the project; in a daily note only entries marked
+    unless its own tag names the project or says ``[unattributed]``; in a daily note only entries marked
     as milestones (``brain`` comment, or a header saying "milestone") count.
     An entry whose header stamp no calendar holds (``2026-13-45T99:99:99Z``,
     year 99999: a hand edit) is left out and reported, never a reason to drop
@@ -180,7 +180,9 @@ def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[Entry
         if entry.stamp and occurred_at(entry.stamp, vault_path) is None:
             left_out.append(entry)
             continue
-        project, repo = (entry.project, entry.repo) if entry.project else (path_project, None)
+        # A marker posted with no project that upstream's routing put in left/projects/<slug(source)>/ says
+        # [unattributed]: the folder names its source, not its project, so it stays unattributed.
+        project, repo = (entry.project, entry.repo) if entry.project or entry.unattributed else (path_project, None)
         record = _log_record(kind, entry, vault_path, project, repo)
         out.append((_with_curation(record, curated.get(record.id)), entry))
     return tuple(out), tuple(left_out)
