@@ -13,7 +13,26 @@ from typing import Any
 
 import typer
 
-from brain_cli.commands import amygdala, apply, backfill, cluster, connect, drain, embed, extract, hook, init, loop, mcp, reindex, scrub, server, tick, whereis
+from brain_cli.commands import (
+    amygdala,
+    apply,
+    backfill,
+    cluster,
+    connect,
+    drain,
+    embed,
+    extract,
+    hook,
+    init,
+    loop,
+    mcp,
+    reindex,
+    repair,
+    scrub,
+    server,
+    tick,
+    whereis,
+)
 from brain_cli.commands.trial import export as trial_export
 from brain_cli.commands.trial import report as trial_report
 
@@ -48,6 +67,7 @@ for name, command in (
     ("amygdala", amygdala.amygdala),
     ("backfill", backfill.backfill),
     ("scrub", scrub.scrub),
+    ("repair", repair.repair),
     ("connect", connect.connect),
     ("disconnect", connect.disconnect),
     ("hook", hook.hook),
