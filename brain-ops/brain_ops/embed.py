@@ -76,6 +76,9 @@ def run_embed(
     started = time.perf_counter()
     summary = EmbedSummary()
     session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK})
+    if force_dim and not force_all and _width_changes(session, embedder):
+        # The first store drops every chunk of the old width: all entries are embedded again, not only the changed ones.
+        force_all, only_pending = True, False
     records = pending_entries(session) if only_pending else entries_of_kinds(session, EMBEDDED_KINDS)
     looked = [(record.id, doc) for record in records if (doc := entry_doc(record)) is not None]
     docs = [doc for _, doc in looked]
@@ -109,6 +112,12 @@ def run_embed(
             summary.pruned += embeddings.prune(session, producer, keep)["deleted"]
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _width_changes(session: Session, embedder: Embedder) -> bool:
+    """Whether the index holds chunks of another width than the embedder makes (a store would drop them)."""
+    current = embeddings.column_dimension(session)
+    return current is not None and current != embedder.dim and embeddings.count_chunks(session) > 0
 
 
 def embed_pending(

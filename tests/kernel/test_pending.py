@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_kernel.index.entries import touch_project, upsert_entries
+from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_kernel.search.pending import mark_embedded, pending, pending_entries
 from brain_ops.embed import run_embed
@@ -161,3 +162,19 @@ def test_the_count_reads_the_partial_index(db: Session) -> None:
     db.execute(text("SET LOCAL enable_seqscan = off"))  # a six-row table is read whole by choice; the index must serve it
     plan = "\n".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {statement}", parameters))  # type: ignore[arg-type]
     assert "ix_entries_embed_pending" in plan, plan
+
+
+@pytest.mark.own_database  # the column changes width
+def test_a_width_change_embeds_every_entry_again_not_only_the_pending(db: Session, offline: _Hashed) -> None:
+    """EMBED_DIM_FORCE_MIGRATE drops the chunks of the old width: the run embeds all, so nothing is left unsearchable."""
+    _plant(db)
+    run_embed(db, offline)
+    db.commit()
+    upsert_entries(db, [replace(RECORDS[0], content="Pin the clock, and freeze time in the fixture.")])
+    db.commit()
+    wider = _Hashed()
+    wider.dim = OFFLINE_DIM + 8
+    summary = run_embed(db, wider, only_pending=True, force_dim=True)
+    db.commit()
+    assert (summary.entries, summary.embedded) == (5, 5) and embeddings.column_dimension(db) == OFFLINE_DIM + 8
+    assert embeddings.count_chunks(db) == 5 and pending(db) == 0
