@@ -32,8 +32,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from brain_core.amygdala import LAST_EVENT_KEY, BusEvent, alarms, clear_due, incident_arc, makes_incident, render_alert
+from brain_core.amygdala import LAST_EVENT_KEY, BusEvent, alarms, classify, clear_due, incident_arc, makes_incident, render_alert
 from brain_core.jsonable import JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.redact import scrub
@@ -67,6 +68,7 @@ class AmygdalaSummary(JobSummary):
     incident_arcs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stopped_by: str | None = None
+    dry_run: bool = False
 
 
 def consumer_name(settings: Settings) -> str:
@@ -84,11 +86,21 @@ def _read(bus: EventBus, settings: Settings, consumer: str, *, block_ms: int | N
     return events
 
 
-def run_cycle(bus: EventBus, vault: Vault, settings: Settings, summary: AmygdalaSummary, *, now: dt.datetime, block_ms: int | None, recover: bool) -> None:
-    """One cycle (module docstring): read, write the alert and incident arcs or clear, acknowledge."""
+def run_cycle(
+    bus: EventBus, vault: Vault, settings: Settings, summary: AmygdalaSummary, *, now: dt.datetime, block_ms: int | None, recover: bool, dry_run: bool = False
+) -> None:
+    """One cycle (module docstring): read, write the alert and incident arcs or clear, acknowledge.
+
+    A dry run peeks at the events the group has not been given (``EventBus.peek``)
+    and says what it would write, remove and file; it writes, sets, deletes and
+    acknowledges nothing, so the next real pass reads the same events.
+    """
     consumer = summary.consumer
-    events = _read(bus, settings, consumer, block_ms=None, pending=True) if recover else []
-    events += _read(bus, settings, consumer, block_ms=block_ms, pending=False)
+    if dry_run:
+        events = bus.peek(settings.amygdala_streams, settings.amygdala_group, count=BATCH * MAX_BATCHES)
+    else:
+        events = _read(bus, settings, consumer, block_ms=None, pending=True) if recover else []
+        events += _read(bus, settings, consumer, block_ms=block_ms, pending=False)
     summary.cycles += 1
     summary.events_read += len(events)
     found = alarms(events)
@@ -96,19 +108,25 @@ def run_cycle(bus: EventBus, vault: Vault, settings: Settings, summary: Amygdala
     window = settings.amygdala_clear_window
     if found:
         summary.alert = "updated" if vault.exists(alert) else "raised"
-        vault.write_atomic(alert, scrub(render_alert(found)))  # event text is anyone's: secrets never reach the vault
+        if not dry_run:
+            vault.write_atomic(alert, scrub(render_alert(found)))  # event text is anyone's: secrets never reach the vault
         summary.alert_writes += 1
         summary.alarms.update(a.severity for a in found)
         for alarm in found:
             if not makes_incident(alarm):
                 continue
             path, text = incident_arc(alarm)
+            if dry_run:
+                if not vault.exists(path):
+                    summary.incident_arcs.append(path)
+                continue
             try:
                 vault.create_exclusive(path, scrub(text))
             except FileExistsError:  # this event (redelivered) or its twin in the same second: filed already
                 continue
             summary.incident_arcs.append(path)
-        bus.set_value(LAST_EVENT_KEY, f"{now.timestamp():.3f}", expire_s=int(2 * window))
+        if not dry_run:
+            bus.set_value(LAST_EVENT_KEY, f"{now.timestamp():.3f}", expire_s=int(2 * window))
     else:
         summary.alert = None
         last = bus.get_float(LAST_EVENT_KEY)
@@ -117,12 +135,39 @@ def run_cycle(bus: EventBus, vault: Vault, settings: Settings, summary: Amygdala
         except OSError:
             modified = None
         if clear_due(now, last, modified, window):
-            if vault.remove(alert):
+            if vault.exists(alert) and (dry_run or vault.remove(alert)):
                 summary.alert, summary.clears = "cleared", summary.clears + 1
-            if last is not None:
+            if last is not None and not dry_run:
                 bus.delete(LAST_EVENT_KEY)
-    if events:
+    if events and not dry_run:
         summary.acknowledged += bus.ack(settings.amygdala_group, events)
+
+
+def replay(bus: EventBus, settings: Settings, *, last: int, severity: str | None = None) -> dict[str, Any]:
+    """``brain amygdala --replay``: the last ``last`` events on the streams as the amygdala classifies them, read only.
+
+    Upstream's ``--replay --last N [--severity]`` report (``XREVRANGE``): each
+    event newest first with the severity it would count as (null: ignored);
+    ``severity`` keeps only the events counted at that severity.
+    """
+    rows = []
+    for event in bus.recent(settings.amygdala_streams, count=last):
+        counted = classify(event)
+        if severity is not None and counted != severity:
+            continue
+        fields = event.fields
+        rows.append(
+            {
+                "stream": event.stream,
+                "id": event.id,
+                "event": fields.get("event"),
+                "severity": counted,
+                "title": scrub(fields.get("title") or "") or None,
+                "source": fields.get("source"),
+                "ts": fields.get("ts"),
+            }
+        )
+    return {"mode": "replay", "streams": list(settings.amygdala_streams), "last": last, "severity": severity, "count": len(rows), "events": rows}
 
 
 def run_amygdala(
@@ -137,6 +182,7 @@ def run_amygdala(
     progress: Progress = SILENT,
     handle_signals: bool = True,
     max_cycles: int | None = None,
+    dry_run: bool = False,
 ) -> AmygdalaSummary:
     """One pass (a bus failure raises ``EventBusError``), or with ``continuous`` cycles until stopped.
 
@@ -145,7 +191,13 @@ def run_amygdala(
     ends the wait); SIGTERM and SIGINT end the loop after its cycle.
     """
     say = progress.say
-    summary = AmygdalaSummary(mode="continuous" if continuous else "once", consumer=consumer_name(settings), streams=list(settings.amygdala_streams))
+    summary = AmygdalaSummary(
+        mode="continuous" if continuous else "once", consumer=consumer_name(settings), streams=list(settings.amygdala_streams), dry_run=dry_run
+    )
+    if dry_run:  # one look, changing nothing (not even the consumer group)
+        run_cycle(bus, vault, settings, summary, now=clock(), block_ms=None, recover=False, dry_run=True)
+        _report(summary, say)
+        return summary
     if not continuous:
         bus.ensure_groups(settings.amygdala_streams, settings.amygdala_group)
         run_cycle(bus, vault, settings, summary, now=clock(), block_ms=None, recover=True)

@@ -251,3 +251,38 @@ def test_continuous_stops_cleanly_on_sigterm_and_outlives_a_dead_bus(settings: S
     finally:
         dead.close()
     assert waits == [30.0, 30.0] and len(report.errors) == 2 and "EventBusError" in report.errors[0] and report.cycles == 0
+
+
+def test_dry_run_says_what_a_pass_would_do_and_replay_reads_the_last_events(settings: Settings, redis_url: str) -> None:
+    """Upstream's --dry-run and --replay --last N [--severity]: both change nothing on the bus or in the vault."""
+    s = _bus_settings(settings, redis_url)
+    vault, r = Vault(s.vault), _stream(s)
+    vault.scaffold()
+    try:
+        r.xadd("events:health", {"event": "api.down", "title": "API down", "message": "502 from every replica", "source": "api-1"})
+        r.xadd("events:deploy", {"event": "deploy.finished", "message": "download of the image finished"})
+        r.xadd("events:host", {"event": "disk.slow", "title": "disk slow", "message": "latency over threshold"})
+        before = sorted(p.relative_to(s.vault).as_posix() for p in s.vault.rglob("*") if p.is_file())
+
+        dry = brain(s, "amygdala", "--dry-run")
+        assert dry.exit_code == 0, dry.stderr
+        plan = json.loads(dry.stdout)
+        assert plan["dry_run"] is True and (plan["events_read"], plan["alert"], plan["acknowledged"]) == (3, "raised", 0)
+        assert plan["alarms"] == {"nuclear": 1, "warning": 1}
+        [arc] = plan["incident_arcs"]
+        assert arc.endswith("-api-down.md") and not vault.exists(arc)
+        assert sorted(p.relative_to(s.vault).as_posix() for p in s.vault.rglob("*") if p.is_file()) == before
+        assert r.get("amygdala:last_event_ts") is None
+
+        replayed = brain(s, "amygdala", "--replay", "--last", "2")
+        assert replayed.exit_code == 0, replayed.stderr
+        report = json.loads(replayed.stdout)
+        assert [(e["event"], e["severity"]) for e in report["events"]] == [("disk.slow", "warning"), ("deploy.finished", None)]  # newest first
+        nuclear = json.loads(brain(s, "amygdala", "--replay", "--severity", "nuclear").stdout)
+        assert [e["event"] for e in nuclear["events"]] == ["api.down"] and nuclear["count"] == 1
+
+        real = json.loads(brain(s, "amygdala").stdout)  # the dry run and the replay left the events for a real pass
+        assert (real["events_read"], real["alert"], real["incident_arcs"]) == (3, "raised", [arc])
+        assert brain(s, "amygdala", "--replay", "--continuous").exit_code == 2
+    finally:
+        r.close()

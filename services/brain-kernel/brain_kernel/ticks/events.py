@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -101,6 +102,35 @@ class EventBus:
                     continue
                 events.append(BusEvent(_text(stream), _text(entry_id), {_text(k): _text(v) for k, v in fields.items()}))
         return events
+
+    def _entries(self, stream: str, entries: Any) -> list[BusEvent]:
+        return [BusEvent(stream, _text(entry_id), {_text(k): _text(v) for k, v in fields.items()}) for entry_id, fields in entries or [] if fields is not None]
+
+    def peek(self, streams: Sequence[str], group: str, *, count: int) -> list[BusEvent]:
+        """The events ``group`` has not been given yet (after its last delivered id; all of a stream it does not read yet),
+        read with ``XRANGE``: the group, its consumers and its pending lists stay as they were."""
+        events: list[BusEvent] = []
+        try:
+            for stream in streams:
+                if not self.client.exists(stream):
+                    continue
+                last = next((_text(g["last-delivered-id"]) for g in self.client.xinfo_groups(stream) if _text(g["name"]) == group), None)
+                start = f"({last}" if last is not None else "-"
+                events += self._entries(stream, self.client.xrange(stream, min=start, max="+", count=count))
+        except redis.RedisError as exc:
+            raise self._fail(exc) from None
+        return events
+
+    def recent(self, streams: Sequence[str], *, count: int) -> list[BusEvent]:
+        """The last ``count`` events across ``streams`` (``XREVRANGE``), newest first; read only."""
+        events: list[BusEvent] = []
+        try:
+            for stream in streams:
+                events += self._entries(stream, self.client.xrevrange(stream, max="+", min="-", count=count))
+        except redis.RedisError as exc:
+            raise self._fail(exc) from None
+        events.sort(key=lambda e: tuple(int(part) for part in e.id.split("-")), reverse=True)
+        return events[:count]
 
     def ack(self, group: str, events: Sequence[BusEvent]) -> int:
         """``XACK`` the events in their streams; how many were acknowledged."""
