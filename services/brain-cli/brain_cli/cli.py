@@ -27,6 +27,7 @@ from brain_cli.commands import (
     loop,
     mcp,
     reindex,
+    remote,
     repair,
     scrub,
     server,
@@ -71,8 +72,31 @@ for name, command in (
     ("connect", connect.connect),
     ("disconnect", connect.disconnect),
     ("hook", hook.hook),
+    ("status", remote.status),
+    ("feed", remote.feed),
+    ("marker", remote.marker),
+    ("search", remote.search),
+    ("projects", remote.projects),
 ):
     app.command(name, help=_help(command))(command)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from brain_kernel.release import version
+
+        typer.echo(f"brain {version()}")
+        raise typer.Exit()
+
+
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit. Example: brain --version"),
+) -> None:
+    """The brain kernel: project-scoped memory for a fleet of coding agents."""
+
+
+app.callback()(_options)
+
 
 trial_app = typer.Typer(name="trial", help="The holdout trial: does memory help? (docs/trial.md)", no_args_is_help=True)
 for name, command in (("report", trial_report), ("export", trial_export)):

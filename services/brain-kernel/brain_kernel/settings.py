@@ -70,6 +70,8 @@ class Settings(BaseSettings):
         default_factory=list,
         validation_alias=AliasChoices("BRAIN_TOKENS", "KB_ROUTER_TOKENS", "KB_ROUTER_TOKEN"),
     )
+    # The token the client commands (brain status, feed, marker, ...) send to a running kernel; unset: the client file's.
+    client_token: str | None = Field(None, validation_alias=AliasChoices("BRAIN_TOKEN"))
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("BRAIN_HOST"))
     port: int = Field(8080, validation_alias=AliasChoices("BRAIN_PORT"))
     workers: int = Field(1, ge=1, le=64, validation_alias=AliasChoices("BRAIN_WORKERS"))

@@ -6,11 +6,14 @@ import json
 
 import typer
 
+from brain_cli.client import UrlOption, kernel_errors
 from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
+from brain_kernel.errors import ConfigError
 
 
 @operator_errors
+@kernel_errors
 def tick(
     no_ai: bool = typer.Option(False, "--no-ai", help="Derive intents from hot arcs even when an LLM endpoint is configured. Example: brain tick --no-ai"),
     dry_run: bool = typer.Option(
@@ -18,6 +21,12 @@ def tick(
     ),
     vault: VaultOption = None,
     database_url: DatabaseOption = None,
+    remote: bool = typer.Option(
+        False, "--remote", help="Queue the tick on a running kernel (POST /tick) instead of running it here. Example: brain tick --remote --wait"
+    ),
+    wait: bool = typer.Option(False, "--wait", help="With --remote: follow the queued tick until it ends (or --timeout). Example: --wait"),
+    timeout: float = typer.Option(300.0, "--timeout", min=0, max=600, help="With --remote --wait: seconds to wait at most. Example: --timeout 120"),
+    url: UrlOption = None,
 ) -> None:
     """Run one keeper pass: drain, heat, promote, collect markers, write the feed, refresh the index.
 
@@ -42,8 +51,24 @@ def tick(
     deterministic and says so on stderr. Prints a JSON summary (upstream's stats keys under "stats"); progress goes
     to stderr.
 
+    With --remote the tick is queued on a running kernel instead (POST /tick; the kernel's
+    brain tick-drain or ops-loop runs it), at --url (default: the client file's url) with
+    BRAIN_TOKEN or the client file's token; --wait follows it (GET /tick/<job_id>) and exits 1
+    unless it completed. Prints {job_id, status, no_ai, waited, note, result}.
+
     Example: brain tick --no-ai
+
+    Example: brain tick --remote --wait --url http://127.0.0.1:8080
     """
+    if remote:
+        if vault is not None or database_url is not None:
+            raise ConfigError("--remote runs the tick on the kernel: drop --vault and --database-url")
+        from brain_cli.commands.remote import remote_tick
+
+        remote_tick(url, no_ai=no_ai, dry_run=dry_run, wait=wait, timeout=timeout)
+        return
+    if wait or url is not None:
+        raise ConfigError("--wait and --url go with --remote: brain tick --remote --wait")
     from brain_ops.keeper.drain import run_tick_and_warm
 
     settings = load_settings(vault=vault, database_url=database_url)
