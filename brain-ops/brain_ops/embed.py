@@ -34,6 +34,9 @@ from brain_kernel.search.pending import mark_embedded, pending, pending_entries
 from brain_kernel.settings import Settings
 
 BATCH = 256
+# Entries one tick embeds at most; the rest wait for the next tick. The offline model embedded 1,027 chunks in
+# 56 to 137 s on two busy cores: about a minute or two per tick at most, not hours behind a new index.
+TICK_EMBED_LIMIT = 1_000
 # One embed run at a time: two would replace the same keys' chunks together (and embed them twice).
 _EMBED_LOCK = 0x0A6B3130
 
@@ -64,12 +67,14 @@ def run_embed(
     prune: bool = False,
     force_dim: bool = False,
     only_pending: bool = False,
+    limit: int | None = None,
     progress: Progress = SILENT,
 ) -> EmbedSummary:
     """Embed what changed since the last run (everything with ``force_all``); no commit.
 
     ``only_pending``: the entries the pending index lists (``brain_kernel.search.pending``),
-    not every entry: the tick's step, one indexed read when nothing changed.
+    not every entry: the tick's step, one indexed read when nothing changed;
+    ``limit``: at most that many of them, newest first.
     Either way each entry looked at is marked as held, so it leaves the
     pending count (a full run also repairs that bookkeeping).
     """
@@ -79,7 +84,7 @@ def run_embed(
     if force_dim and not force_all and _width_changes(session, embedder):
         # The first store drops every chunk of the old width: all entries are embedded again, not only the changed ones.
         force_all, only_pending = True, False
-    records = pending_entries(session) if only_pending else entries_of_kinds(session, EMBEDDED_KINDS)
+    records = pending_entries(session, limit=limit) if only_pending else entries_of_kinds(session, EMBEDDED_KINDS)
     looked = [(record.id, doc) for record in records if (doc := entry_doc(record)) is not None]
     docs = [doc for _, doc in looked]
     summary.entries = len(docs)
@@ -121,13 +126,21 @@ def _width_changes(session: Session, embedder: Embedder) -> bool:
 
 
 def embed_pending(
-    engine: Engine, settings: Settings, *, waiting: int | None = None, embedder: Embedder | None = None, progress: Progress = SILENT
+    engine: Engine,
+    settings: Settings,
+    *,
+    waiting: int | None = None,
+    limit: int | None = TICK_EMBED_LIMIT,
+    embedder: Embedder | None = None,
+    progress: Progress = SILENT,
 ) -> dict[str, Any]:
     """The tick's embed step: the pending entries embedded in a transaction of their own; never raises.
 
     ``waiting``: the pending count the caller read in its own transaction;
     0 skips the step's connection (a tick over an unchanged vault pays only
-    that count).
+    that count). ``limit``: at most that many entries per tick, newest first
+    (``TICK_EMBED_LIMIT``), so a backlog (a new index, a long outage) is
+    worked off over several ticks instead of holding one for hours.
 
     Returns what the tick summary reports: ``ok``, ``embedded`` and
     ``unchanged`` entries, ``chunks``, ``pending`` (entries still waiting:
@@ -145,7 +158,14 @@ def embed_pending(
             if not session.execute(text("SELECT pg_try_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK}).scalar_one():
                 report["skipped"] = "another embed run holds the lock"
             else:
-                done = run_embed(session, embedder or embedder_for(settings), only_pending=True, force_dim=settings.embed_dim_force_migrate, progress=progress)
+                done = run_embed(
+                    session,
+                    embedder or embedder_for(settings),
+                    only_pending=True,
+                    limit=limit,
+                    force_dim=settings.embed_dim_force_migrate,
+                    progress=progress,
+                )
                 report.update(embedded=done.embedded, unchanged=done.unchanged, chunks=done.chunks)
             report["pending"] = pending(session)  # in the same transaction: a connection costs more than the count
     except Exception as exc:  # the tick has committed; the entries stay pending and the next tick retries them

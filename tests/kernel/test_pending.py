@@ -178,3 +178,14 @@ def test_a_width_change_embeds_every_entry_again_not_only_the_pending(db: Sessio
     db.commit()
     assert (summary.entries, summary.embedded) == (5, 5) and embeddings.column_dimension(db) == OFFLINE_DIM + 8
     assert embeddings.count_chunks(db) == 5 and pending(db) == 0
+
+
+def test_a_limited_run_takes_the_newest_pending_first(db: Session, offline: _Hashed) -> None:
+    """A tick behind a backlog embeds at most its limit, newest first; the rest stay counted and wait."""
+    records = [replace(r, occurred_at=NOW - dt.timedelta(days=n)) for n, r in enumerate(RECORDS)]
+    upsert_entries(db, records)
+    db.commit()
+    summary = run_embed(db, offline, only_pending=True, limit=2)
+    db.commit()
+    assert (summary.entries, summary.embedded) == (2, 2) and pending(db) == 3
+    assert {r.id for r in pending_entries(db)} == {r.id for r in records[2:5]}  # the two newest went first

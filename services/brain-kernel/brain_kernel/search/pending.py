@@ -58,8 +58,12 @@ def pending(session: Session, project: tuple[str, str | None] | None = None, wit
     return int(session.execute(stmt).scalar_one())
 
 
-def pending_entries(session: Session) -> list[EntryRecord]:
-    """The pending entries as records (what the embed step embeds, or finds the index already holds), by id."""
+def pending_entries(session: Session, *, limit: int | None = None) -> list[EntryRecord]:
+    """The pending entries as records (what the embed step embeds, or finds the index already holds).
+
+    Newest first, so with ``limit`` a tick behind a large backlog still makes
+    the lessons just written searchable.
+    """
     stmt = select(
         Entry.id,
         Entry.kind,
@@ -93,7 +97,7 @@ def pending_entries(session: Session) -> list[EntryRecord]:
             occurred_at=r.occurred_at,
             meta=dict(r.meta or {}),
         )
-        for r in session.execute(stmt.order_by(Entry.id))
+        for r in session.execute(stmt.order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit))
     ]
 
 
