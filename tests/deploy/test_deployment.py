@@ -35,6 +35,7 @@ from brain_kernel.settings import Settings
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "brain"
 ALL_FEATURES = CHART / "ci" / "all-features.yaml"
+MINIMAL = CHART / "ci" / "minimal.yaml"
 BIN = Path(sys.executable).parent
 runner = CliRunner()
 
@@ -109,8 +110,8 @@ def _render(helm: Path, chart: Path = CHART, *args: str) -> list[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def rendered(helm: Path) -> dict[str, list[dict[str, Any]]]:
-    """The chart rendered once per run: default values and the all-features values file."""
-    return {"default": _render(helm), "all-features": _render(helm, CHART, "-f", str(ALL_FEATURES))}
+    """The chart rendered once per run: the least an install needs (optional parts off) and all features on."""
+    return {"default": _render(helm, CHART, "-f", str(MINIMAL)), "all-features": _render(helm, CHART, "-f", str(ALL_FEATURES))}
 
 
 @pytest.fixture
@@ -267,7 +268,7 @@ def test_brain_init_without_a_template_is_one_error_line(tmp_path: Path) -> None
 
 
 def test_chart_lints_strict_with_default_and_all_features_values(helm: Path) -> None:
-    for extra in ([], ["-f", str(ALL_FEATURES)]):
+    for extra in (["-f", str(MINIMAL)], ["-f", str(ALL_FEATURES)]):
         done = _run(helm, "lint", "--strict", CHART, *extra)
         assert done.returncode == 0, done.stdout + done.stderr
 
@@ -276,19 +277,26 @@ def test_helm_refuses_a_chart_with_a_typo(helm: Path, tmp_path: Path) -> None:
     chart = tmp_path / "brain"
     shutil.copytree(CHART, chart)
     values = chart / "values.yaml"
-    values.write_text(values.read_text().replace("  replicas: 2\n", "  replicsa: 2\n", 1))
-    done = _run(helm, "lint", "--strict", chart)
+    values.write_text(values.read_text().replace("  replicas: 1\n", "  replicsa: 1\n", 1))
+    done = _run(helm, "lint", "--strict", chart, "-f", MINIMAL)
     assert done.returncode != 0 and "replicsa" in done.stdout + done.stderr
-    done = _run(helm, "template", "brain", CHART, "--set", "config.BRAIN_LLM_MODL=x")
+    done = _run(helm, "template", "brain", CHART, "-f", MINIMAL, "--set", "config.BRAIN_LLM_MODL=x")
     assert done.returncode != 0 and "BRAIN_LLM_MODL" in done.stderr
 
 
 def test_rendered_manifests_pass_kubernetes_validate_strict(kubeval: Path, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
+    """Every object, with the optional parts off and on; the ServiceMonitor (a CRD, no schema here) by shape."""
     for name, docs in rendered.items():
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump_all(docs))
         done = _run(kubeval, "--strict", "--quiet", path)
         assert done.returncode == 0, done.stdout + done.stderr
+        warnings = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        assert all("kind ServiceMonitor" in line for line in warnings), warnings
+    monitor = _by_kind(rendered["all-features"], "ServiceMonitor")["brain-api"]
+    assert set(monitor["spec"]) == {"selector", "endpoints"}
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "api"
 
 
 def test_kubernetes_validate_refuses_a_manifest_with_a_typo(kubeval: Path, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
@@ -354,8 +362,75 @@ def test_chart_uses_an_existing_claim_and_an_existing_secret(helm: Path) -> None
         claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
         assert claims in ([], ["shared-vault"])
         assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "brain-env"}}]
-    pvc = _by_kind(_render(helm), "PersistentVolumeClaim")["brain-vault"]
-    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" and pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    pvc = _by_kind(_render(helm, CHART, "-f", str(MINIMAL)), "PersistentVolumeClaim")["brain-vault"]
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" and pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_two_renders_of_the_same_values_are_byte_identical(helm: Path) -> None:
+    """Nothing is generated per render, so a GitOps sync never rotates a token."""
+    for values in (MINIMAL, ALL_FEATURES):
+        first, second = (_run(helm, "template", "brain", CHART, "-f", values) for _ in range(2))
+        assert first.returncode == 0 and first.stdout == second.stdout, values
+
+
+def test_an_install_without_its_secrets_fails_with_what_to_do(helm: Path) -> None:
+    done = _run(helm, "template", "brain", CHART)
+    assert done.returncode != 0 and "secrets.databaseUrl is required" in done.stderr
+    done = _run(helm, "template", "brain", CHART, "--set", "secrets.databaseUrl=postgresql://brain:pw@pg:5432/brain")
+    assert done.returncode != 0 and "brain init --helm-values" in done.stderr
+    docs = _render(helm, CHART, "--set", "secrets.existingSecret=brain-env")  # the operator's own Secret
+    assert not _by_kind(docs, "Secret")
+
+
+def test_several_api_replicas_need_a_volume_several_nodes_mount(helm: Path) -> None:
+    done = _run(helm, "template", "brain", CHART, "-f", MINIMAL, "--set", "api.replicas=2")
+    assert done.returncode != 0 and "api.replicas=2 needs a vault volume several nodes can mount" in done.stderr
+    docs = _render(helm, CHART, "-f", str(MINIMAL), "--set", "api.replicas=2", "--set", "vault.accessModes={ReadWriteMany}")
+    assert _by_kind(docs, "Deployment")["brain-api"]["spec"]["replicas"] == 2
+
+
+def test_a_service_monitor_needs_a_way_through_the_metrics_auth(helm: Path) -> None:
+    done = _run(helm, "template", "brain", CHART, "-f", MINIMAL, "--set", "metrics.serviceMonitor.enabled=true")
+    assert done.returncode != 0 and "BRAIN_METRICS_PUBLIC" in done.stderr
+    args = ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.authorization.name=m"]
+    docs = _render(helm, CHART, "-f", str(MINIMAL), *args, "--set", "metrics.serviceMonitor.authorization.key=token")
+    endpoint = _by_kind(docs, "ServiceMonitor")["brain-api"]["spec"]["endpoints"][0]
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "m", "key": "token"}}
+
+
+def test_optional_parts_are_off_by_default_and_the_api_spreads(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    optional = {"ServiceMonitor", "Ingress", "NetworkPolicy"}
+    assert not optional & {doc["kind"] for doc in rendered["default"]}
+    assert optional <= {doc["kind"] for doc in rendered["all-features"]}
+    for docs in rendered.values():
+        budget = _by_kind(docs, "PodDisruptionBudget")["brain-api"]["spec"]
+        assert budget["maxUnavailable"] == 1 and budget["selector"]["matchLabels"]["app.kubernetes.io/component"] == "api"
+        api = _by_kind(docs, "Deployment")["brain-api"]["spec"]["template"]["spec"]
+        spread = api["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        assert spread["topologyKey"] == "kubernetes.io/hostname"
+    # ReadWriteOnce (the default): every other pod that mounts the vault goes where the API is.
+    for name, pod in _pod_specs(rendered["default"]):
+        if name not in {"brain-api", "brain-migrate"}:
+            assert pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"], name
+    assert all("affinity" not in pod for name, pod in _pod_specs(rendered["all-features"]) if name != "brain-api")
+    ingress = _by_kind(rendered["all-features"], "Ingress")["brain-api"]["spec"]
+    assert ingress["rules"][0]["host"] == "brain.example.com"
+    policy = _by_kind(rendered["all-features"], "NetworkPolicy")["brain"]["spec"]
+    assert policy["policyTypes"] == ["Ingress"] and policy["ingress"][0]["ports"] == [{"port": "http", "protocol": "TCP"}]
+
+
+def test_brain_init_writes_the_helm_values_once(helm: Path, tmp_path: Path) -> None:
+    path = tmp_path / "brain-secrets.yaml"
+    first = runner.invoke(app, ["init", "--helm-values", str(path)])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["generated"] == ["secrets.tokens", "config.BRAIN_TRIAL_SALT"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and not (tmp_path / ".env").exists()
+    text = path.read_text()
+    again = runner.invoke(app, ["init", "--helm-values", str(path)])
+    assert again.exit_code == 0 and json.loads(again.stdout)["generated"] == [] and path.read_text() == text
+    docs = _render(helm, CHART, "-f", str(path), "--set", "secrets.databaseUrl=postgresql://brain:pw@pg:5432/brain")
+    token = yaml.safe_load(text)["secrets"]["tokens"][0]
+    assert _by_kind(docs, "Secret")["brain-secrets"]["stringData"]["BRAIN_TOKENS"] == token
 
 
 # -- the cross-check: env names are the settings', commands are the README's -----------------------------

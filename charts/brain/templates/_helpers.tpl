@@ -42,7 +42,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* Pod-level settings shared by every kernel pod. Call with (dict "root" $), adding "noVault" true for
-the migration hook, which runs before the vault's PVC exists and never reads the vault. */}}
+the migration hook, which runs before the vault's PVC exists and never reads the vault, and "component"
+"api" for the API (its anti-affinity). */}}
 {{- define "brain.podSpec" -}}
 {{- $root := .root -}}
 securityContext:
@@ -59,9 +60,41 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $root.Values.affinity }}
+{{- $shared := has "ReadWriteMany" $root.Values.vault.accessModes -}}
+{{- if $root.Values.affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $root.Values.affinity | nindent 2 }}
+{{- else if eq (toString .component) "api" }}
+{{- /* Replicas spread over nodes, so a node drain or loss keeps one serving; on a volume one node
+mounts (ReadWriteOnce) the API prefers the node where the release's other pods hold it. */}}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "brain.selectorLabels" (dict "root" $root "component" "api") | nindent 14 }}
+  {{- if not $shared }}
+  podAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 50
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              app.kubernetes.io/instance: {{ $root.Release.Name }}
+  {{- end }}
+{{- else if and (not .noVault) (not $shared) }}
+{{- /* ReadWriteOnce: only pods on the API's node can mount the vault. */}}
+affinity:
+  podAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "brain.selectorLabels" (dict "root" $root "component" "api") | nindent 12 }}
 {{- end }}
 volumes:
   {{- if not .noVault }}

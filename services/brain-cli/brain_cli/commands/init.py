@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
+import yaml
 
 from brain_cli.common import fail, load_settings, operator_errors
 from brain_kernel.settings import PLACEHOLDER_SECRET as PLACEHOLDER
@@ -126,6 +127,31 @@ def _give_to_image_user(root: Path) -> None:
             os.chown(path, IMAGE_UID, IMAGE_UID)
 
 
+def write_helm_values(path: Path, new_secret: Callable[[], str]) -> dict[str, object]:
+    """Fill the chart's secrets a render must not generate (it would rotate them on every GitOps sync)."""
+    existing = path.read_text(encoding="utf-8") if path.is_file() else ""
+    try:
+        values = yaml.safe_load(existing) or {}
+    except yaml.YAMLError as error:
+        fail(f"{path}: not a YAML values file ({error})")
+    if not isinstance(values, dict):
+        fail(f"{path}: not a YAML values file (a mapping at the top)")
+    generated: list[str] = []
+    chart_secrets = values.setdefault("secrets", {})
+    if not chart_secrets.get("tokens"):
+        chart_secrets["tokens"] = [new_secret()]
+        generated.append("secrets.tokens")
+    config = values.setdefault("config", {})
+    if not config.get("BRAIN_TRIAL_SALT"):
+        config["BRAIN_TRIAL_SALT"] = new_secret()
+        generated.append("config.BRAIN_TRIAL_SALT")
+    if generated:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = "# brain init --helm-values: secrets generated once; keep this file out of version control.\n"
+        _write_private(path, header + yaml.safe_dump(values, sort_keys=False))
+    return {"helm_values": str(path), "created": not existing, "generated": generated}
+
+
 @operator_errors
 def init(
     env_file: Path = typer.Option(Path(".env"), "--env-file", help="The env file to write (kept values survive a rerun). Example: --env-file .env"),
@@ -134,6 +160,12 @@ def init(
         None, "--vault", help="Host vault folder to scaffold (default: VAULT_ROOT_HOST of the env file, else ./vault). Example: --vault ~/vault"
     ),
     no_vault: bool = typer.Option(False, "--no-vault", help="Write the env file only; do not scaffold the vault. Example: brain init --no-vault"),
+    helm_values: Path = typer.Option(
+        None,
+        "--helm-values",
+        help="Write the Helm chart's generated secrets (a token, the trial salt) to this values file instead; kept on a rerun. "
+        "Example: brain init --helm-values brain-secrets.yaml",
+    ),
 ) -> None:
     """Prepare `docker compose up`: write .env with generated secrets and scaffold the vault.
 
@@ -145,8 +177,15 @@ def init(
     change under a running database; an upstream .env's KB_ROUTER_TOKEN is
     taken over as BRAIN_TOKENS. Prints a JSON summary; no secret is printed.
 
+    With --helm-values FILE it writes the chart's values instead (ADR 0053):
+    secrets.tokens and config.BRAIN_TRIAL_SALT generated once, every value
+    the file already holds kept; no env file, no vault.
+
     Example: brain init && docker compose up -d
     """
+    if helm_values is not None:
+        typer.echo(json.dumps(write_helm_values(helm_values, lambda: secrets.token_hex(32))))
+        return
     if not template.is_file():
         fail(f"{template}: template not found (run brain init in the repository checkout, or pass --template)")
     settings = load_settings()
