@@ -298,3 +298,22 @@ def test_an_unreachable_llm_leaves_the_deterministic_tick(world: World) -> None:
     assert summary.llm_calls == 1 and summary.llm_error and summary.llm_error.startswith("LLM endpoint unreachable")
     assert summary.llm_tick["ai"]["error"] and "apply" not in summary.llm_tick and summary.intent_sources == {"derived": 2}
     assert frontmatter.parse(world.vault.read_text(f"brain-feed/projects/{HOOKS}/intent.md")).meta["source"] == "derived"
+
+
+def test_a_deterministic_tick_after_brain_apply_keeps_the_models_intent(world: World, tmp_path: Path) -> None:
+    """A --no-ai tick derived every intent again, over what brain apply wrote; upstream's deterministic tick never does."""
+    world.apply(world.answer("bullets_and_arrows.md", tmp_path))
+    hooks, fleet = f"brain-feed/projects/{HOOKS}/intent.md", "brain-feed/intent.md"
+    by_model = {rel: world.vault.read_text(rel) for rel in (hooks, fleet)}
+    assert {frontmatter.parse(text).meta["source"] for text in by_model.values()} == {"llm"}
+
+    kept = run_tick(world.db, world.vault, world.settings, now=NOW + dt.timedelta(hours=1), use_ai=False)
+    world.db.commit()
+    assert kept.intent_sources == {"kept": 2} and {rel: world.vault.read_text(rel) for rel in by_model} == by_model
+
+    # Older than BRAIN_INTENT_MODEL_MAX_AGE_HOURS: the project's intent is derived again; a model's intent.md stays (upstream's rule).
+    aged = world.settings.with_overrides(intent_model_max_age_hours=1)
+    later = run_tick(world.db, world.vault, aged, now=NOW + dt.timedelta(hours=3), use_ai=False)
+    assert later.intent_sources == {"derived": 2}
+    assert frontmatter.parse(world.vault.read_text(hooks)).meta["source"] == "derived"
+    assert world.vault.read_text(fleet) == by_model[fleet]

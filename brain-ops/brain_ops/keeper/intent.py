@@ -8,16 +8,26 @@ object mapping project id -> intent; every answer is capped at a sentence
 boundary by the same core function, and any project the answer leaves out
 (or a failed call) falls back to the derived intent, so a tick always writes
 one intent per active project.
+
+A deterministic tick (no model this tick, or its call failed) never writes
+over what a model wrote while it is current: a project intent whose
+``source`` is ``llm`` stays until a newer model intent replaces it or it is
+older than ``BRAIN_INTENT_MODEL_MAX_AGE_HOURS`` (then the derived one);
+the fleet ``intent.md`` follows upstream's rule, where only a model's apply
+writes over a model's intent.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 
 from brain_core.feed.intent import INTENT_MAX_CHARS, ArcDigest, derive_intent, intent_prompt, parse_intent_map
+from brain_core.times import parse_time
+from brain_core.vault import frontmatter
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 from brain_kernel.ticks.llm import LLMError, chat_completion
@@ -92,3 +102,23 @@ def project_intents(
             result.intents[project] = derive_intent(arcs, subject=project, max_chars=max_chars)
             result.sources[project] = "derived"
     return result
+
+
+MODEL_SOURCE = "llm"  # the ``source`` of an intent a model wrote (brain apply, the LLM tick)
+DERIVED_SOURCE = "derived"
+
+
+def written_by_model(text: str | None) -> bool:
+    """Whether a fleet ``intent.md`` is a model's: ours say ``source: llm``, upstream's (only its AI apply wrote one) say none."""
+    if text is None:
+        return False
+    return str(frontmatter.parse(text).meta.get("source") or MODEL_SOURCE) != DERIVED_SOURCE
+
+
+def model_intent_current(text: str | None, now: dt.datetime, max_age: dt.timedelta) -> bool:
+    """Whether a project intent file holds a model's intent generated at most ``max_age`` ago (a deterministic tick keeps it)."""
+    if text is None:
+        return False
+    meta = frontmatter.parse(text).meta
+    generated = parse_time(meta.get("generated"))
+    return str(meta.get("source") or "") == MODEL_SOURCE and generated is not None and now - generated <= max_age

@@ -164,9 +164,10 @@ def run_llm_half(
     summary.vault_writes += applied.vault_writes
     summary.files_written.extend(f for f in applied.files_written if f not in summary.files_written)
     for _project in (p for p in applied.intent.get("projects", {}) if p in summary.active_projects):
-        if summary.intent_sources.get("derived"):
-            summary.intent_sources["derived"] -= 1
-            if not summary.intent_sources["derived"]:
-                del summary.intent_sources["derived"]
+        earlier = next((source for source in ("derived", "kept") if summary.intent_sources.get(source)), None)
+        if earlier is not None:
+            summary.intent_sources[earlier] -= 1
+            if not summary.intent_sources[earlier]:
+                del summary.intent_sources[earlier]
         summary.intent_sources["llm"] = summary.intent_sources.get("llm", 0) + 1
     return report

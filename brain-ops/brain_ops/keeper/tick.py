@@ -97,7 +97,7 @@ from brain_kernel.ticks.verifier import ERROR, FAIL, PASS, SKIP, Verifier
 from brain_kernel.vault_store import Vault
 from brain_kernel.vault_writes import VaultWrites
 from brain_ops.keeper.feed_writer import FeedWriter
-from brain_ops.keeper.intent import project_intents
+from brain_ops.keeper.intent import model_intent_current, project_intents, written_by_model
 from brain_ops.keeper.llm_tick import run_llm_half
 
 HOT_ARCS = 10
@@ -571,12 +571,18 @@ def _pass(
         SIGNALS_FILE: render_signals_file(kept_signals, now),
         INJECT_FILE: render_inject_file(blocks, now),
         LESSONS_FILE: render_lessons_file(lessons, now),
-        FLEET_INTENT_FILE: render_fleet_intent_file(derive_intent([digest(a) for a in hot]), now, source="derived"),
     }
+    if not written_by_model(feed.text(FLEET_INTENT_FILE)):  # upstream's rule: only a model writes over a model's intent.md
+        files_out[FLEET_INTENT_FILE] = render_fleet_intent_file(derive_intent([digest(a) for a in hot]), now, source="derived")
+    max_age = dt.timedelta(hours=settings.intent_model_max_age_hours)
     for pid, ref in sorted(refs.items()):
+        path = project_intent_path(ref.id)
+        if result.sources[pid] == "derived" and model_intent_current(feed.text(path), now, max_age):
+            _count_source(summary, "derived", "kept")  # the model's intent stays until a newer one, or until it is too old
+            continue
         top = project_arcs[pid][0] if project_arcs[pid] else None
         focus = focus_line(digest(top) if top else None, (ref.last_active or now).strftime("%Y-%m-%d"))
-        files_out[project_intent_path(ref.id)] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
+        files_out[path] = render_project_intent_file(ref, result.intents[pid], focus, now, source=result.sources[pid])
     for rel, text in files_out.items():
         feed.put(rel, text)
     changed = {
@@ -591,6 +597,15 @@ def _pass(
             summary.files_written.append(f"{rel} (removed)")
     for rel, text in dashboards(session, vault, arcs).items():
         feed.put(rel, text, listed=False)
+
+
+def _count_source(summary: TickSummary, old: str, new: str) -> None:
+    """Move one intent from source ``old`` to ``new`` in the summary's counts."""
+    if summary.intent_sources.get(old):
+        summary.intent_sources[old] -= 1
+        if not summary.intent_sources[old]:
+            del summary.intent_sources[old]
+    summary.intent_sources[new] = summary.intent_sources.get(new, 0) + 1
 
 
 def _arc_statuses(arcs: list[_File]) -> list[EntryRecord]:

@@ -134,6 +134,8 @@ class Settings(BaseSettings):
     stale_signal_days: int = Field(3, ge=0, validation_alias=AliasChoices("BRAIN_STALE_SIGNAL_DAYS"))
     stale_inject_days: int = Field(30, ge=0, validation_alias=AliasChoices("BRAIN_STALE_INJECT_DAYS"))
     hot_arc_blurb_chars: int = Field(220, ge=20, le=4000, validation_alias=AliasChoices("BRAIN_HOT_ARC_BLURB_CHARS"))
+    # A deterministic tick keeps a project intent a model wrote for this long (then derives one again).
+    intent_model_max_age_hours: float = Field(72.0, gt=0, validation_alias=AliasChoices("BRAIN_INTENT_MODEL_MAX_AGE_HOURS"))
     # Signal verifiers (``verify="<cmd>"``): off by default; when on, only the exact commands
     # listed here run, split into argv (no shell), with a timeout, at most once per tick.
     verifier_enabled: bool = Field(False, validation_alias=AliasChoices("BRAIN_VERIFIER_ENABLED"))
