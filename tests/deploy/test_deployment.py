@@ -224,6 +224,28 @@ def test_every_setting_in_env_reaches_every_kernel_container(compose: Path, stac
     assert not mounts["/vault"].get("read_only")
 
 
+def test_compose_publishes_no_postgres_and_binds_the_api_and_mcp_to_localhost(compose: Path, stack: Path) -> None:
+    def published() -> dict[str, Any]:
+        done = _run(compose, "--profile", "amygdala", "config", "--format", "json", cwd=stack)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["services"]
+
+    services = published()
+    assert "ports" not in services["postgres"]
+    assert services["postgres"]["healthcheck"]["test"][0] == "CMD-SHELL"
+    for name, port in (("brain-api", "8103"), ("mcp", "8104"), ("redis", "6379")):
+        (binding,) = services[name]["ports"]
+        assert (binding["host_ip"], binding["published"]) == ("127.0.0.1", port), name
+    for name, service in services.items():
+        limits = service["deploy"]["resources"]["limits"]
+        assert limits["memory"] and float(limits["cpus"]) > 0, name
+    env = stack / ".env"
+    env.write_text(env.read_text() + "BRAIN_BIND=0.0.0.0\n")
+    services = published()
+    assert [p["host_ip"] for n in ("brain-api", "mcp") for p in services[n]["ports"]] == ["0.0.0.0", "0.0.0.0"]
+    assert services["redis"]["ports"][0]["host_ip"] == "127.0.0.1" and "ports" not in services["postgres"]
+
+
 # -- brain init -----------------------------------------------------------------------------------------
 
 
