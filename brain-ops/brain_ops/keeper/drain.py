@@ -113,12 +113,13 @@ def run_tick_and_warm(
             summary = run_tick(session, vault, settings, now=now, use_ai=use_ai, dry_run=dry_run, progress=progress)
             waiting = 0 if dry_run else pending(session)  # on this connection: the step opens its own only when some wait
         if not dry_run:  # after the commit: an answer read inside the tick's transaction is stale at once
+            # Never raises: a failure is reported, retried next tick. Before the feed answers are stored, since a
+            # lesson's vector groups it with its repeats in the feed (ADR 0048), which no entry column shows.
+            progress.say("embedding the entries written since the last tick")
+            summary.embeddings = embed_pending(engine, settings, waiting=waiting, progress=progress)
             progress.say("storing the project feed answers")
             with read_session_factory(engine)() as session:
                 summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())
-            # After the feed answers: they wait for no embedding. Never raises: a failure is reported, retried next tick.
-            progress.say("embedding the entries written since the last tick")
-            summary.embeddings = embed_pending(engine, settings, waiting=waiting, progress=progress)
     except BaseException as exc:
         record(ok=False, error=f"{type(exc).__name__}: {exc}", tick=summary)
         raise

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from brain_core.entries import EntryRecord
 from brain_core.feed.intent import derive_intent
 from brain_core.feed.project import ProjectMemory, ProjectRef, intent_parts, reaching_blocks
+from brain_core.feed.repeats import counted, times
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
 from brain_core.membership import inject_is_fleet
 from brain_core.text import clip_words, one_line
@@ -216,10 +217,16 @@ def _sections(
         _Section("Focus and intent", ("focus line", "focus lines"), tuple(about), len(about)),
         _entries("Hot arcs", ("arc", "arcs"), _ranked(memory.arcs, worktree), lambda r: _arc_line(r, worktree), caps.arcs),
         _entries("Decisions", ("decision", "decisions"), _ranked(memory.decisions, worktree), lambda r: _decision_line(r, worktree, stale), caps.decisions),
-        _entries("Lessons", ("lesson", "lessons"), _ranked(memory.lessons, worktree), lambda r: _log_line(r, worktree, stale), caps.lessons),
+        _lessons(memory, worktree, stale, caps.lessons),
         _entries("Milestones", ("milestone", "milestones"), _ranked(memory.milestones, worktree), lambda r: _log_line(r, worktree, stale), caps.milestones),
         _entries("Inject blocks", ("inject block", "inject blocks"), blocks, lambda r: _inject_line(r, pid), caps.inject),
     ]
+
+
+def _lessons(memory: ProjectMemory, worktree: str | None, stale: Mapping[str, Stale] | None, cap: int) -> _Section:
+    """The lessons, a repeated one once with its count (``brain_core.feed.repeats``); its line names the newest's id."""
+    shown = counted(_ranked(memory.lessons, worktree), memory.repeats)
+    return _Section("Lessons", ("lesson", "lessons"), tuple(_log_line(r, worktree, stale) + times(n) for r, n in shown), cap, tuple(r.id for r, _ in shown))
 
 
 def _size(lines: Sequence[str]) -> int:

@@ -11,8 +11,8 @@ a short "no project memory yet" entry and the fleet-wide part only.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from brain_core.entries import EntryRecord
@@ -51,6 +51,7 @@ class ProjectMemory:
     project_signals: Sequence[EntryRecord] = ()
     fleet_signals: Sequence[EntryRecord] = ()
     inject: Sequence[EntryRecord] = ()
+    repeats: Mapping[str, str] = field(default_factory=dict)  # a repeated lesson's id to its group's newest (``repeats``)
 
     def valid_until(self, lesson_days: int) -> dt.datetime | None:
         """When this memory stops being P's memory by the clock alone, or None if never.
@@ -150,7 +151,7 @@ def project_feed(
             )
         )
         recent_sections = (
-            (memory.lessons, "lessons", "Recent Lessons", lessons_markdown),
+            (memory.lessons, "lessons", "Recent Lessons", lambda records: lessons_markdown(records, repeats=memory.repeats)),
             (memory.decisions, "decisions", "Recent Decisions", decisions_markdown),
             (memory.milestones, "milestones", "Recent Milestones", lessons_markdown),
         )

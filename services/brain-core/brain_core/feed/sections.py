@@ -5,12 +5,13 @@ decision bullets, inject block items.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY
 from brain_core.feed.intent import ArcDigest
+from brain_core.feed.repeats import counted, times
 from brain_core.membership import inject_targets
 from brain_core.text import clip_words, int_or, one_line, table_cell
 from brain_core.times import iso
@@ -129,15 +130,15 @@ def inject_item(record: EntryRecord, scope: str, project: str | None) -> dict[st
     }
 
 
-def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = False) -> str:
-    """One bullet per lesson (or milestone): date, (project,) title and content."""
+def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = False, repeats: Mapping[str, str] | None = None) -> str:
+    """One bullet per lesson (or milestone): date, (project,) title and content; a repeated lesson once, with its count."""
     lines = []
-    for lesson in lessons:
+    for lesson, count in counted(lessons, repeats or {}):
         where = f" [{lesson.repo or lesson.project or 'unattributed'}]" if with_project else ""
         title = one_line(lesson.title)
         content = one_line(lesson.content)
         text = content if not title or content.startswith(title) else f"{title}: {content}"
-        lines.append(f"- {day(lesson.occurred_at)}{where} {text}")
+        lines.append(f"- {day(lesson.occurred_at)}{where} {text}{times(count)}")
     return "\n".join(lines)
 
 

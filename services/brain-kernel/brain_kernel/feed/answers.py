@@ -20,6 +20,7 @@ The HTTP route only maps the outcome to a response.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping
@@ -34,6 +35,7 @@ from brain_core.feed.block import DEFAULT_MAX_BYTES, Rendered, Stale, render_fle
 from brain_core.feed.envelope import answer_body
 from brain_core.feed.keeper_files import global_feed
 from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
+from brain_core.feed.repeats import NEAR_DUPLICATE, repeat_of
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.vault.layout import FEED_DIR
 from brain_kernel.db.models import Entry
@@ -93,7 +95,7 @@ def project_answer(
         return FeedAnswer(answer_body(payload), LIVE)
     payload = project_feed(
         subject,
-        rows.memory,
+        read.memory,
         now=now,
         vault_root=vault_root,
         lesson_days=lesson_days,
@@ -129,7 +131,9 @@ def _read_memory(db: Session, ref: str, *, top_n: int, since: dt.datetime, now: 
         return _Read(found, subject, memory, None)
     rows = feed_repo.project_memory(db, found.key, found.repo, top_n=top_n, since=since, now=now)
     subject = ProjectRef(key=found.key, repo=found.repo, known=True, last_active=rows.last_active or found.last_active)
-    return _Read(found, subject, rows.memory, rows)
+    lessons = rows.memory.lessons
+    near = feed_repo.near_lessons([r.id for r in lessons], min_cosine=NEAR_DUPLICATE, session=db) if len(lessons) > 1 else []
+    return _Read(found, subject, dataclasses.replace(rows.memory, repeats=repeat_of(lessons, near)), rows)
 
 
 def serve_project_block(

@@ -30,6 +30,7 @@ from sqlalchemy import ColumnElement, and_, any_, false, func, or_, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from brain_core.chunks import PRODUCERS
 from brain_core.entries import EntryRecord
 from brain_core.feed.project import ProjectMemory
 from brain_core.membership import INACTIVE_SIGNAL_STATUSES, KnownProject, holds_unnamed, repo_matches, unique_keys
@@ -285,6 +286,23 @@ def project_memory(
 def _live(now: dt.datetime | None) -> ColumnElement[bool]:
     """The row is live at ``now`` (the present when None): not superseded, retracted or expired (ADR 0048)."""
     return text(live_sql("entries", ":now")).bindparams(now=now_text(now or dt.datetime.now(dt.timezone.utc)))
+
+
+_NEAR_LESSONS = text(
+    """SELECT a.key, b.key FROM content_embeddings a JOIN content_embeddings b
+        ON b.producer = a.producer AND b.chunk_idx = 0 AND b.key > a.key AND b.key = ANY(:ids)
+     WHERE a.producer = :producer AND a.chunk_idx = 0 AND a.key = ANY(:ids) AND (a.embedding <=> b.embedding) <= :distance"""
+)
+
+
+def near_lessons(ids: Sequence[str], *, min_cosine: float, session: Session) -> list[tuple[str, str]]:
+    """Pairs of these lessons whose first chunks' vectors are at least ``min_cosine`` apart in cosine (ADR 0048).
+
+    One statement over the search index's rows of those lessons (a few dozen
+    at most: a feed's recent lessons); lessons not embedded yet pair with none.
+    """
+    rows = session.execute(_NEAR_LESSONS, {"ids": list(ids), "producer": PRODUCERS["lesson"], "distance": 1.0 - min_cosine})
+    return [(a, b) for a, b in rows]
 
 
 def fleet_signals(session: Session, *, since: dt.datetime, now: dt.datetime | None = None) -> list[EntryRecord]:
