@@ -87,6 +87,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_kernel.vault_writes import VaultWrites
 from brain_ops.keeper.feed_writer import FeedWriter
+from brain_ops.keeper.pages import render_pages
 
 HEALTH_FILE = f"{FEED_DIR}/health.jsonl"
 SUMMARY_MAX_CHARS = 400
@@ -373,6 +374,9 @@ def apply_ai_output(
     _dashboards(session, feed, summary)
     health_row = _health(run, out, summary, settings, now, answer_sha)  # counted after the index followed the edits
     _refresh_feed(session, feed, summary, settings, now, health_row)
+    if own_feed:  # a tick renders its pages itself, after this answer
+        for rel, page in render_pages(session, feed, now).items():
+            _feed_write(feed, rel, page, summary)
     if own_feed and (synced := feed.write(session).index) is not None:
         _indexed(summary, synced)
     summary.vault_writes = run.writes.total

@@ -21,7 +21,9 @@ Steps, in upstream's order:
 9. **Verifier**: only operator-allowed commands, no shell, once per tick
    (``brain_kernel.ticks.verifier``).
 10. **Feed files**: ``hot-arcs.md``, ``signals.md``, ``inject.md``,
-    ``lessons.md``, ``intent.md``, per-project intents, ``last-tick-diff.md``;
+    ``lessons.md``, ``intent.md``, per-project intents, ``last-tick-diff.md``,
+    the pages for people (``projects/<id>/INDEX.md``, ``PROJECTS.md``:
+    ``brain_ops.keeper.pages``);
     11. ``clusters/<date>/_dashboard.md``. A file is rewritten only when its
     content changed, so a tick over a vault where nothing crossed a threshold
     writes nothing.
@@ -99,6 +101,7 @@ from brain_kernel.vault_writes import VaultWrites
 from brain_ops.keeper.feed_writer import FeedWriter
 from brain_ops.keeper.intent import model_intent_current, project_intents, written_by_model
 from brain_ops.keeper.llm_tick import run_llm_half
+from brain_ops.keeper.pages import render_pages
 
 HOT_ARCS = 10
 ACTIVE_HOURS = 72
@@ -484,6 +487,8 @@ def run_tick(
         _pass(session, settings, summary, writes, feed, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
         if llm_half:
             run_llm_half(session, vault, settings, summary, now=now, dry_run=dry_run, transport=llm_transport, progress=progress, feed=feed)
+        for rel, text in render_pages(session, feed, now).items():  # after the LLM half: the intents as it left them
+            feed.put(rel, text)
         _write_feed(session, feed, summary)
         if not dry_run:
             catch_up_search(session, vault)  # only files whose size or mtime changed are read

@@ -9,7 +9,9 @@ per-project intents and inject blocks:
 - signals ``amygdala/<stamp>-<severity>-<slug>.md``;
 - the keeper's feed files ``brain-feed/*.md``, per-project intents
   ``brain-feed/projects/<repo slug or key>/intent.md``, inject blocks
-  ``brain-feed/inject/<id>.md``.
+  ``brain-feed/inject/<id>.md``;
+- the keeper's pages for people: ``brain-feed/projects/<id>/INDEX.md`` (one
+  project's memory, linked) and ``brain-feed/PROJECTS.md`` (every project).
 
 ``kind_of_path`` says which kind of index entry a file holds; a full rebuild
 walks ``INDEXED_PREFIXES`` only. Upstream vaults keep arcs in the region
@@ -42,6 +44,7 @@ LAST_TICK_DIFF_FILE = f"{FEED_DIR}/last-tick-diff.md"
 LEGACY_FEED_FILES = (f"{FEED_DIR}/inject-blocks.md",)  # written by earlier kernel versions; a tick removes them
 INJECT_DIR = f"{FEED_DIR}/inject"
 PROJECT_INTENT_DIR = f"{FEED_DIR}/projects"
+PROJECTS_ROUTER_FILE = f"{FEED_DIR}/PROJECTS.md"
 TOMBSTONE_SUFFIX = ".merged.md"
 
 # The folders ``brain serve`` scaffolds in a new vault.
@@ -121,6 +124,11 @@ def adr_number(name: str) -> int | None:
 def project_intent_path(project_id: str) -> str:
     """Where a project's intent lives: ``brain-feed/projects/<repo slug, else key>/intent.md``."""
     return f"{PROJECT_INTENT_DIR}/{project_id}/intent.md"
+
+
+def project_index_path(project_id: str) -> str:
+    """A project's index page, beside its intent: ``brain-feed/projects/<repo slug, else key>/INDEX.md``."""
+    return f"{PROJECT_INTENT_DIR}/{project_id}/INDEX.md"
 
 
 def blocks_project(vault_path: str) -> str | None:

@@ -598,3 +598,56 @@ def active_projects(session: Session, *, since: dt.datetime) -> list[ActiveProje
     rows = list(session.execute(select(Project.id, Project.key, Project.repo, Project.root, Project.last_active).where(Project.last_active >= since)))
     with_repo = {key for key, repo in session.execute(select(Project.key, Project.repo).where(Project.repo.is_not(None)))}
     return [ActiveProject(i, k, r, at) for i, k, r, root, at in rows if r or root or k not in with_repo]
+
+
+# -- the keeper's pages for people (``brain_core.feed.index_pages``) ----------------------------------
+
+
+@dataclass(frozen=True)
+class IndexRows:
+    """One project's live entries as its index page lists them."""
+
+    arcs: list[EntryRecord]
+    decisions: list[EntryRecord]
+    lessons: list[EntryRecord]
+    milestones: list[EntryRecord]
+    signals: list[EntryRecord]
+
+
+def project_index_rows(session: Session, key: str, repo: str | None, *, since: dt.datetime, now: dt.datetime, limit: int) -> IndexRows:
+    """P's live entries by the feed's membership rule: hottest arcs, decisions, lessons and milestones since ``since``, active signals.
+
+    Superseded, retracted and expired entries are left out (``entry_live``,
+    ADR 0048), arcs included. Ties are broken by id so the same index lists
+    the same rows in the same order.
+    """
+    mine = member(key, repo, key_owned_sql(key, repo))
+    newest = (Entry.occurred_at.desc().nulls_last(), Entry.id)
+
+    def rows(*conds: ColumnElement[bool], order: Sequence[Any] = newest) -> list[EntryRecord]:
+        stmt = select(*_COLUMNS).where(mine, _live(now), *conds).order_by(*order).limit(limit)
+        return [_record_at(r, 0) for r in session.execute(stmt)]
+
+    return IndexRows(
+        arcs=rows(Entry.kind == "arc", order=(Entry.heat.desc(), *newest)),
+        decisions=rows(Entry.kind == "decision"),
+        lessons=rows(Entry.kind == "lesson", Entry.occurred_at >= since),
+        milestones=rows(Entry.kind == "milestone", Entry.occurred_at >= since),
+        signals=rows(Entry.kind == "signal", _active_signal()),
+    )
+
+
+def unattributed_counts(session: Session) -> tuple[dict[str, int], dt.datetime | None]:
+    """Entries of no project by kind (activity kinds only), and the newest one's ``occurred_at``."""
+    stmt = (
+        select(Entry.kind, func.count(), func.max(Entry.occurred_at))
+        .where(func.cardinality(Entry.projects) == 0, Entry.kind.in_(ACTIVITY_KINDS))
+        .group_by(Entry.kind)
+    )
+    counts: dict[str, int] = {}
+    last: dt.datetime | None = None
+    for kind, n, at in session.execute(stmt):
+        counts[kind] = int(n)
+        if at is not None and (last is None or at > last):
+            last = at
+    return counts, last
