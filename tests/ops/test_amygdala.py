@@ -259,9 +259,10 @@ def test_dry_run_says_what_a_pass_would_do_and_replay_reads_the_last_events(sett
     vault, r = Vault(s.vault), _stream(s)
     vault.scaffold()
     try:
-        r.xadd("events:health", {"event": "api.down", "title": "API down", "message": "502 from every replica", "source": "api-1"})
-        r.xadd("events:deploy", {"event": "deploy.finished", "message": "download of the image finished"})
-        r.xadd("events:host", {"event": "disk.slow", "title": "disk slow", "message": "latency over threshold"})
+        ms = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)  # one millisecond apart: streams order only by id
+        r.xadd("events:health", {"event": "api.down", "title": "API down", "message": "502 from every replica", "source": "api-1"}, id=f"{ms}-0")
+        r.xadd("events:deploy", {"event": "deploy.finished", "message": "download of the image finished"}, id=f"{ms + 1}-0")
+        r.xadd("events:host", {"event": "disk.slow", "title": "disk slow", "message": "latency over threshold"}, id=f"{ms + 2}-0")
         before = sorted(p.relative_to(s.vault).as_posix() for p in s.vault.rglob("*") if p.is_file())
 
         dry = brain(s, "amygdala", "--dry-run")
