@@ -52,6 +52,7 @@ CHART_MANAGED = {
     "CODEX_HOME", "BRAIN_LLM_API_KEY", "INFERENCE_API_KEY", "BRAIN_EMBED_API_KEY", "LLM_API_KEY", "REDIS_URL", "HOME",
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
     "XDG_DATA_HOME",  # where `brain mcp` keeps its data on a developer's machine (ADR 0041): nothing for a pod
+    "BRAIN_TOKEN",  # the client commands' token on an operator's machine: nothing for a pod
 }  # fmt: skip
 
 
