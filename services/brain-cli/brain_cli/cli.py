@@ -31,6 +31,7 @@ from brain_cli.commands import (
     repair,
     scrub,
     server,
+    sync,
     tick,
     whereis,
 )
@@ -69,6 +70,7 @@ for name, command in (
     ("backfill", backfill.backfill),
     ("scrub", scrub.scrub),
     ("repair", repair.repair),
+    ("sync", sync.sync),
     ("connect", connect.connect),
     ("disconnect", connect.disconnect),
     ("hook", hook.hook),

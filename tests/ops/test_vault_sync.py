@@ -1,0 +1,208 @@
+"""brain sync: two vault clones of one local bare repository, each kernel writing its own markers.
+
+Real git, real markers (the kernel's marker writer), real ticks over two
+databases: the logs merge by union, both clones end with every entry and the
+keeper indexes the pulled files by their file stats (no reindex).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+
+from brain_core.markers import Attribution, parse_request
+from brain_kernel.db.engine import make_engine
+from brain_kernel.marker_service import write_marker
+from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
+from brain_ops.keeper.tick import run_tick
+from brain_ops.vault_sync import SyncRefused, sync_vault
+from tests.support.gitrepo import git
+from tests.support.harness import cloned_database
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+SECRET = "ghp_" + "a1B2" * 9
+
+
+def _identity(repo: Path) -> None:
+    for key, value in (("user.name", "Brain Test"), ("user.email", "brain-test@example.invalid"), ("commit.gpgsign", "false")):
+        git(repo, "config", key, value)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    bare = tmp_path / "remote.git"
+    bare.mkdir()
+    git(bare, "init", "-q", "--bare")
+    git(bare, "symbolic-ref", "HEAD", "refs/heads/main")
+    return bare
+
+
+def _clone(remote: Path, path: Path) -> Vault:
+    git(path.parent, "clone", "-q", str(remote), path.name)
+    _identity(path)
+    git(path, "checkout", "-q", "-B", "main")
+    vault = Vault(path)
+    vault.scaffold()
+    return vault
+
+
+def _lesson(vault: Vault, content: str, n: int, *, minutes: int) -> None:
+    req = parse_request("lesson", content, {}, max_chars=4096)
+    write_marker(vault, req, Attribution("api", "org1/api"), marker_id=f"{vault.path('').name}{n:03d}", at=NOW + dt.timedelta(minutes=minutes))
+
+
+def _signal(vault: Vault, title: str, n: int) -> str:
+    req = parse_request("signal", f"{title} body.", {"title": title, "severity": "alert"}, max_chars=4096)
+    return write_marker(vault, req, Attribution("web", "acme/web"), marker_id=f"s{n}", at=NOW + dt.timedelta(minutes=n)).vault_path
+
+
+@pytest.fixture
+def second_db(pg_admin_url: str, template_url: str) -> Iterator[tuple[str, Session]]:
+    with cloned_database(pg_admin_url, template_url) as url:
+        engine = make_engine(url, pooled=False)
+        session = Session(engine)
+        try:
+            yield url, session
+        finally:
+            session.close()
+            engine.dispose()
+
+
+def _contents(db: Session) -> set[str]:
+    from sqlalchemy import text
+
+    return {row[0] for row in db.execute(text("SELECT content FROM entries WHERE kind IN ('lesson', 'signal')"))}
+
+
+def test_two_clones_sync_in_turn_and_both_end_with_every_entry_indexed(
+    tmp_path: Path, remote: Path, settings: Settings, db: Session, second_db: tuple[str, Session]
+) -> None:
+    a = _clone(remote, tmp_path / "a")
+    first = sync_vault(a)  # the first sync writes .gitattributes and .gitignore and creates the branch
+    assert first.pushed and {".gitattributes", ".gitignore"} <= set(first.committed)
+    b = _clone(remote, tmp_path / "b")
+    sa, sb = settings.with_overrides(vault=a.path("")), settings.with_overrides(vault=b.path(""), database_url=second_db[0])
+    db_b = second_db[1]
+
+    _lesson(a, "From A: pin the worker count.", 1, minutes=1)
+    _signal(a, "A latency", 1)
+    _lesson(b, "From B: cache the parsed routes.", 1, minutes=2)
+    _signal(b, "B disk", 2)
+    run_tick(db, a, sa, now=NOW + dt.timedelta(hours=1), use_ai=False)
+    db.commit()
+    run_tick(db_b, b, sb, now=NOW + dt.timedelta(hours=1), use_ai=False)
+    db_b.commit()
+    assert a.exists("brain-feed/PROJECTS.md") and b.exists("brain-feed/PROJECTS.md")
+
+    out_a = sync_vault(a)
+    assert out_a.pushed and not any(p.startswith("brain-feed/") or p.endswith("_dashboard.md") for p in out_a.committed)
+    assert "lesson" in out_a.message and "org1/api: 1 lesson" in out_a.message
+    out_b = sync_vault(b)  # rebases onto A's commit: the shared lesson log merges by union
+    assert out_b.pulled and out_b.pushed and not out_b.conflicts
+    out_a2 = sync_vault(a)
+    assert out_a2.pulled and out_a2.committed == []
+
+    log = "left/reference/lessons-2026-12-01.md"
+    assert a.read_text(log) == b.read_text(log)
+    assert "From A" in a.read_text(log) and "From B" in a.read_text(log)
+    assert git(a.path(""), "status", "--porcelain", "--", "left", "amygdala") == ""
+    assert "brain-feed" not in git(a.path(""), "ls-files")  # derived files are never committed
+
+    tick_a = run_tick(db, a, sa, now=NOW + dt.timedelta(hours=2), use_ai=False)
+    db.commit()
+    tick_b = run_tick(db_b, b, sb, now=NOW + dt.timedelta(hours=2), use_ai=False)
+    db_b.commit()
+    assert tick_a.read_files >= 2 and tick_b.read_files >= 1  # the pulled files, read by their file stats
+    every = {"From A: pin the worker count.", "From B: cache the parsed routes.", "A latency body.", "B disk body."}
+    assert every <= {c.strip() for c in _contents(db)} and every <= {c.strip() for c in _contents(db_b)}
+
+
+def test_a_staged_unrelated_file_makes_the_sync_refuse(tmp_path: Path, remote: Path) -> None:
+    a = _clone(remote, tmp_path / "a")
+    sync_vault(a)
+    head = git(a.path(""), "rev-parse", "HEAD")
+    _lesson(a, "Something to commit.", 1, minutes=1)
+    (a.path("") / "notes.txt").write_text("my own file\n")
+    git(a.path(""), "add", "notes.txt")
+    with pytest.raises(SyncRefused, match=r"notes\.txt"):
+        sync_vault(a)
+    assert git(a.path(""), "rev-parse", "HEAD") == head
+    assert "A  notes.txt" in git(a.path(""), "status", "--porcelain")
+
+
+def test_a_note_with_a_secret_is_left_out_and_named(tmp_path: Path, remote: Path) -> None:
+    a = _clone(remote, tmp_path / "a")
+    sync_vault(a)
+    a.write_atomic("raw/inbox/leaky.md", f"# Deploy notes\n\ntoken {SECRET}\n")
+    a.write_atomic("raw/inbox/clean.md", "# Clean note\n\nnothing secret\n")
+    dry = sync_vault(a, dry_run=True)
+    assert dry.committed == ["raw/inbox/clean.md"] and dry.commit is None
+    out = sync_vault(a)
+    assert out.committed == ["raw/inbox/clean.md"]
+    assert out.left_out[0]["path"] == "raw/inbox/leaky.md" and "github" in out.left_out[0]["why"] and SECRET not in str(out.as_dict())
+    tracked = git(a.path(""), "ls-files", "raw/inbox")
+    assert "clean.md" in tracked and "leaky.md" not in tracked
+    assert SECRET not in git(remote, "log", "-p", "--all")
+
+
+def test_a_remote_that_moved_during_the_push_is_never_forced(tmp_path: Path, remote: Path) -> None:
+    a = _clone(remote, tmp_path / "a")
+    sync_vault(a)
+    b = _clone(remote, tmp_path / "b")
+    _signal(b, "B first", 1)
+    git(b.path(""), "add", "--all", "amygdala")
+    git(b.path(""), "commit", "-q", "-m", "b's note")
+    # B pushes while A is between its pull and its push: A's push is not a fast-forward.
+    hook = a.path("") / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\nunset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE\ngit -C {b.path('')} push -q origin HEAD:main\n")
+    os.chmod(hook, 0o755)
+    _signal(a, "A second", 2)
+    out = sync_vault(a)
+    assert not out.pushed and any(n.startswith("push refused") for n in out.notes)
+    b_head = git(b.path(""), "rev-parse", "HEAD").strip()
+    assert git(remote, "rev-parse", "main").strip() == b_head  # B's commit kept: nothing forced over it
+    assert out.commit and subprocess.run(["git", "cat-file", "-e", out.commit], cwd=a.path("")).returncode == 0
+    hook.unlink()
+    again = sync_vault(a)  # the next sync pulls B's commit first, then pushes
+    assert again.pulled and again.pushed
+    assert git(remote, "merge-base", "--is-ancestor", b_head, "main") == ""
+
+
+def test_a_conflict_union_cannot_resolve_stops_with_the_work_tree_as_it_was(tmp_path: Path, remote: Path) -> None:
+    a = _clone(remote, tmp_path / "a")
+    sync_vault(a)
+    path = _signal(a, "Shared", 1)
+    sync_vault(a)
+    b = _clone(remote, tmp_path / "b")
+    b.write_atomic(path, b.read_text(path).replace("Shared body.", "Edited on B."))
+    assert sync_vault(b).pushed
+    a.write_atomic(path, a.read_text(path).replace("Shared body.", "Edited on A."))
+    _lesson(a, "A lesson beside the conflict.", 1, minutes=1)
+    before = {rel: a.read_text(rel) for rel in (path, "left/reference/lessons-2026-12-01.md")}
+    out = sync_vault(a)
+    assert out.conflicts == [path] and not out.pushed and not out.ok
+    assert {rel: a.read_text(rel) for rel in before} == before
+    assert not (a.path("") / ".git" / "rebase-merge").exists() and git(a.path(""), "status", "--porcelain") == ""
+
+
+def test_brain_sync_prints_its_summary_and_refuses_outside_a_work_tree(tmp_path: Path, remote: Path) -> None:
+    from typer.testing import CliRunner
+
+    from brain_cli.cli import app
+
+    a = _clone(remote, tmp_path / "a")
+    _lesson(a, "Seen by a dry run.", 1, minutes=1)
+    dry = CliRunner().invoke(app, ["sync", "--vault", str(a.path("")), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "left/reference/lessons-2026-12-01.md" in dry.stdout and not a.exists(".gitattributes")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    refused = CliRunner().invoke(app, ["sync", "--vault", str(plain)])
+    assert refused.exit_code != 0 and "not the top of a git work tree" in refused.output
