@@ -24,7 +24,7 @@ from brain_ops.backfill.summary import BackfillSummary
 from brain_ops.embed import EmbedSummary
 from brain_ops.keeper.tick import TickSummary
 from brain_ops.scrub import ScrubSummary
-from brain_ops.vault_sync import GitSyncSummary
+from brain_ops.vault_sync import GitInit, GitSyncSummary
 
 # Fields of the JSON summaries the commands print and of answers built from dataclasses (``as_dict``, which
 # ``brain_core.jsonable`` writes from the fields): set by the job, read by whoever runs it.
@@ -36,6 +36,7 @@ Hit.tokens_matched
 Hit.tokens_total
 Hit.filename_match
 ReindexSummary.keys_restored
+GitInit.repository
 GitSyncSummary.committed
 GitSyncSummary.pulled
 GitSyncSummary.pushed

@@ -24,6 +24,7 @@ does any change; nothing here touches the index.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from collections import Counter
@@ -127,6 +128,12 @@ class Git:
         """The NUL-separated paths a command prints with ``-z``."""
         return [p for p in self.out(command, "-z", *args).split("\0") if p]
 
+    def trust(self) -> None:
+        """Run as root over a vault another user owns (``brain init`` hands it to the image's user), git refuses
+        the repository as of dubious ownership; the vault is the operator's own configured folder, so it is trusted
+        for these commands only, never in a config file."""
+        self.config += ["-c", f"safe.directory={self.root}"]
+
     def identity(self) -> None:
         if not self.run("config", "user.email", check=False).stdout.strip():
             host = socket.gethostname() or "localhost"
@@ -186,6 +193,8 @@ def sync_vault(vault: Vault, *, remote: str = "origin", dry_run: bool = False) -
     """Commit the memory's changed paths, pull with rebase, push (module docstring); raises ``SyncRefused``."""
     root = vault.path("")
     git = Git(root)
+    if os.getuid() == 0:
+        git.trust()
     top = git.run("rev-parse", "--show-toplevel", check=False).stdout.strip()
     if not top or Path(top).resolve() != root.resolve():
         raise SyncRefused(f"{root} is not the top of a git work tree: run `brain init --git` there first")
@@ -234,6 +243,32 @@ def sync_vault(vault: Vault, *, remote: str = "origin", dry_run: bool = False) -
     else:
         summary.notes.append("push refused by the remote (never forced): sync again to pull its changes first. " + (push.stderr.strip() or push.stdout.strip()))
     return summary
+
+
+@dataclass
+class GitInit:
+    """What ``brain init --git`` did to the vault."""
+
+    repository: str
+    created: bool
+    files: list[str]
+
+
+def init_repository(vault: Vault) -> GitInit:
+    """Make the vault the top of a git work tree (branch ``main``) with the sync's ``.gitattributes`` and ``.gitignore``.
+
+    Safe to rerun: an existing repository is kept, and only the brain blocks of the two files are brought up to date.
+    """
+    root = vault.path("")
+    git = Git(root)
+    if os.getuid() == 0:
+        git.trust()
+    top = git.run("rev-parse", "--show-toplevel", check=False).stdout.strip()
+    created = not top or Path(top).resolve() != root.resolve()
+    if created:
+        git.run("init", "--quiet")
+        git.run("symbolic-ref", "HEAD", "refs/heads/main")
+    return GitInit(str(root.resolve()), created, write_git_files(VaultWrites(vault)))
 
 
 def _pull(git: Git, remote: str, branch: str, summary: GitSyncSummary) -> None:

@@ -8,6 +8,7 @@ keeper indexes the pulled files by their file stats (no reindex).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -206,3 +207,25 @@ def test_brain_sync_prints_its_summary_and_refuses_outside_a_work_tree(tmp_path:
     plain.mkdir()
     refused = CliRunner().invoke(app, ["sync", "--vault", str(plain)])
     assert refused.exit_code != 0 and "not the top of a git work tree" in refused.output
+
+
+def test_brain_init_git_leaves_a_repository_the_kernel_accepts_whoever_runs_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from brain_cli.cli import app
+
+    repo_root = Path(__file__).resolve().parents[2]
+    args = ["init", "--env-file", str(tmp_path / ".env"), "--template", str(repo_root / ".env.example"), "--vault", str(tmp_path / "vault"), "--git"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    made = json.loads(first.stdout)["git"]
+    assert made["created"] and sorted(made["files"]) == [".gitattributes", ".gitignore"]
+    vault = Vault(tmp_path / "vault")
+    assert "lessons-*.md merge=union" in vault.read_text(".gitattributes") and "/brain-feed/" in vault.read_text(".gitignore")
+    if os.getuid() == 0:  # handed to the image's user, .git included: the container's git owns its repository
+        assert (tmp_path / "vault" / ".git" / "HEAD").stat().st_uid != 0
+    again = json.loads(CliRunner().invoke(app, args).stdout)["git"]
+    assert not again["created"] and again["files"] == []
+    _lesson(vault, "Kept in history.", 1, minutes=1)
+    out = sync_vault(vault)  # no remote: a local commit, accepted by git whoever runs the kernel
+    assert out.commit and "left/reference/lessons-2026-12-01.md" in out.committed and out.notes == ["no remote 'origin': committed locally only"]

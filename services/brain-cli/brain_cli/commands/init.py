@@ -20,7 +20,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import typer
@@ -160,6 +160,11 @@ def init(
         None, "--vault", help="Host vault folder to scaffold (default: VAULT_ROOT_HOST of the env file, else ./vault). Example: --vault ~/vault"
     ),
     no_vault: bool = typer.Option(False, "--no-vault", help="Write the env file only; do not scaffold the vault. Example: brain init --no-vault"),
+    git: bool = typer.Option(
+        False,
+        "--git",
+        help="Also make the vault a git repository with the .gitattributes and .gitignore brain sync uses. Example: brain init --git",
+    ),
     helm_values: Path = typer.Option(
         None,
         "--helm-values",
@@ -176,6 +181,10 @@ def init(
     to rerun: values already in the env file are kept, so secrets never
     change under a running database; an upstream .env's KB_ROUTER_TOKEN is
     taken over as BRAIN_TOKENS. Prints a JSON summary; no secret is printed.
+
+    With --git the vault also becomes a git repository (branch main) with
+    the .gitattributes (shared logs merge by union) and .gitignore (derived
+    files) that brain sync uses; an existing repository is kept.
 
     With --helm-values FILE it writes the chart's values instead (ADR 0053):
     secrets.tokens and config.BRAIN_TRIAL_SALT generated once, every value
@@ -217,7 +226,11 @@ def init(
             root = env_file.parent / root
         root = root.expanduser()
         Vault(root).scaffold()
-        if as_root:
+        if git:
+            from brain_ops.vault_sync import init_repository
+
+            summary["git"] = asdict(init_repository(Vault(root)))
+        if as_root:  # after git init: the repository is the image user's too, so the kernel's git accepts it
             _give_to_image_user(root)
         summary["vault"] = str(root.resolve())
     typer.echo(json.dumps(summary))
