@@ -8,6 +8,7 @@ ignored in the settings instead.
 
 from fastapi import FastAPI
 from model2vec import StaticModel
+from prometheus_client import values
 
 from brain_api.routes.markers import MarkerOut
 from brain_cli.workers import _Workers
@@ -106,3 +107,6 @@ from brain_kernel.curation import tools as curation_tools  # noqa: E402
 
 curation_tools.retract_tool
 curation_tools.supersede_tool
+
+# prometheus_client reads its value class whenever a metric is built: process_metrics sets it for the workers' files.
+values.ValueClass

@@ -111,6 +111,7 @@ _RESET = (
     "DELETE FROM tick_requests",
     "DELETE FROM vault_file_stats",
     "DELETE FROM tick_runs",
+    "DELETE FROM event_counts",
 )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
@@ -19,10 +20,10 @@ from brain_kernel.db.engine import make_engine
 from brain_kernel.db.models import Entry, Project, TickRun
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
-from brain_kernel.ticks.health import CONTENT_TYPE, metrics_text, record_tick
+from brain_kernel.ticks.health import StoreCollector, record_tick
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.drain import run_tick_and_warm
-from tests.support.harness import HTTP, brain, serve_brain
+from tests.support.harness import HTTP, Served, brain, serve_brain
 from tests.support.planting import arc_session, write_arc
 from tests.support.progress_recorder import ProgressRecorder
 from tests.support.servers import stop
@@ -32,36 +33,21 @@ NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TOKEN = "m3trics-t0ken"
 FAMILIES = {
     "brain_tick_runs_total": "counter",
+    "brain_markers_total": "counter",
+    "brain_injections_total": "counter",
+    "brain_embedding_chunks_written_total": "counter",
     "brain_tick_last_success_timestamp_seconds": "gauge",
     "brain_tick_last_duration_seconds": "gauge",
     "brain_tick_last_arcs_scanned": "gauge",
     "brain_tick_last_stat": "gauge",
     "brain_tick_queue_requests": "gauge",
     "brain_entries": "gauge",
+    "brain_entries_embed_pending": "gauge",
     "brain_projects": "gauge",
 }
 
 
-# -- a small parser of the text exposition format (0.0.4) ---------------------------
-
-_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})? (\S+)$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
-_UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
-
-
-def _labels(raw: str) -> tuple[tuple[str, str], ...]:
-    out: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(raw):
-        match = _LABEL.match(raw, pos)
-        assert match is not None, f"bad labels at {raw[pos:]!r}"
-        out.append((match.group(1), re.sub(r"\\(.)", lambda m: _UNESCAPE[m.group(1)], match.group(2))))
-        pos = match.end()
-        if pos < len(raw):
-            assert raw[pos] == ",", raw
-            pos += 1
-    return tuple(out)
+# -- the exposition, read by prometheus_client's own parser ----------------------------
 
 
 @dataclass
@@ -72,28 +58,22 @@ class Family:
 
 
 def parse(exposition: str) -> dict[str, Family]:
-    """Families by name; fails on any line the format does not allow or a sample before its TYPE."""
-    assert exposition.endswith("\n"), "the exposition ends with a line feed"
-    helps: dict[str, str] = {}
+    """Families by sample name (``brain_tick_runs_total``, a histogram's ``_bucket``...), through the library's parser."""
     families: dict[str, Family] = {}
-    for line in exposition[:-1].split("\n"):
-        if line.startswith("# HELP "):
-            name, _, help_text = line[len("# HELP ") :].partition(" ")
-            helps[name] = help_text
-        elif line.startswith("# TYPE "):
-            name, kind = line[len("# TYPE ") :].split(" ")
-            assert name not in families, f"{name} typed twice"
-            assert kind in ("counter", "gauge", "histogram", "summary", "untyped")
-            families[name] = Family(kind, helps[name])
-        else:
-            match = _SAMPLE.match(line)
-            assert match is not None, f"not a sample line: {line!r}"
-            name, raw_labels, value = match.groups()
-            assert name in families, f"{name} sampled before its TYPE"
-            labels = _labels(raw_labels or "")
-            assert labels not in families[name].samples, f"{name}{labels} twice"
-            families[name].samples[labels] = float(value)
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            found = families.setdefault(sample.name, Family(family.type, family.documentation))
+            labels = tuple(sorted(sample.labels.items()))
+            assert labels not in found.samples, f"{sample.name}{labels} twice"
+            found.samples[labels] = sample.value
     return families
+
+
+def metrics_text(session: Session) -> str:
+    """The store's families alone, as GET /metrics writes them."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(session))
+    return generate_latest(registry).decode("utf-8")
 
 
 def by_label(families: dict[str, Family], name: str, key: str) -> dict[str, float]:
@@ -103,7 +83,8 @@ def by_label(families: dict[str, Family], name: str, key: str) -> dict[str, floa
 
 
 def single(families: dict[str, Family], name: str) -> float | None:
-    samples = families[name].samples
+    """The one sample of an unlabelled family; None when it has none (the parser lists only families with samples)."""
+    samples = families[name].samples if name in families else {}
     assert set(samples) <= {()}, samples
     return samples.get(())
 
@@ -172,11 +153,13 @@ def test_recorded_ticks_queue_and_index_counts_are_exposed(tx: Session) -> None:
     tx.add_all([Project(id="acme/web", key="web", repo="acme/web"), Project(id="api", key="api")])
     tx.flush()
 
-    exposition = metrics_text(tx, NOW)
+    exposition = metrics_text(tx)
     families = parse(exposition)
-    assert {name: f.kind for name, f in families.items()} == FAMILIES
+    unlabelled_yet = {"brain_markers_total", "brain_injections_total"}  # no marker written, nothing served: no series
+    assert {name: f.kind for name, f in families.items()} == {n: k for n, k in FAMILIES.items() if n not in unlabelled_yet}
     assert all(f.help for f in families.values())
-    assert by_label(families, "brain_tick_runs_total", "outcome") == {"ok": 2, "failed": 1}
+    # Every tick ever recorded, the one past the 90 days included: a counter never loses what it counted.
+    assert by_label(families, "brain_tick_runs_total", "outcome") == {"ok": 3, "failed": 1}
     last_real = (NOW - dt.timedelta(hours=2)).timestamp()  # the dry run after it does not count as a success
     assert single(families, "brain_tick_last_success_timestamp_seconds") == last_real
     assert single(families, "brain_tick_last_duration_seconds") == 1.25  # the last tick, dry run or not
@@ -185,29 +168,24 @@ def test_recorded_ticks_queue_and_index_counts_are_exposed(tx: Session) -> None:
         "inbox_drained": 2,
         "arcs_scanned": 7,
         "promotions": 1,
-        "dry_run": 0,
         "hot_arcs_written": 1,
         "ratio": 0.5,
         odd: 3,
     }
-    assert 'brain_tick_last_stat{key="we\\"ird\\\\key\\nline"} 3\n' in exposition  # escaped on the wire
+    assert 'brain_tick_last_stat{key="we\\"ird\\\\key\\nline"} 3.0\n' in exposition  # escaped on the wire
     assert by_label(families, "brain_tick_queue_requests", "status") == {"pending": 2, "running": 1, "completed": 1, "failed": 0}
     assert by_label(families, "brain_entries", "kind") == {"arc": 2, "lesson": 1}
-    assert single(families, "brain_projects") == 2
+    assert single(families, "brain_projects") == 2 and single(families, "brain_entries_embed_pending") == 0
     assert "Secret" not in exposition and "clusters/" not in exposition and "acme" not in exposition  # counts, never content
-
-    # The counter covers the retained rows: seen from 90 days on, the old ones are out of it.
-    later = parse(metrics_text(tx, NOW + dt.timedelta(days=90) - dt.timedelta(hours=2, minutes=30)))
-    assert by_label(later, "brain_tick_runs_total", "outcome") == {"ok": 2, "failed": 0}
+    assert len(list(tx.scalars(select(TickRun)))) == 3  # the rows are pruned; the count is not
 
 
 def test_an_empty_database_exposes_every_family_with_zeros_and_no_last_tick(tx: Session) -> None:
-    families = parse(metrics_text(tx, NOW))
-    assert {name: f.kind for name, f in families.items()} == FAMILIES
+    families = parse(metrics_text(tx))
+    empty = {"brain_markers_total", "brain_injections_total", "brain_entries", "brain_tick_last_stat"}
+    assert {name: f.kind for name, f in families.items()} == {n: k for n, k in FAMILIES.items() if n not in empty and not n.startswith("brain_tick_last_")}
     assert by_label(families, "brain_tick_runs_total", "outcome") == {"ok": 0, "failed": 0}
-    for name in ("brain_tick_last_success_timestamp_seconds", "brain_tick_last_duration_seconds", "brain_tick_last_arcs_scanned"):
-        assert single(families, name) is None
-    assert families["brain_tick_last_stat"].samples == {} and families["brain_entries"].samples == {}
+    assert single(families, "brain_embedding_chunks_written_total") == 0
     assert by_label(families, "brain_tick_queue_requests", "status") == {"pending": 0, "running": 0, "completed": 0, "failed": 0}
     assert single(families, "brain_projects") == 0
 
@@ -225,7 +203,7 @@ def test_metrics_over_http_need_the_token_unless_public(tmp_path: Path, settings
         assert HTTP.get(f"{base}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
         answer = HTTP.get(f"{base}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
         assert answer.status_code == 200, answer.text
-        assert answer.headers["content-type"] == CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+        assert answer.headers["content-type"] == CONTENT_TYPE_LATEST
         families = parse(answer.text)
         assert by_label(families, "brain_tick_runs_total", "outcome") == {"ok": 1, "failed": 0}
         assert single(families, "brain_tick_last_arcs_scanned") == 5 and single(families, "brain_tick_last_duration_seconds") == 3
@@ -246,6 +224,56 @@ def test_metrics_answer_503_when_the_database_is_gone(tmp_path: Path) -> None:
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         response = client.get("/metrics")
         assert response.status_code == 503 and response.json()["detail"].startswith("database unavailable: ")
+
+
+def _counters(families: dict[str, Family]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample that must never go down: counters' totals, histograms' buckets, counts and sums."""
+    out = {}
+    for name, family in families.items():
+        if (family.kind == "counter" and name.endswith("_total")) or (family.kind == "histogram" and not name.endswith("_created")):
+            out.update({(name, labels): value for labels, value in family.samples.items()})
+    return out
+
+
+def test_every_counter_is_monotonic_across_a_tick_and_requests_are_counted_by_route(settings: Settings, client: TestClient) -> None:
+    _arcs(settings)
+    assert client.post("/marker", json={"type": "lesson", "content": "Pin the parser version", "attrs": {"project": "api"}}).status_code == 201
+    before = parse(client.get("/metrics").text)
+    [(labels, value)] = before["brain_build_info"].samples.items()
+    assert value == 1 and dict(labels)["version"] == "0.1.0" and "process_resident_memory_bytes" in before
+    assert by_label(before, "brain_markers_total", "type") == {"lesson": 1}
+
+    assert brain(settings, "tick", "--no-ai").exit_code == 0
+    assert client.get("/entries/no-such-entry").status_code == 404
+    assert client.get("/feed", params={"project": "api"}).status_code == 200
+    after = parse(client.get("/metrics").text)
+
+    old, new = _counters(before), _counters(after)
+    assert old and all(new.get(key, -1) >= value for key, value in old.items()), [k for k, v in old.items() if new.get(k, -1) < v]
+    ticks_before, ticks_after = by_label(before, "brain_tick_runs_total", "outcome"), by_label(after, "brain_tick_runs_total", "outcome")
+    assert ticks_after["ok"] == ticks_before["ok"] + 1, (ticks_before, ticks_after)
+    requests = {dict(labels)["route"]: value for labels, value in after["brain_http_requests_total"].samples.items() if dict(labels)["status"] == "404"}
+    assert requests == {"/entries/{entry_id:path}": 1}, requests  # the template, never the path
+    assert "no-such-entry" not in client.get("/metrics").text
+    latency = after["brain_http_request_duration_seconds_count"].samples
+    assert latency[(("method", "POST"), ("route", "/marker"))] == 1
+    assert sum(by_label(after, "brain_feed_answers_total", "source").values()) == 1
+
+
+def test_several_workers_sum_their_counters_in_every_scrape(served: Served) -> None:
+    """A request reaches one worker and the scrape maybe another: every scrape counts every worker's requests."""
+    headers = {"Authorization": f"Bearer {served.settings.tokens[0]}"} if served.settings.tokens else {}
+
+    def health_requests() -> float:
+        families = parse(HTTP.get(f"{served.base}/metrics", headers=headers).text)
+        assert "brain_build_info" in families
+        samples = families["brain_http_requests_total"].samples
+        return sum(v for labels, v in samples.items() if dict(labels)["route"] == "/health")
+
+    start = health_requests()
+    for _ in range(12):
+        assert HTTP.get(f"{served.base}/health").status_code == 200
+    assert [health_requests() for _ in range(4)] == [start + 12] * 4
 
 
 # -- recording real ticks -------------------------------------------------------------
@@ -270,7 +298,7 @@ def test_brain_tick_records_one_successful_run(settings: Settings, db: Session, 
     assert single(families, "brain_tick_last_success_timestamp_seconds") == run.finished_at.timestamp()
     assert single(families, "brain_tick_last_duration_seconds") == run.duration_ms / 1000
     assert single(families, "brain_tick_last_arcs_scanned") == 3
-    assert by_label(families, "brain_tick_last_stat", "key") == {k: float(v) for k, v in _numeric(summary["stats"]).items()}
+    assert by_label(families, "brain_tick_last_stat", "key") == {k: float(v) for k, v in _numeric(summary["stats"]).items() if k != "dry_run"}
     assert by_label(families, "brain_entries", "kind")["arc"] == 3
 
 

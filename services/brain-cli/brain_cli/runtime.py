@@ -10,6 +10,7 @@ start, which then stops it (``brain_kernel.db.embedded``).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -79,5 +80,8 @@ def _run_workers(settings: Settings) -> None:
     from brain_api.app import preload
     from brain_cli import workers
 
+    # A fresh folder for the workers' metric files (ADR 0054): a previous run's would add to the counts.
+    shutil.rmtree(settings.metrics_dir, ignore_errors=True)
+    settings.metrics_dir.mkdir(parents=True)
     preload()
     workers.run(settings)

@@ -39,7 +39,7 @@ from brain_core.markers import DEFAULT_SEVERITY, FLEET, Attribution, MarkerReque
 from brain_core.text import slugify
 from brain_core.transcripts import SessionSummary
 from brain_core.vault import frontmatter, layout, logs, records
-from brain_kernel import idempotency
+from brain_kernel import event_counts, idempotency
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.curation import service as curation
 from brain_kernel.db.engine import unit_of_work
@@ -267,6 +267,7 @@ def post_marker(
     }
     if req.supersedes:
         body["supersedes"] = list(req.supersedes)
+    event_counts.bump(db, event_counts.MARKERS, req.type)  # a replay returned above: each marker counted once
     idempotency.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
     return MarkerOutcome(201, body)
 

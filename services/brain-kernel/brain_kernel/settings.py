@@ -244,6 +244,11 @@ class Settings(BaseSettings):
         return parse_entries(self.tokens)
 
     @property
+    def metrics_dir(self) -> Path:
+        """Where ``brain serve --workers N``'s workers keep their HTTP metrics for a scrape to sum (ADR 0054)."""
+        return self.home / "metrics"
+
+    @property
     def resolved_claude_dir(self) -> Path:
         return (self.claude_dir or self.user_home / ".claude" / "projects").expanduser()
 
@@ -352,5 +357,11 @@ def child_environment(settings: Settings) -> dict[str, str]:
 
 
 def export_to_environ(settings: Settings) -> None:
-    """Publish settings to this process's environment so worker processes rebuild them."""
+    """Publish settings to this process's environment so worker processes rebuild them.
+
+    With several workers, also prometheus_client's multiprocess folder: every worker writes its HTTP
+    counters there and a scrape sums them (ADR 0054).
+    """
     os.environ.update(settings.to_environ())
+    if settings.workers > 1:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(settings.metrics_dir)

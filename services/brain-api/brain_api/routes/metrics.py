@@ -1,8 +1,7 @@
-"""``GET /metrics``: tick health, the tick queue and index counts in the Prometheus text format.
+"""``GET /metrics``: the server's requests, the kernel's events and state, in the Prometheus text format.
 
 Replaces upstream's push of tick health to ClickHouse: a scraper pulls it
-instead (``brain_kernel.ticks.health`` renders it from ``tick_runs``,
-``tick_requests``, ``entries`` and ``projects``). The same bearer auth as
+instead (``brain_api.observability`` assembles it, ADR 0054). The same bearer auth as
 every other route, unless ``BRAIN_METRICS_PUBLIC`` is set (the answer holds
 counts and timings, never memory). A database outage answers 503 through the
 app's handler.
@@ -12,9 +11,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from brain_api.deps import ClockDep, ReadSessionDep, require_auth
-from brain_kernel.ticks.health import CONTENT_TYPE, metrics_text
+from brain_api.deps import ReadSessionDep, SettingsDep, require_auth
+from brain_api.observability import exposition
 
 router = APIRouter(tags=["metrics"])
 
@@ -26,6 +26,6 @@ async def metrics_auth(request: Request) -> None:
 
 
 @router.get("/metrics", dependencies=[Depends(metrics_auth)], response_class=Response)
-def get_metrics(db: ReadSessionDep, clock: ClockDep) -> Response:
-    """Prometheus text exposition format 0.0.4."""
-    return Response(content=metrics_text(db, clock()), media_type=CONTENT_TYPE)
+def get_metrics(db: ReadSessionDep, settings: SettingsDep) -> Response:
+    """The Prometheus text exposition format."""
+    return Response(content=exposition(settings, db), media_type=CONTENT_TYPE_LATEST)

@@ -240,6 +240,16 @@ class TickRun(Base):
     __table_args__ = (Index("ix_tick_runs_finished_at", finished_at.desc()),)
 
 
+class EventCount(Base):
+    """A monotonic total of one kind of event (revision 0021, ADR 0054): ``GET /metrics`` exposes it as a counter."""
+
+    __tablename__ = "event_counts"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)  # tick_runs, markers, injections, embeddings_written
+    label: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")  # the outcome, type or kind
+    value: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+
+
 class FeedSnapshot(Base):
     """One stored project feed answer and the database snapshot it was read in (ADR 0010)."""
 

@@ -47,6 +47,7 @@ from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text
 from brain_core.identity import read_repo
 from brain_core.jsonable import json_object
 from brain_core.keys import InvalidKey, parse_project_ref
+from brain_kernel import event_counts
 from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
 from brain_kernel.feed.feed_repo import key_owned_sql, member
@@ -138,6 +139,7 @@ def store_docs(
     for producer, keys in keys_of.items():  # a store replaces the same producer's chunks only (ADR 0013)
         delete_keys(session, producer, keys, owner=owner)
     _copy_rows(session, [(doc, idx, piece, vector) for (doc, idx, piece), vector in zip(chunked, vectors, strict=True)], content_type)
+    event_counts.bump(session, event_counts.EMBEDDINGS_WRITTEN, by=len(chunked))
     return len(chunked)
 
 

@@ -1,14 +1,16 @@
-"""Tick health in Postgres and ``GET /metrics`` in the Prometheus text format.
+"""Tick health in Postgres and the store's metric families of ``GET /metrics``.
 
 Every keeper tick (``brain tick``, ``brain tick-drain``, the ops loop) is
 recorded as one row of ``tick_runs``: its timing, flags, outcome, the arcs it
 scanned and the keeper's stats. Upstream pushed the same facts to ClickHouse
-with a 90-day TTL; here recording a tick deletes the rows past 90 days, and
-``metrics_text`` renders them, with the tick queue and index counts, as
-Prometheus text exposition format 0.0.4.
+with a 90-day TTL; here recording a tick deletes the rows past 90 days and
+bumps the tick count in ``event_counts``, which outlives them (ADR 0054).
 
-Metric names and label keys are fixed. Label values are the outcome, a queue
-status, an entry kind or a stats key, escaped as the format requires; nothing
+``StoreCollector`` reads what every process of the kernel did and holds from
+Postgres at scrape time: the event counters (ticks by outcome, markers by
+type, injections by kind, embedding chunks written), the last tick's health,
+and gauges of state (the tick queue, entries by kind, entries awaiting
+embedding, projects). prometheus_client renders and escapes them. Nothing
 from the vault's content is exposed except counts (no titles, no paths).
 Functions take a session and never commit: the entry point owns the
 transaction.
@@ -18,16 +20,18 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from brain_kernel import event_counts
 from brain_kernel.db.models import Entry, Project, TickRun
 from brain_kernel.ticks import tick_queue
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Upstream's ClickHouse TTL on tick health.
 RETENTION = dt.timedelta(days=90)
 OUTCOMES = ("ok", "failed")
@@ -84,49 +88,21 @@ def record_tick(
             stats=numeric_stats(stats),
         )
     )
+    event_counts.bump(session, event_counts.TICK_RUNS, "ok" if ok else "failed")  # outlives the rows' retention
     session.execute(delete(_RUNS).where(_RUNS.c.finished_at < finished_at - RETENTION))
 
 
-# -- the exposition format ---------------------------------------------------------
+# -- the store's metric families ----------------------------------------------------
 
-
-def escape_label_value(value: str) -> str:
-    """A label value as the text format writes it: backslash, double quote and line feed escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value: float | bool) -> str:
-    """A sample value: booleans as 0/1, integers exactly, floats in Go's spelling of the specials."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-class _Exposition:
-    """Metric families in order, each with its HELP and TYPE lines before its samples."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, str], float | bool]]) -> None:
-        self.lines.append(f"# HELP {name} {_escape_help(help_text)}")
-        self.lines.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            rendered = ",".join(f'{key}="{escape_label_value(val)}"' for key, val in labels.items())
-            self.lines.append(f"{name}{{{rendered}}} {format_value(value)}" if rendered else f"{name} {format_value(value)}")
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+# Each event total of ``event_counts``: its metric name (``_total`` added), help and label key.
+_COUNTERS = (
+    (event_counts.TICK_RUNS, "brain_tick_runs", "Keeper ticks run by any process, by outcome.", "outcome", OUTCOMES),
+    (event_counts.MARKERS, "brain_markers", "Markers written (through the API or the MCP server), by marker type.", "type", ()),
+    (event_counts.INJECTIONS, "brain_injections", "Memory blocks, recalls and MCP pulls served to sessions, by kind.", "kind", ()),
+    (event_counts.EMBEDDINGS_WRITTEN, "brain_embedding_chunks_written", "Embedding chunks written to the search index.", "", ()),
+)
+# Always-false for the last non-dry-run tick that the stats gauge reads: a constant series says nothing.
+_CONSTANT_STATS = frozenset({"dry_run"})
 
 
 def _latest(session: Session, *conditions: Any) -> Any:
@@ -134,57 +110,64 @@ def _latest(session: Session, *conditions: Any) -> Any:
     return session.execute(query).first()
 
 
-def metrics_text(session: Session, now: dt.datetime) -> str:
-    """Every metric of ``GET /metrics`` in Prometheus text format 0.0.4 (see the module docstring)."""
-    retained = _RUNS.c.finished_at >= now - RETENTION
-    outcomes = {"ok": 0, "failed": 0}
-    for ok, n in session.execute(select(_RUNS.c.ok, func.count()).where(retained).group_by(_RUNS.c.ok)):
-        outcomes["ok" if ok else "failed"] += int(n)
-    last = _latest(session)
-    last_success = _latest(session, _RUNS.c.ok.is_(True), _RUNS.c.dry_run.is_(False))
-    last_real = _latest(session, _RUNS.c.dry_run.is_(False))
-    queue = dict.fromkeys(QUEUE_STATUSES, 0) | tick_queue.counts(session)  # from tick_requests
-    kinds = {str(kind): int(n) for kind, n in session.execute(select(Entry.kind, func.count()).group_by(Entry.kind))}
-    projects = int(session.execute(select(func.count()).select_from(Project)).scalar_one())
+class StoreCollector(Collector):
+    """The families read from Postgres at each scrape (the module docstring); one collector per scrape's session."""
 
-    out = _Exposition()
-    out.family(
-        "brain_tick_runs_total",
-        "counter",
-        f"Keeper ticks recorded in the last {RETENTION.days} days, by outcome.",
-        [({"outcome": outcome}, outcomes[outcome]) for outcome in OUTCOMES],
-    )
-    out.family(
-        "brain_tick_last_success_timestamp_seconds",
-        "gauge",
-        "Unix time the last successful keeper tick that was not a dry run finished.",
-        [] if last_success is None else [({}, last_success.finished_at.timestamp())],
-    )
-    out.family(
-        "brain_tick_last_duration_seconds",
-        "gauge",
-        "How long the last keeper tick took, in seconds.",
-        [] if last is None else [({}, last.duration_ms / 1000)],
-    )
-    out.family(
-        "brain_tick_last_arcs_scanned",
-        "gauge",
-        "Arcs the last keeper tick scanned.",
-        [] if last is None else [({}, int(last.arcs_scanned))],
-    )
-    stats = numeric_stats(last_real.stats) if last_real is not None else {}
-    out.family(
-        "brain_tick_last_stat",
-        "gauge",
-        "Each numeric stat of the last keeper tick that was not a dry run (booleans as 0/1).",
-        [({"key": key}, stats[key]) for key in sorted(stats)],
-    )
-    out.family(
-        "brain_tick_queue_requests",
-        "gauge",
-        "Tick requests queued through POST /tick, by status.",
-        [({"status": status}, queue[status]) for status in [*QUEUE_STATUSES, *sorted(set(queue) - set(QUEUE_STATUSES))]],
-    )
-    out.family("brain_entries", "gauge", "Entries in the index, by kind.", [({"kind": kind}, kinds[kind]) for kind in sorted(kinds)])
-    out.family("brain_projects", "gauge", "Known projects.", [({}, projects)])
-    return out.text()
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def collect(self) -> Iterator[Metric]:
+        session = self.session
+        totals = event_counts.totals(session)
+        for name, metric, help_text, label, known in _COUNTERS:
+            counts = totals.get(name, {})
+            if not label:
+                yield CounterMetricFamily(metric, help_text, value=counts.get("", 0))
+                continue
+            family = CounterMetricFamily(metric, help_text, labels=[label])
+            for value in [*known, *sorted(set(counts) - set(known))]:
+                family.add_metric([value], counts.get(value, 0))
+            yield family
+
+        last = _latest(session)
+        last_success = _latest(session, _RUNS.c.ok.is_(True), _RUNS.c.dry_run.is_(False))
+        last_real = _latest(session, _RUNS.c.dry_run.is_(False))
+        yield _single(
+            "brain_tick_last_success_timestamp_seconds",
+            "Unix time the last successful keeper tick that was not a dry run finished.",
+            last_success and last_success.finished_at.timestamp(),
+        )
+        yield _single("brain_tick_last_duration_seconds", "How long the last keeper tick took, in seconds.", last and last.duration_ms / 1000)
+        yield _single("brain_tick_last_arcs_scanned", "Arcs the last keeper tick scanned.", last and int(last.arcs_scanned))
+        stats = numeric_stats(last_real.stats) if last_real is not None else {}
+        family = GaugeMetricFamily(
+            "brain_tick_last_stat", "Each numeric stat of the last keeper tick that was not a dry run (booleans as 0/1).", labels=["key"]
+        )
+        for key in sorted(set(stats) - _CONSTANT_STATS):
+            family.add_metric([key], float(stats[key]))
+        yield family
+
+        queue = dict.fromkeys(QUEUE_STATUSES, 0) | tick_queue.counts(session)  # from tick_requests
+        family = GaugeMetricFamily("brain_tick_queue_requests", "Tick requests queued through POST /tick, by status.", labels=["status"])
+        for status in [*QUEUE_STATUSES, *sorted(set(queue) - set(QUEUE_STATUSES))]:
+            family.add_metric([status], queue[status])
+        yield family
+        kinds = {str(kind): int(n) for kind, n in session.execute(select(Entry.kind, func.count()).group_by(Entry.kind))}
+        family = GaugeMetricFamily("brain_entries", "Entries in the index, by kind.", labels=["kind"])
+        for kind in sorted(kinds):
+            family.add_metric([kind], kinds[kind])
+        yield family
+        pending = session.execute(select(func.count()).select_from(Entry).where(Entry.embed_pending)).scalar_one()
+        yield GaugeMetricFamily(
+            "brain_entries_embed_pending", "Entries whose text the search index does not hold yet (brain embed's work).", value=int(pending)
+        )
+        projects = session.execute(select(func.count()).select_from(Project)).scalar_one()
+        yield GaugeMetricFamily("brain_projects", "Known projects.", value=int(projects))
+
+
+def _single(name: str, help_text: str, value: float | None) -> GaugeMetricFamily:
+    """A gauge with one sample, or none when there is nothing to measure yet (no tick recorded)."""
+    family = GaugeMetricFamily(name, help_text)
+    if value is not None:
+        family.add_metric([], value)
+    return family

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from brain_core.trial import CONTROL, Assignment, TrialConfig, assign
+from brain_kernel import event_counts
 from brain_kernel.db.models import Injection
 from brain_kernel.settings import Settings
 
@@ -83,6 +84,7 @@ def record(
     try:
         with uow() as db:
             db.execute(insert(Injection).values(**row))
+            event_counts.bump(db, event_counts.INJECTIONS, kind)
     except SQLAlchemyError as exc:
         log.warning("injection record not written for session %s: %s", session_id, exc)
 
