@@ -13,6 +13,8 @@ Jobs, each run from the same functions the one-shot commands call:
 - **drain** every ``TICK_DRAIN_INTERVAL_SECONDS``: ``brain tick-drain``.
 - **embed** (``brain embed --prune``) after each successful tick and after a
   drain that ran at least one successful tick (UPSTREAM.md 5.9, 5.10).
+- **sync** (``brain sync``) after each successful scheduled tick and its
+  embed, when ``BRAIN_SYNC_REMOTE`` names the vault's git remote.
 
 Upstream's intervals never reached its containers; here they are
 settings, and the flags of ``brain ops-loop`` override them. Ticks and drains
@@ -55,7 +57,7 @@ from brain_kernel.vault_store import Vault
 
 Emit = Callable[[dict[str, Any]], None]
 
-EXTRACT, TICK, DRAIN, EMBED = "extract", "tick", "drain", "embed"
+EXTRACT, TICK, DRAIN, EMBED, SYNC = "extract", "tick", "drain", "embed", "sync"
 SOURCE = "brain-ops-loop"  # the source of the loop's own ticks in tick_runs (the drain's are brain-drain)
 # The longest sleep between checks: a clock that jumps (or a missed signal) is noticed within a minute.
 MAX_SLEEP_SECONDS = 60.0
@@ -236,7 +238,17 @@ def embed_job(ctx: JobContext) -> dict[str, Any]:
     return summary.as_dict()
 
 
-DEFAULT_JOBS: dict[str, Job] = {EXTRACT: extract_job, TICK: tick_job, DRAIN: drain_job, EMBED: embed_job}
+def sync_job(ctx: JobContext) -> dict[str, Any]:
+    """``brain sync --remote BRAIN_SYNC_REMOTE``: a conflict or a refused push fails the job (the next tick's sync retries)."""
+    from brain_ops.vault_sync import sync_vault
+
+    summary = sync_vault(ctx.vault, remote=ctx.settings.sync_remote or "origin")
+    if not summary.ok:
+        raise RuntimeError("; ".join(summary.notes))
+    return counts_of(summary.as_dict())
+
+
+DEFAULT_JOBS: dict[str, Job] = {EXTRACT: extract_job, TICK: tick_job, DRAIN: drain_job, EMBED: embed_job, SYNC: sync_job}
 
 
 def _embed_follows(job: str, summary: dict[str, Any]) -> bool:
@@ -377,6 +389,8 @@ def run_loop(
                     continue
                 if _embed_follows(job, summary):
                     queue.insert(0, EMBED)
+                    if job == TICK and settings.sync_remote:
+                        queue.insert(1, SYNC)  # the tick's edits shared, the others' pulled for the next tick to index
                 elif _tick_follows(job, summary) and TICK not in queue:
                     queue.insert(0, TICK)  # new arcs: scored now, upstream's extract -> cluster -> tick order
             report.cycles += 1

@@ -229,3 +229,77 @@ def test_brain_init_git_leaves_a_repository_the_kernel_accepts_whoever_runs_it(t
     _lesson(vault, "Kept in history.", 1, minutes=1)
     out = sync_vault(vault)  # no remote: a local commit, accepted by git whoever runs the kernel
     assert out.commit and "left/reference/lessons-2026-12-01.md" in out.committed and out.notes == ["no remote 'origin': committed locally only"]
+
+
+def _arc(vault: Vault, sid: str, prompt: str, *, hours_ago: float) -> str:
+    from brain_core.arcs import ArcSession, build_plan, render_arc
+
+    start = NOW - dt.timedelta(hours=hours_ago)
+    session = ArcSession(
+        session_id=sid,
+        project="api",
+        repo="org1/api",
+        project_source="git",
+        cwd="/h/api",
+        start=start,
+        end=start + dt.timedelta(minutes=30),
+        num_tool_calls=120,
+        first_user_prompt=prompt,
+    )
+    plan = build_plan([session])
+    vault.write_atomic(plan.vault_path, render_arc(plan))
+    return plan.vault_path
+
+
+def test_only_the_keepers_clone_edits_and_commits_arcs_and_ticks_leave_nothing_derived_to_merge(
+    tmp_path: Path, remote: Path, settings: Settings, db: Session, second_db: tuple[str, Session]
+) -> None:
+    a = _clone(remote, tmp_path / "a")
+    arc = _arc(a, "hot", "Rewrite the request router for speed", hours_ago=2)
+    sync_vault(a)
+    b = _clone(remote, tmp_path / "b")
+    keeper = settings.with_overrides(vault=a.path(""))
+    other = settings.with_overrides(vault=b.path(""), database_url=second_db[0], vault_keeper=False)
+    db_b = second_db[1]
+    at = NOW + dt.timedelta(minutes=30)
+    original = b.read_text(arc)
+
+    tick_a = run_tick(db, a, keeper, now=at, use_ai=False)
+    db.commit()
+    tick_b = run_tick(db_b, b, other, now=at, use_ai=False)
+    db_b.commit()
+    assert tick_a.moves and not tick_b.moves and tick_b.arcs_updated == 0
+    assert any("not the vault's keeper" in n for n in tick_b.notes)
+    assert b.read_text(arc) == original  # B's copy untouched
+    assert git(b.path(""), "status", "--porcelain") == ""  # B's tick wrote derived files only: nothing to commit or merge
+
+    out_a, out_b = sync_vault(a), sync_vault(b)
+    moved = tick_a.moves[0]["to"]
+    assert moved in out_a.committed and arc in out_a.committed  # the keeper's move, committed by the keeper
+    assert out_b.committed == [] and out_b.pulled and not out_b.conflicts
+    assert b.exists(moved) and not b.exists(arc)
+    again_b = run_tick(db_b, b, other, now=at + dt.timedelta(minutes=5), use_ai=False)
+    db_b.commit()
+    assert again_b.read_files >= 1 and not again_b.moves
+    from sqlalchemy import text
+
+    assert db_b.execute(text("SELECT vault_path FROM entries WHERE kind = 'arc'")).scalars().all() == [moved]
+
+
+def test_the_ops_loop_syncs_after_each_tick_when_a_remote_is_configured(tmp_path: Path, remote: Path, settings: Settings) -> None:
+    from brain_ops.loop import run_loop
+
+    a = _clone(remote, tmp_path / "a")
+    _lesson(a, "Synced by the loop.", 1, minutes=1)
+    s = settings.with_overrides(
+        vault=a.path(""), sync_remote="origin", tick_interval_seconds=10, tick_drain_interval_seconds=1000, extract_hour=(NOW.hour + 12) % 24
+    )
+    engine = make_engine(s.database_url or "", pooled=False)
+    lines: list[dict] = []
+    try:
+        run_loop(engine, a, s, clock=lambda: NOW, sleep=lambda _: None, emit=lines.append, max_cycles=1, handle_signals=False)
+    finally:
+        engine.dispose()
+    assert [line["job"] for line in lines] == ["tick", "embed", "sync", "drain"]
+    assert all(line["ok"] for line in lines), lines
+    assert "Synced by the loop." in git(remote, "show", "main:left/reference/lessons-2026-12-01.md")

@@ -28,6 +28,11 @@ Steps, in upstream's order:
     content changed, so a tick over a vault where nothing crossed a threshold
     writes nothing.
 
+A kernel that is not the vault's keeper (``BRAIN_VAULT_KEEPER=false``, a
+vault shared by ``brain sync``) makes none of the vault edits of steps 0 to 6
+nor the LLM half's: it indexes and renders its own feed, and takes the
+keeper's edits from the next pull (ADR 0057).
+
 The index is refreshed from the files that changed (``index_changes``). With
 ``dry_run`` everything is computed and reported, and nothing is written:
 no file, no move, no index row, no verifier run. The function never
@@ -481,7 +486,7 @@ def run_tick(
         hold_keeper_lock(session)  # one keeper job at a time: a tick beside another tick or an apply waits for it
     scan_started = scan_point(session)
     savepoint = session.begin_nested() if dry_run else None  # a dry run computes in the database too, then rolls back
-    llm_half = use_ai and bool(settings.llm_base_url)
+    llm_half = use_ai and bool(settings.llm_base_url) and settings.vault_keeper  # its merges are vault edits: the keeper's only
     use_ai = use_ai and not llm_half  # with the LLM half the intents come from its one call, derived until then
     try:
         _pass(session, settings, summary, writes, feed, rules, now=now, use_ai=use_ai, scan_started=scan_started, say=say, llm_transport=llm_transport)
@@ -522,15 +527,18 @@ def _pass(
     llm_transport: httpx.BaseTransport | None,
 ) -> None:
     stats, vault = summary.stats, writes.vault
+    keeper = settings.vault_keeper  # a synced vault has one keeper: the others take its edits from the next pull (ADR 0057)
+    if not keeper:
+        summary.notes.append("not the vault's keeper (BRAIN_VAULT_KEEPER=false): inbox, arc heat, status and moves left to the keeper")
     say("draining the inbox")
-    inbox_moves = drain_inbox(vault, writes, stats, now)
+    inbox_moves = drain_inbox(vault, writes, stats, now) if keeper else {}
     say("scanning the vault")
     files, known = scan(writes, session, inbox_moves if writes.dry_run else {}, summary)
     arcs = [f for f in files if f.is_arc]
     stats["arcs_scanned"] = summary.arcs_scanned = len(arcs)
     boosts = replay_boosts(arcs, now)
     say(f"scoring {len(arcs)} arcs ({summary.read_files} of {len(files)} files read)")
-    for n, arc in enumerate(arcs, 1):
+    for n, arc in enumerate(arcs if keeper else [], 1):
         keep_arc(writes, arc, now, rules, boosts, summary)
         if n % 5000 == 0:
             say(f"scored {n} of {len(arcs)} arcs")

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -153,6 +153,10 @@ class Settings(BaseSettings):
     extract_min_turns: int = Field(5, ge=0, validation_alias=AliasChoices("EXTRACT_MIN_TURNS"))
     tick_interval_seconds: float = Field(7200.0, gt=0, validation_alias=AliasChoices("TICK_INTERVAL_SECONDS"))
     tick_drain_interval_seconds: float = Field(30.0, gt=0, validation_alias=AliasChoices("TICK_DRAIN_INTERVAL_SECONDS"))
+    # A vault shared by ``brain sync`` (ADR 0056, 0057): the git remote the loop syncs with after each tick (unset: no
+    # sync), and whether this kernel is the vault's one keeper (makes the tick's arc and inbox edits).
+    sync_remote: str | None = Field(None, validation_alias=AliasChoices("BRAIN_SYNC_REMOTE"))
+    vault_keeper: bool = Field(True, validation_alias=AliasChoices("BRAIN_VAULT_KEEPER"))
 
     # The event bus (Redis Streams; upstream's names and defaults, UPSTREAM.md 5.3, 5.7): unset REDIS_URL = no bus.
     # Both the tick's publisher and the amygdala use REDIS_URL with its database replaced by EVENT_BUS_DB (ADR 0018).
@@ -170,6 +174,8 @@ class Settings(BaseSettings):
     amygdala_clear_window: float = Field(900.0, gt=0, validation_alias=AliasChoices("AMYGDALA_CLEAR_WINDOW"))
     amygdala_poll_interval: float = Field(5.0, gt=0, le=300, validation_alias=AliasChoices("AMYGDALA_POLL_INTERVAL"))
 
+    # The server's log lines: uvicorn's text, or one JSON object a line with the request's id (brain_kernel.log_format).
+    log_format: Literal["text", "json"] = Field("text", validation_alias=AliasChoices("BRAIN_LOG_FORMAT"))
     # ``GET /metrics`` without a bearer token (it holds counts and timings, no memory).
     metrics_public: bool = Field(False, validation_alias=AliasChoices("BRAIN_METRICS_PUBLIC"))
     # ``/docs``, ``/redoc`` and ``/openapi.json`` without a bearer token (the schema holds no memory).

@@ -13,7 +13,9 @@ from brain_cli.common import VaultOption, load_settings, open_vault, operator_er
 @operator_errors
 def sync(
     vault: VaultOption = None,
-    remote: Annotated[str, typer.Option("--remote", help="The git remote to pull from and push to. Example: --remote origin")] = "origin",
+    remote: Annotated[
+        str | None, typer.Option("--remote", help="The git remote to pull from and push to (default BRAIN_SYNC_REMOTE, else origin). Example: --remote origin")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be committed and left out; change nothing. Example: --dry-run")] = False,
 ) -> None:
     """Share the vault through git: commit the memory's changed files, pull with rebase, push.
@@ -32,7 +34,7 @@ def sync(
     from brain_ops.vault_sync import sync_vault
 
     settings = load_settings(vault=vault)
-    summary = sync_vault(open_vault(settings.vault), remote=remote, dry_run=dry_run)
+    summary = sync_vault(open_vault(settings.vault), remote=remote or settings.sync_remote or "origin", dry_run=dry_run)
     typer.echo(json.dumps(summary.as_dict()))
     if not summary.ok:
         raise typer.Exit(1)
