@@ -35,7 +35,8 @@ def ops_loop(
     TICK_INTERVAL_SECONDS: brain tick (with the LLM when BRAIN_LLM_BASE_URL
     is set, deterministic otherwise). Every TICK_DRAIN_INTERVAL_SECONDS:
     brain tick-drain. brain embed --prune after each tick and after a drain
-    that ran a tick. A failing job is logged and the loop goes on; SIGTERM or
+    that ran a tick; brain sync after each tick when BRAIN_SYNC_REMOTE is
+    set. A failing job is logged and the loop goes on; SIGTERM or
     SIGINT stops it after the current job.
 
     Each job's outcome is one JSON line on stdout
