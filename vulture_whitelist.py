@@ -13,7 +13,7 @@ from prometheus_client import values
 from brain_api.routes.markers import MarkerOut
 from brain_cli.workers import _Workers
 from brain_core.textsearch import Hit
-from brain_kernel.db.models import Entry, FeedChange, FeedHorizon, FeedSnapshot, LearnedRoot, VaultDocument, VaultSearchState
+from brain_kernel.db.models import Entry, FeedChange, FeedHorizon, FeedSnapshot, Injection, LearnedRoot, VaultDocument, VaultSearchState
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
@@ -73,6 +73,7 @@ VaultDocument.name_lower
 VaultDocument.name_grams
 VaultSearchState.rebuilt_at
 Entry.embedded_hash  # written by the embed runs' raw UPDATE (search.pending.mark_embedded)
+Injection.text_served  # written by trial.records.record's insert values
 
 # psycopg reads a dumper's oid and calls its dump (the chunk's words in the store's COPY).
 WordsDumper.oid

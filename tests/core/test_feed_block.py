@@ -8,8 +8,14 @@ import re
 import pytest
 
 from brain_core.entries import EntryRecord, entry_id
-from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, Stale, neutral, parse_stale, render_block, render_fleet_block, serve_block
+from brain_core.feed.block import MIN_MAX_BYTES, BlockCaps, Stale, neutral, parse_stale, render_fleet_block, serve_block
 from brain_core.feed.project import ProjectMemory, ProjectRef
+
+
+def render_block(*args: object, **options: object) -> str:
+    """The block's text alone (``serve_block`` also names the entries shown)."""
+    return serve_block(*args, **options).text  # type: ignore[arg-type]
+
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
 API = ProjectRef(key="api", repo="org1/api", known=True, last_active=NOW - dt.timedelta(hours=1))

@@ -111,13 +111,9 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def names_entry(entry: Injected, said: str) -> bool:
-    """Whether assistant text names the entry: its id, its title (3+ words), or a 6-word run of its content."""
-    return _names(entry, said.lower(), " ".join(_words(said)))
-
-
 def _names(entry: Injected, lowered: str, said_words: str) -> bool:
-    """``names_entry`` on text already lowered and split into words (a session's text is prepared once, not per entry)."""
+    """Whether assistant text (lowered, and as its words) names the entry: its id, its title (3+ words), or a
+    6-word run of its content. The text is prepared once per session, not per entry."""
     if entry.entry_id and entry.entry_id.lower() in lowered:
         return True
     title = _words(entry.title)

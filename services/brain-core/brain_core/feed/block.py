@@ -1,6 +1,6 @@
 """The memory block (pure): one project's memory as markdown a session reads at its start (ADR 0040).
 
-``render_block`` turns the same rows the JSON project feed assembles
+``serve_block`` turns the same rows the JSON project feed assembles
 (``ProjectRef`` and ``ProjectMemory``) into one text, so the hook, the
 operator page and a trial's records all see the same bytes. Its invariants:
 
@@ -240,26 +240,6 @@ def _omitted_line(counts: Sequence[tuple[int, tuple[str, str]]], more: str) -> s
     return f"… {', '.join(parts)}: {more} or the brain_feed MCP tool"
 
 
-def render_block(
-    project: ProjectRef,
-    memory: ProjectMemory,
-    *,
-    now: dt.datetime,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    worktree: str | None = None,
-    key_is_unique: bool = True,
-    caps: BlockCaps = BlockCaps(),
-    stale: Mapping[str, Stale] | None = None,
-) -> str:
-    """P's memory block: framed, sections in order within their caps, never over ``max_bytes`` UTF-8 bytes.
-
-    ``stale`` (entry id to what changed, as the session's checkout found it)
-    tags those entries' lines ``[may be stale: ...]``. ValueError when
-    ``max_bytes`` is below ``MIN_MAX_BYTES``.
-    """
-    return serve_block(project, memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale).text
-
-
 def serve_block(
     project: ProjectRef,
     memory: ProjectMemory,
@@ -271,7 +251,13 @@ def serve_block(
     caps: BlockCaps = BlockCaps(),
     stale: Mapping[str, Stale] | None = None,
 ) -> Rendered:
-    """``render_block`` with what an injection record keeps: the entry ids shown and whether anything was cut."""
+    """P's memory block: framed, sections in order within their caps, never over ``max_bytes`` UTF-8 bytes;
+    with what an injection record keeps: the entry ids shown and whether anything was cut.
+
+    ``stale`` (entry id to what changed, as the session's checkout found it)
+    tags those entries' lines ``[may be stale: ...]``. ValueError when
+    ``max_bytes`` is below ``MIN_MAX_BYTES``.
+    """
     label = neutral(project.id, LABEL_CHARS)
     head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
     sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale)

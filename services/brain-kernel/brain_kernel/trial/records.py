@@ -30,7 +30,7 @@ from brain_kernel.settings import Settings
 
 log = logging.getLogger("brain.trial")
 
-BLOCK, RECALL, PULL = "block", "recall", "pull"
+BLOCK, RECALL = "block", "recall"  # an MCP read would be a "pull" (ADR 0050); none is recorded yet
 
 
 def trial_config(settings: Settings) -> TrialConfig:
