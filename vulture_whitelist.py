@@ -17,6 +17,7 @@ from brain_kernel.db.models import Entry, FeedChange, FeedHorizon, FeedSnapshot,
 from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
+from brain_kernel.log_format import JsonFormatter
 from brain_kernel.search.words import WordsDumper
 from brain_kernel.settings import child_environment
 from brain_mcp.answers import Feed, Ingest, KbBrief, KbSearch, SearchHit, Tick
@@ -111,3 +112,6 @@ curation_tools.supersede_tool
 
 # prometheus_client reads its value class whenever a metric is built: process_metrics sets it for the workers' files.
 values.ValueClass
+
+# logging.config.dictConfig builds the JSON formatter from its dotted name (log_format.logging_config).
+JsonFormatter

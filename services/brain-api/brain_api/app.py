@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from brain_api.edge import RequestEdge
-from brain_api.observability import RequestMetrics
+from brain_api.observability import RequestObserver
 from brain_core.keys import InvalidKey
 from brain_kernel import http_client
 from brain_kernel.clock import Clock, utc_now
@@ -131,7 +131,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
         app.include_router(router)
     docs_entries = None if settings.docs_public else settings.token_entries
     app.add_middleware(RequestEdge, max_body_bytes=settings.max_body_bytes, docs_entries=docs_entries)
-    app.add_middleware(RequestMetrics, settings=settings)  # outermost: it times and counts the edge's refusals too
+    app.add_middleware(RequestObserver, settings=settings)  # outermost: it identifies, times and counts the edge's refusals too
     app.openapi = lambda: _documented_errors(app)  # type: ignore[method-assign]
     return app
 

@@ -22,9 +22,11 @@ whatever clients send.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import time
+import uuid
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -33,12 +35,16 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from brain_kernel.log_format import REQUEST_ID, USABLE_ID
 from brain_kernel.settings import Settings
 from brain_kernel.ticks.health import StoreCollector
 
 FEED_ANSWER_HEADER = b"x-brain-feed"
+REQUEST_ID_HEADER = b"x-request-id"
+access_log = logging.getLogger("brain.access")
 UNMATCHED = "unmatched"
 
 
@@ -78,12 +84,18 @@ def process_metrics(settings: Settings) -> _ProcessMetrics:
     return built
 
 
-class RequestMetrics:
-    """ASGI middleware: counts and times every HTTP request under its route template."""
+class RequestObserver:
+    """ASGI middleware: every HTTP request identified (``X-Request-ID``), counted and timed under its route template.
+
+    The id is the request's ``X-Request-ID`` when usable (``log_format.USABLE_ID``), else a new one; it is
+    answered in the same header and held in ``log_format.REQUEST_ID`` while the request is served. With
+    ``BRAIN_LOG_FORMAT=json`` the access line is written here, with structured fields.
+    """
 
     def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
         self.app = app
         self.metrics = process_metrics(settings)
+        self.access_line = settings.log_format == "json"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,12 +104,16 @@ class RequestMetrics:
         started = time.perf_counter()
         status = 500  # an exception before the answer started is a 500 to the client
         source: str | None = None
+        sent = Headers(scope=scope).get("x-request-id")
+        request_id = sent if sent is not None and USABLE_ID.match(sent) else uuid.uuid4().hex
+        token = REQUEST_ID.set(request_id)
 
         async def watch(message: Message) -> None:
             nonlocal status, source
             if message["type"] == "http.response.start":
                 status = message["status"]
                 source = next((v.decode("latin-1") for k, v in message.get("headers", ()) if k.lower() == FEED_ANSWER_HEADER), None)
+                message = {**message, "headers": [*message.get("headers", ()), (REQUEST_ID_HEADER, request_id.encode("latin-1"))]}
             await send(message)
 
         try:
@@ -106,10 +122,15 @@ class RequestMetrics:
             route = scope.get("route")
             template = getattr(route, "path", None) or UNMATCHED
             method = scope["method"]
+            elapsed = time.perf_counter() - started
             self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)
+            self.metrics.latency.labels(method, template).observe(elapsed)
             if template == "/feed" and source is not None and status == 200:
                 self.metrics.feed_answers.labels(source).inc()
+            if self.access_line:
+                fields = {"method": method, "route": template, "status": status, "duration_ms": round(elapsed * 1000, 1)}
+                access_log.info("%s %s %d", method, template, status, extra=fields)
+            REQUEST_ID.reset(token)
 
 
 class _BuildInfo(Collector):

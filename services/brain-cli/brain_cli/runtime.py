@@ -10,17 +10,23 @@ start, which then stops it (``brain_kernel.db.embedded``).
 
 from __future__ import annotations
 
+import logging
+import logging.config
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import metadata
 
 from brain_kernel.db.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.db.engine import check_reachable, make_engine
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import pins
+from brain_kernel.log_format import logging_config, masked_url
 from brain_kernel.settings import Settings, export_to_environ
 from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
+
+log = logging.getLogger("brain.serve")
 
 
 @contextmanager
@@ -62,8 +68,10 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Setti
 
 def serve(settings: Settings) -> None:
     """Scaffold the vault, open the database, run the server until interrupted."""
+    logging.config.dictConfig(logging_config(settings.log_format))
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
+        _banner(ready)
         if ready.workers > 1:
             export_to_environ(ready)
             _run_workers(ready)
@@ -72,7 +80,22 @@ def serve(settings: Settings) -> None:
 
             from brain_api.app import create_app
 
-            uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+            uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_config=logging_config(ready.log_format))
+
+
+def _banner(settings: Settings) -> None:
+    """Where this server listens, reads and writes, and whether it asks for a token: said once at start."""
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    auth = f"on ({len(settings.token_entries)} tokens)" if settings.token_entries else "OFF: every request is served without a token"
+    fields = {
+        "url": f"http://{host}:{settings.port}",
+        "vault": str(settings.vault.resolve()),
+        "database": masked_url(settings.database_url),
+        "auth": auth,
+        "version": metadata.version("brain-kernel"),
+        "workers": settings.workers,
+    }
+    log.info("brain serve: %s", ", ".join(f"{key} {value}" for key, value in fields.items()), extra=fields)
 
 
 def _run_workers(settings: Settings) -> None:

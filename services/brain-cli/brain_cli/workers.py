@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from gunicorn.app.base import BaseApplication
 from gunicorn.errors import HaltServer
 
+from brain_kernel.log_format import logging_config
 from brain_kernel.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,9 @@ class _Workers(BaseApplication):  # type: ignore[misc]
             "preload_app": False,  # each worker builds its own app: engines and pools are never shared
             "keepalive": 5,  # uvicorn's keep-alive timeout (gunicorn's default is 2 s)
             "loglevel": "info",
-            "accesslog": "-",  # uvicorn's access lines on stdout, as a single worker prints them
+            # uvicorn's access lines on stdout, as a single worker prints them; in JSON the app writes its own.
+            "accesslog": None if self.settings.log_format == "json" else "-",
+            "logconfig_dict": logging_config(self.settings.log_format),
             "control_socket_disable": True,  # its default path is one per user: two servers would clash
             "post_fork": _worker_started,
         }
