@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from brain_kernel import http_client
@@ -78,3 +79,47 @@ def test_a_forked_child_makes_its_own_connection_and_leaves_the_parents_alone(en
     first, child, again = endpoint.ports
     assert child != first and again == first  # the child's call did not use, or close, the parent's connection
     assert http_client.shared("embeddings") is parents_client
+
+
+class _Sequence(httpx.BaseTransport):
+    """Answers the statuses in order (an exception instance is raised), recording each request."""
+
+    def __init__(self, *answers: int | Exception) -> None:
+        self.answers, self.seen = list(answers), 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answer = self.answers[self.seen]
+        self.seen += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return httpx.Response(answer, headers={"Retry-After": "3"} if answer == 429 else {})
+
+
+def _retrying(inner: _Sequence) -> tuple[httpx.Client, list[float]]:
+    waits: list[float] = []
+    return httpx.Client(transport=http_client.RetryingTransport(inner, sleep=waits.append)), waits
+
+
+def test_timeouts_429_and_5xx_are_retried_a_bounded_number_of_times_with_jittered_waits() -> None:
+    inner = _Sequence(httpx.ReadTimeout("slow"), 429, 200)
+    client, waits = _retrying(inner)
+    assert client.post("http://llm.invalid/v1/chat/completions").status_code == 200 and inner.seen == 3
+    assert 0 <= waits[0] <= http_client.BACKOFF_BASE_S and waits[1] == 3.0  # full jitter, then the answer's Retry-After
+
+    inner = _Sequence(503, 502, 500, 200)
+    client, waits = _retrying(inner)
+    assert client.post("http://llm.invalid/v1").status_code == 500 and inner.seen == 1 + http_client.RETRIES  # bounded
+    assert all(0 <= w <= http_client.BACKOFF_BASE_S * 2**i for i, w in enumerate(waits)) and len(waits) == 2
+
+    inner = _Sequence(httpx.ConnectTimeout("no"), httpx.ConnectTimeout("no"), httpx.ConnectTimeout("no"))
+    client, waits = _retrying(inner)
+    with pytest.raises(httpx.ConnectTimeout):
+        client.post("http://llm.invalid/v1")
+    assert inner.seen == 3
+
+
+def test_a_client_error_is_answered_at_once() -> None:
+    for status in (400, 401, 404, 422):
+        inner = _Sequence(status, 200)
+        client, waits = _retrying(inner)
+        assert client.post("http://llm.invalid/v1").status_code == status and inner.seen == 1 and waits == []

@@ -194,6 +194,24 @@ def test_a_failing_llm_falls_back_to_derived_intents(vault: Vault, settings: Set
     assert summary.intent_sources == {"derived": 2}
 
 
+class _OnceUnavailableLLM(_FakeLLM):
+    """503 on the first request (an overloaded endpoint), then the fixed map."""
+
+    def respond(self, body: dict) -> tuple[int, dict]:
+        if len(self.requests) == 1:
+            return 503, {"error": {"message": "overloaded", "type": "server_error"}}
+        return super().respond(body)
+
+
+def test_a_503_then_200_is_retried_once_and_the_tick_stays_llm_driven(vault: Vault, settings: Settings, db: Session, caplog: pytest.LogCaptureFixture) -> None:
+    with _OnceUnavailableLLM({"org1/api": "Ship the router."}) as llm, caplog.at_level("WARNING", logger="brain_kernel.http_client"):
+        summary = run_tick(db, vault, settings.with_overrides(llm_base_url=llm.url), now=NOW, use_ai=True)
+    assert len(llm.requests) == 2 and llm.requests[0]["body"] == llm.requests[1]["body"]
+    assert summary.llm_calls == 1 and summary.llm_error is None and summary.intent_sources["llm"] == 1
+    [retry] = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert "status 503; retry 1 of 2" in retry and "/v1/chat/completions" in retry
+
+
 def test_project_feed_serves_the_keeper_intent(vault: Vault, settings: Settings, db: Session, client, fake_llm: _FakeLLM) -> None:
     run_tick(db, vault, settings.with_overrides(llm_base_url=fake_llm.url), now=NOW, use_ai=True)
     db.commit()
