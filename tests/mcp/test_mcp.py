@@ -218,7 +218,7 @@ def test_kb_brief_asks_the_llm_once_per_call_and_takes_its_refs_line(settings: S
             llm.replies = [
                 (200, f'The {word} pipeline is arc [1].\n  CANDIDATE_REFS: ["artifact://{cluster_id}"]\nThat is all.'),
                 (200, "No refs here.\nCANDIDATE_REFS: artifact://x, obsidian://y"),
-                (500, "overloaded"),
+                *[(500, "overloaded")] * 3,  # the call and its two retries (brain_kernel.http_client)
             ]
             parsed = tools.kb_brief(kernel, word)
             unparsed = tools.kb_brief(kernel, word, model="other-model")
@@ -226,7 +226,7 @@ def test_kb_brief_asks_the_llm_once_per_call_and_takes_its_refs_line(settings: S
         finally:
             kernel.close()
     assert nothing == {"query": "zzqqxx", "hits": [], "brief": "Nothing found in the knowledge base for this query.", "candidate_refs": []}
-    assert len(llm.requests) == 3  # one call per brief
+    assert len(llm.requests) == 5 and llm.requests[2]["body"] == llm.requests[4]["body"]  # one call per brief, the failing one retried
     first = llm.requests[0]
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer k3y"
     assert {k: first["body"][k] for k in ("model", "max_tokens", "temperature")} == {"model": "brief-model", "max_tokens": 800, "temperature": 0.3}
