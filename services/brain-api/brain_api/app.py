@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from brain_api.deps import require_auth
 from brain_api.edge import RequestEdge
 from brain_api.observability import RequestObserver
 from brain_core.keys import InvalidKey
@@ -76,7 +79,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
             app.state.engine.dispose()
         http_client.close()  # the process's LLM and embeddings clients: a worker stopped by a signal runs no atexit
 
-    app = FastAPI(title="brain kernel", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="brain kernel", version="0.1.0", lifespan=lifespan, generate_unique_id_function=_operation_id)
     app.state.settings = settings
     app.state.clock = clock
     # Finds a marker's session transcript by id; its cache only saves directory walks (a miss looks again).
@@ -158,19 +161,64 @@ _ERRORS = {
 }
 
 
+def _operation_id(route: APIRoute) -> str:
+    """The route function's name (``get_feed``), which generated clients turn into method names."""
+    return route.name
+
+
+def _calls(dependant: Dependant) -> Iterator[Any]:
+    for dependency in dependant.dependencies:
+        yield dependency.call
+        yield from _calls(dependency)
+
+
+def _errors_of(route: APIRoute) -> dict[str, str]:
+    """The error statuses an operation can answer: auth ones only behind the bearer check, 413 only with a body."""
+    authed = any(call in _auth_checks() for call in _calls(route.dependant))
+    takes_input = bool(route.dependant.query_params or route.dependant.path_params or route.dependant.body_params or route.dependant.header_params)
+    out = dict(_ERRORS)
+    if not authed:
+        out.pop("401"), out.pop("403")
+    if not route.dependant.body_params:
+        out.pop("413")
+    if not takes_input:
+        out.pop("422")
+    if route.path == "/health":  # liveness: answers while the process lives
+        out.pop("503")
+    return out
+
+
+def _auth_checks() -> frozenset[Any]:
+    from brain_api.routes.metrics import metrics_auth
+
+    return frozenset({require_auth, metrics_auth})
+
+
 def _documented_errors(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI schema with every operation's error bodies as they are answered: the fuzz run holds every answer to it."""
+    """The OpenAPI schema with each operation's error bodies as they are answered: the fuzz run holds every answer to it.
+
+    Routes behind the bearer check carry the ``bearer`` security scheme (the Authorize button of ``/docs``).
+    """
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components["ErrorBody"] = _ERROR_BODY
-    components.setdefault("ValidationError", {"type": "object"})
-    components["HTTPValidationError"] = _ERROR_BODY
-    for item in schema.get("paths", {}).values():
-        for operation in item.values():
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas["ErrorBody"] = _ERROR_BODY
+    schemas.setdefault("ValidationError", {"type": "object"})
+    schemas["HTTPValidationError"] = _ERROR_BODY
+    components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "description": "A token of BRAIN_TOKENS."}}
+    routes = {(r.path_format, method.lower()): r for router in _routers() for r in router.routes if isinstance(r, APIRoute) for method in r.methods}
+    for path, item in schema.get("paths", {}).items():
+        for method, operation in item.items():
+            route = routes.get((path, method))
+            errors = _errors_of(route) if route is not None else dict(_ERRORS)  # a route added outside the routers
+            if "401" in errors:
+                operation["security"] = [{"bearer": []}]
             responses = operation.setdefault("responses", {})
-            for status, description in _ERRORS.items():
+            for status in [s for s in responses if s[0] in "45" and s not in errors]:
+                del responses[status]
+            for status, description in errors.items():
                 responses[status] = {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
     app.openapi_schema = schema
     return schema
