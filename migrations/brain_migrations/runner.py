@@ -15,7 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from brain_kernel.db.engine import normalise_url
+from brain_kernel.db.engine import make_engine, normalise_url
 
 SCRIPTS = Path(__file__).resolve().parent
 
@@ -32,6 +32,25 @@ def alembic_config(database_url: str, *, embed_dim: int | None = None) -> Config
 def upgrade_to_head(database_url: str, *, embed_dim: int | None = None) -> None:
     """Apply every pending revision."""
     command.upgrade(alembic_config(database_url, embed_dim=embed_dim), "head")
+
+
+def migrate_to(database_url: str, revision: str) -> str | None:
+    """Move the schema to ``revision`` (an older one runs the downgrades: a rollback); returns the revision it was at.
+
+    Revision ids are zero-padded numbers, so their order is the order of the chain.
+    """
+    engine = make_engine(database_url, pooled=False)
+    try:
+        before = current_revision(engine)
+    finally:
+        engine.dispose()
+    cfg = alembic_config(database_url)
+    ScriptDirectory.from_config(cfg).get_revision(revision)  # an unknown id fails here, before anything moves
+    if before is not None and revision != "head" and revision < before:
+        command.downgrade(cfg, revision)
+    else:
+        command.upgrade(cfg, revision)
+    return before
 
 
 @functools.cache

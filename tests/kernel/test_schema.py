@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
 
+import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.search.embedders import OFFLINE_DIM
-from brain_migrations.runner import alembic_config
-from tests.support.harness import REPO_ROOT, admin_exec, db_url
+from brain_kernel.settings import Settings
+from brain_migrations.runner import alembic_config, current_revision, head_revision
+from tests.support.harness import REPO_ROOT, admin_exec, brain, db_url
 
 
 def _indexdef(db: Session, name: str) -> str | None:
@@ -76,3 +79,24 @@ def test_alembic_by_hand_takes_the_dimension_from_the_settings(pg_admin_url: str
         assert typ == "vector(384)"
     finally:
         admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.own_database
+def test_brain_migrate_to_an_older_revision_rolls_back_and_plain_migrate_returns_to_head(settings: Settings) -> None:
+    """The rollback docs/operations.md documents: every revision has a downgrade, and the command runs them."""
+    head = head_revision()
+    back = brain(settings, "migrate", "--to", "0019")
+    assert back.exit_code == 0, back.stderr
+    assert json.loads(back.stdout) == {"migrated": True, "from": head, "revision": "0019"}
+    engine = create_engine(normalise_url(settings.database_url or ""))
+    try:
+        with engine.connect() as conn:
+            tables = set(conn.execute(text("select tablename from pg_tables where schemaname = 'public'")).scalars())
+        assert current_revision(engine) == "0019" and not {"event_counts", "injections"} & tables
+        again = brain(settings, "migrate")
+        assert again.exit_code == 0, again.stderr
+        assert current_revision(engine) == head
+    finally:
+        engine.dispose()
+    unknown = brain(settings, "migrate", "--to", "9999")
+    assert unknown.exit_code == 2 and "cannot migrate to 9999" in unknown.stderr

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from brain_cli.common import DatabaseOption, VaultOption, load_settings, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, fail, load_settings, operator_errors
 
 
 @operator_errors
@@ -35,14 +35,28 @@ def serve(
 @operator_errors
 def migrate(
     database_url: DatabaseOption = None,
+    to: str = typer.Option(None, "--to", help="Move the schema to this revision instead; an older one runs the downgrades (a rollback). Example: --to 0020"),
 ) -> None:
-    """Upgrade the index schema to the latest revision (alembic upgrade head).
+    """Upgrade the index schema to the latest revision (alembic upgrade head), or move it to --to.
+
+    A rollback to an older release: `brain migrate --to <its head revision>` with
+    the current release's image, then start the older one.
 
     Example: DATABASE_URL=postgresql://brain@db/brain brain migrate
     """
+    from alembic.util import CommandError
+
     from brain_cli.runtime import open_database
-    from brain_migrations.runner import head_revision
+    from brain_migrations.runner import head_revision, migrate_to
 
     settings = load_settings(database_url=database_url)
-    with open_database(settings, migrate=True):
-        typer.echo(json.dumps({"migrated": True, "revision": head_revision()}))
+    if to is None:
+        with open_database(settings, migrate=True):
+            typer.echo(json.dumps({"migrated": True, "revision": head_revision()}))
+        return
+    with open_database(settings, migrate=False) as ready:
+        try:
+            before = migrate_to(ready.database_url or "", to)
+        except CommandError as exc:
+            fail(f"cannot migrate to {to}: {exc}")
+        typer.echo(json.dumps({"migrated": True, "from": before, "revision": to}))
