@@ -104,11 +104,6 @@ from brain_kernel.curation import states  # noqa: E402
 
 states.withdrawn_chunk_sql
 states.expired_chunk_sql
-# The curation tools (ADR 0048), for the MCP server to answer brain_retract and brain_supersede with.
-from brain_kernel.curation import tools as curation_tools  # noqa: E402
-
-curation_tools.retract_tool
-curation_tools.supersede_tool
 
 # prometheus_client reads its value class whenever a metric is built: process_metrics sets it for the workers' files.
 values.ValueClass

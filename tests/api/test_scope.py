@@ -264,7 +264,7 @@ NO_MEMORY = {
     "POST /ui/signout": "clears its own cookie",
     "GET /ui/style.css": "a stylesheet",
 }
-MCP_SCOPED = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed", "brain_marker", "brain_ingest"}
+MCP_SCOPED = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed", "brain_marker", "brain_ingest", "brain_retract", "brain_supersede"}
 MCP_NO_MEMORY = {"brain_tick": "queues a tick"}
 
 
@@ -337,6 +337,12 @@ def test_restricted_tokens_reach_only_their_projects_over_mcp(world: World) -> N
         assert "outside" in tools.brain_ingest(k, "not mine", project="org2/web", principal=api)["error"]
         ingested = tools.brain_ingest(k, "an mcp note", principal=web)
         assert ingested["chunks_sent"] == 1 and ingested["results"][0]["detail"]["project"] == "org2/web"
+        theirs = f"decision:{world.files['web']}"
+        assert tools.brain_retract(k, theirs, "not mine", principal=api) == {"error": "entry not found"}
+        assert tools.brain_supersede(k, theirs, "decision", "mine now", principal=api) == {"error": "entry not found"}
+        own = tools.brain_marker(k, "lesson", "an mcp lesson to replace", principal=web)["entry_id"]
+        assert tools.brain_supersede(k, own, "lesson", "the mcp lesson, replaced", principal=web)["supersedes"] == [own]
+        assert tools.brain_retract(k, own, "replaced anyway", principal=web)["entry"]["state"] == "retracted"
         assert tools.kb_search(k, WORD, limit=20)["count"] > found["count"]  # the operator sees both
     finally:
         k.close()

@@ -38,7 +38,18 @@ from tests.support.openai_stub import OpenAIStub
 from tests.support.planting import arc_session, write_arc
 from tests.support.servers import free_port, stop
 
-TOOLS = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_ingest", "brain_tick", "brain_feed", "brain_marker"}
+TOOLS = {
+    "kb_search",
+    "kb_brief",
+    "brain_search_arcs",
+    "brain_get_arc",
+    "brain_ingest",
+    "brain_tick",
+    "brain_feed",
+    "brain_marker",
+    "brain_retract",
+    "brain_supersede",
+}
 READ_ONLY = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed"}
 TOKEN = "t0k"
 OTHER = "t0k-web"  # bound to another project: org1/api's memory never reaches it

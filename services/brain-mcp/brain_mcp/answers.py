@@ -77,6 +77,14 @@ class Backend(Protocol):
         """``{"markdown": text}``: the project's memory block (ADR 0040)."""
         ...
 
+    def brain_retract(self, entry_id: str, reason: str) -> dict[str, Any]:
+        """``POST /entries/{entry_id}/retract``'s answer: the entry withdrawn and its history (ADR 0048)."""
+        ...
+
+    def brain_supersede(self, entry_id: str, type: str, content: str, attrs: Any) -> dict[str, Any]:
+        """A marker that takes ``entry_id``'s place (``POST /marker`` with ``attrs.supersedes``), refused for an entry it cannot curate."""
+        ...
+
 
 class Open(BaseModel):
     """An answer object that may carry more fields than it names (`additionalProperties: true`): a new field never breaks a client."""
@@ -202,6 +210,13 @@ class Marker(Open):
     vault_path: str
     project: str | None = None
     idempotent_replay: bool | None = None
+
+
+class Curated(Open):
+    """`brain_retract`'s answer: `POST /entries/{entry_id}/retract`'s, the entry as it now stands and its history."""
+
+    entry: dict[str, Any]
+    history: list[Any]
 
 
 # -- shaping, one rule for both backends -----------------------------------------------------------------

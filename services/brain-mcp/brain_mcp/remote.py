@@ -295,5 +295,21 @@ class Remote:
         return self.json_of("POST", "/marker", self.send("POST", "/marker", json={"type": type, "content": content, "attrs": attrs}))
 
     @answers_refusals
+    def brain_retract(self, entry_id: str, reason: str) -> dict[str, Any]:
+        path = f"/entries/{urllib.parse.quote(entry_id, safe='/:')}/retract"
+        return self.json_of("POST", path, self.send("POST", path, json={"reason": reason}))
+
+    @answers_refusals
+    def brain_supersede(self, entry_id: str, type: str, content: str, attrs: Any) -> dict[str, Any]:
+        # The entry must be one the token may read (else the kernel's 404, "entry not found"); the marker then names its id.
+        found = self.get_json(f"/entries/{urllib.parse.quote(entry_id, safe='/:')}")["entry"]
+        if found.get("scope") == "fleet" or found.get("kind") not in ("lesson", "milestone", "signal", "decision"):
+            return {"error": f"a {found.get('kind')} is not curated here: edit its file"}
+        wanted = dict(attrs) if isinstance(attrs, dict) else {}
+        others = wanted.get("supersedes") if isinstance(wanted.get("supersedes"), list) else []
+        wanted["supersedes"] = [found["entry_id"], *(ref for ref in others if ref != found["entry_id"])]
+        return self.brain_marker(type, content, wanted)
+
+    @answers_refusals
     def memory_block(self, project: str) -> dict[str, Any]:
         return {"markdown": self.send("GET", "/feed", params={"project": project, "format": "markdown"}).text}

@@ -73,7 +73,8 @@ OPEN_PATHS = frozenset({"/ping"})  # liveness for proxies and probes, unauthenti
 INSTRUCTIONS = (
     "The team's memory: arcs (threads of work ranked by heat), lessons, decisions, milestones and signals, "
     "per project. Search with kb_search or brain_search_arcs, open an arc with brain_get_arc, read the feed with "
-    "brain_feed, record what you learned with brain_marker."
+    "brain_feed, record what you learned with brain_marker, replace or withdraw a wrong entry with brain_supersede or "
+    "brain_retract."
 )
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # brain_core.markers.MARKER_TYPES, spelled out: a schema's enum is read from a Literal.
@@ -82,6 +83,7 @@ MarkerType = Literal["lesson", "milestone", "signal", "decision"]
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 MARKER = WRITE.model_copy(update={"idempotent_hint": True})  # the same body twice writes it once
+RETRACT = WRITE.model_copy(update={"idempotent_hint": True})  # a second retraction of an entry changes nothing
 # A tool's result with its output schema: the SDK publishes the model's schema and checks every success against it.
 KbSearchResult = Annotated[CallToolResult, answers.KbSearch]
 KbBriefResult = Annotated[CallToolResult, answers.KbBrief]
@@ -90,6 +92,7 @@ ArcResult = Annotated[CallToolResult, answers.Arc]
 TickResult = Annotated[CallToolResult, answers.Tick]
 FeedResult = Annotated[CallToolResult, answers.Feed]
 MarkerResult = Annotated[CallToolResult, answers.Marker]
+CuratedResult = Annotated[CallToolResult, answers.Curated]
 IngestResult = Annotated[CallToolResult, answers.Ingest]
 # The principal of the HTTP request being served (set by BearerAuth; the tasks and threads that run a
 # tool copy the request's context); stdio sets the local operator. Unset: the tool refuses (fails closed).
@@ -218,6 +221,20 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
         Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
         return _reply(b.brain_marker(type, content, attrs))
+
+    @tool(RETRACT)
+    def brain_retract(entry_id: str, reason: str) -> CuratedResult:
+        """Withdraw a wrong entry from feeds and search: `entry_id` is the `entry_id` a marker or the feed's
+        metadata gave (or ADR-NNNN for a decision), `reason` why (at most 1000 characters). The vault keeps it,
+        marked retracted. Returns JSON {entry, history}; an entry outside your projects is "entry not found"."""
+        return _reply(b.brain_retract(entry_id, reason))
+
+    @tool(MARKER)
+    def brain_supersede(entry_id: str, type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> MarkerResult:
+        """Replace an entry with a corrected one: records a marker (as brain_marker) that takes `entry_id`'s
+        place in feeds and search; the old entry stays in the vault, marked superseded by the new one. Returns
+        the marker's JSON with `entry_id` and `supersedes`; an entry outside your projects is "entry not found"."""
+        return _reply(b.brain_supersede(entry_id, type, content, attrs))
 
     @server.resource(FEED_URI, name="feed", title="The feed", mime_type=JSON_MIME, description="The feed brain_feed answers without a project.")
     def feed() -> str:

@@ -39,6 +39,7 @@ from brain_core.textsearch import tokens
 from brain_kernel import marker_service
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.clock import Clock, utc_now
+from brain_kernel.curation.tools import retract_tool, supersede_tool
 from brain_kernel.db.engine import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.feed import feed_repo
@@ -382,6 +383,18 @@ def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None, *, princ
     return outcome.body
 
 
+@answers_errors
+def brain_retract(k: Kernel, entry_id: str, reason: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """Withdraw an entry from feeds and search as ``POST /entries/{id}/retract`` does (ADR 0048): ``{entry, history}``."""
+    return retract_tool(k.sessions, k.vault, entry_id, reason, principal=principal, now=k.clock())
+
+
+@answers_errors
+def brain_supersede(k: Kernel, entry_id: str, type: str, content: str, attrs: Any = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """Post a marker that takes ``entry_id``'s place (``POST /marker`` with ``attrs.supersedes``); its answer."""
+    return supersede_tool(k.sessions, k.vault, k.settings, entry_id, type, content, attrs, principal=principal, now=k.clock(), locator=k.locator)
+
+
 class Local:
     """The tools answered in-process over a ``Kernel`` (a ``brain_mcp.answers.Backend``), each call as ``principal()``'s."""
 
@@ -415,3 +428,9 @@ class Local:
 
     def memory_block(self, project: str) -> dict[str, Any]:
         return memory_block(self.kernel, project, principal=self.principal())
+
+    def brain_retract(self, entry_id: str, reason: str) -> dict[str, Any]:
+        return brain_retract(self.kernel, entry_id, reason, principal=self.principal())
+
+    def brain_supersede(self, entry_id: str, type: str, content: str, attrs: Any) -> dict[str, Any]:
+        return brain_supersede(self.kernel, entry_id, type, content, attrs, principal=self.principal())

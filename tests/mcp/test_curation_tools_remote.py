@@ -1,0 +1,23 @@
+"""brain_retract and brain_supersede through a kernel's HTTP API (``brain mcp --remote``): the answers the in-process tools give."""
+
+from __future__ import annotations
+
+from brain_mcp.remote import Remote
+from tests.support.harness import Served
+
+
+def test_remote_retract_and_supersede(served: Served) -> None:
+    remote = Remote(served.base, None)
+    try:
+        old = remote.brain_marker("lesson", "Pin the base image.", {"repo": "acme/api"})
+        missing = "lesson:left/reference/lessons-2026-01-01.md#0000"
+        assert remote.brain_supersede(missing, "lesson", "x", None) == {"error": "entry not found", "status": 404}
+        assert remote.brain_retract(missing, "why")["error"] == "entry not found"
+        new = remote.brain_supersede(old["entry_id"], "lesson", "Pin the base image by digest.", {"repo": "acme/api", "title": "Pin by digest"})
+        assert new["supersedes"] == [old["entry_id"]] and new["project"] == "api"
+        done = remote.brain_retract(new["entry_id"], "digests broke security updates")
+        assert done["entry"]["state"] == "retracted" and [e["action"] for e in done["history"]][-1] == "retracted"
+        feed = remote.brain_feed("acme/api")
+        assert not any(e["id"] == "lessons" for e in feed["entries"])  # both gone: one superseded, one retracted
+    finally:
+        remote.close()
