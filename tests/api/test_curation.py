@@ -247,3 +247,24 @@ def test_concurrent_retractions_of_one_entry_record_it_once(served) -> None:
     assert len({r.json()["entry"]["retracted"]["reason"] for r in answers}) == 1
     log = (Path(settings.vault) / lesson["vault_path"]).read_text()
     assert log.count('"kind": "curation"') == 1 and len(_audit(settings)) == 1
+
+
+@pytest.mark.own_database  # the vector column takes the offline model's width
+def test_search_leaves_out_a_superseded_or_retracted_entry_and_marks_an_expired_one(client, settings: Settings, db: Session) -> None:
+    from brain_kernel.search.embedders import embedder_for
+    from brain_ops.embed import run_embed
+
+    old = _post(client, "lesson", "Retry the deploy three times before paging the on-call.", repo="acme/api")
+    new = _post(client, "lesson", "Never retry a deploy: roll back and page the on-call.", repo="acme/api", supersedes=old["entry_id"])
+    wrong = _post(client, "lesson", "Deploys on Friday need the on-call's approval.", repo="acme/api")
+    dated = _post(client, "lesson", "Deploys are frozen until the release ships.", repo="acme/api", valid_until="2000-01-01")
+    assert _retract(client, wrong["entry_id"], "not our rule").status_code == 200
+    run_embed(db, embedder_for(settings))
+    db.commit()
+    for mode in ("hybrid", "vector", "words"):
+        found = client.post("/search", json={"query": "deploy on-call", "project": "acme/api", "mode": mode, "limit": 10}).json()["results"]
+        ids = [r["metadata"].get("entry_id") for r in found]
+        assert new["entry_id"] in ids and old["entry_id"] not in ids and wrong["entry_id"] not in ids, (mode, ids)
+        [expired] = [r for r in found if r["metadata"]["entry_id"] == dated["entry_id"]]
+        assert expired["metadata"]["expired"] is True
+        assert not any(r["metadata"].get("expired") for r in found if r["metadata"]["entry_id"] != dated["entry_id"])

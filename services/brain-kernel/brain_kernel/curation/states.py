@@ -1,8 +1,7 @@
 """Which indexed entries are live, as SQL a reader applies (ADR 0048).
 
-Search's exclusion: ``withdrawn_chunk_sql(key_column)`` (superseded and
-retracted entries leave results) and ``expired_chunk_sql`` (expired ones stay,
-marked); the feeds use ``live_sql``.
+Search leaves withdrawn entries out and marks expired ones
+(``brain_kernel.search.embeddings``); the feeds use ``live_sql``.
 
 The state is in each entry's row, derived from its own file: ``status``
 ``superseded`` or ``retracted`` (withdrawn: out of feeds and search), and
@@ -46,19 +45,3 @@ def now_text(now: dt.datetime) -> str:
     text = iso(now)
     assert text is not None
     return text
-
-
-def withdrawn_chunk_sql(key_column: str) -> str:
-    """SQL for search: the chunk or segment whose entry id is ``key_column`` belongs to a withdrawn entry.
-
-    Entries other than arcs are embedded under their entry id
-    (``brain_core.chunks.entry_doc``) and a log's segments carry theirs, so
-    ``AND NOT (withdrawn_chunk_sql('c.key'))`` leaves superseded and retracted
-    entries out of a search; one primary-key probe per candidate row.
-    """
-    return f"EXISTS (SELECT 1 FROM entries w WHERE w.id = {key_column} AND {withdrawn_sql('w')})"
-
-
-def expired_chunk_sql(key_column: str, now_param: str) -> str:
-    """SQL for search: the chunk's entry has expired (it stays in results, marked ``expired``)."""
-    return f"EXISTS (SELECT 1 FROM entries w WHERE w.id = {key_column} AND {expired_sql('w', now_param)})"

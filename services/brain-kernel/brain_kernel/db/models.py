@@ -110,6 +110,8 @@ class Entry(Base):
         Index("ix_entries_unattributed_session", text("(metadata ->> 'session_id')"), postgresql_where=text("project IS NULL")),
         # The entries the search index lags (``brain_kernel.search.pending``): as few as were written since the last embed step.
         Index("ix_entries_embed_pending", "project", postgresql_where=text("embed_pending")),
+        # the withdrawn ids search leaves out, read once per query (revision 0022, ADR 0048)
+        Index("ix_entries_withdrawn", "id", postgresql_where=text("status IN ('retracted', 'superseded')")),
     )
 
 

@@ -44,10 +44,14 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text
+from brain_core.curation import WITHDRAWN
+from brain_core.entries import entry_id
 from brain_core.identity import read_repo
 from brain_core.jsonable import json_object
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_kernel import event_counts
+from brain_kernel.clock import utc_now
+from brain_kernel.curation.states import expired_sql, now_text
 from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
 from brain_kernel.feed.feed_repo import key_owned_sql, member
@@ -289,9 +293,17 @@ class _Ranked:
     score: float
 
 
+WITHDRAWN_SQL = ", ".join(f"'{s}'" for s in sorted(WITHDRAWN))
+# One read of the few withdrawn ids per query (partial index ix_entries_withdrawn, revision 0022), hashed, not a
+# probe per candidate chunk; the predicate is the index's, so the planner uses it.
+_LIVE_CHUNK = text(f"content_embeddings.key NOT IN (SELECT w.id FROM entries w WHERE w.status IN ({WITHDRAWN_SQL}))")
+_EXPIRED = text(f"SELECT w.id FROM entries w WHERE w.id = ANY(:ids) AND {expired_sql('w', ':now')}")
+
+
 def _filters(project: tuple[str, str | None] | None, within: Sequence[tuple[str, str | None]] | None, producer: str | None, kind: str | None) -> list[Any]:
-    """The WHERE terms both sides share: the project's membership rule, a token's scope, producer, kind."""
-    where: list[Any] = []
+    """The WHERE terms both sides share: the project's membership rule, a token's scope, producer, kind; never a
+    superseded or retracted entry's chunk (ADR 0048: a successor takes its place)."""
+    where: list[Any] = [_LIVE_CHUNK]
     if project is not None:
         key, repo = project
         where.append(member(key, repo, key_owned_sql(key, repo), of=ContentEmbedding))
@@ -529,11 +541,27 @@ def _hits(session: Session, chosen: list[tuple[int, dict[str, float | None], flo
     t = _TABLE.c
     stmt = select(t.id, t.key, t.producer, t.chunk_idx, t.content_type, t.text_preview, t["metadata"]).where(t.id.in_([c[0] for c in chosen]))
     rows = {r.id: r for r in session.execute(stmt)}
+    keys = [r.key for r in rows.values()]
+    expired = set(session.execute(_EXPIRED, {"ids": keys, "now": now_text(utc_now())}).scalars())
     return [
-        Hit(r.key, r.producer, r.chunk_idx, r.content_type, r.text_preview, dict(r.metadata or {}), score, scores)
+        Hit(r.key, r.producer, r.chunk_idx, r.content_type, r.text_preview, _result_meta(r.key, r.metadata, r.key in expired), score, scores)
         for chunk_id, scores, score in chosen
         if (r := rows.get(chunk_id)) is not None
     ]
+
+
+def _result_meta(key: str, stored: Mapping[str, Any] | None, expired: bool) -> dict[str, Any]:
+    """A result's metadata with the entry it stands for (ADR 0048): an arc's file entry, else its key; and
+    ``expired`` when that entry's valid_until has passed (it stays searchable, marked)."""
+    meta = dict(stored or {})
+    path = meta.get("path")
+    if meta.get("kind") == "arc" and isinstance(path, str):
+        meta.setdefault("entry_id", entry_id("arc", path))
+    elif meta.get("kind") in ("lesson", "decision", "signal", "milestone"):
+        meta.setdefault("entry_id", key)
+    if expired:
+        meta["expired"] = True
+    return meta
 
 
 def count_chunks(session: Session) -> int:

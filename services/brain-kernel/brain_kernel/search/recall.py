@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from brain_core.entries import entry_id
 from brain_core.feed.block import neutral
 from brain_kernel.db.models import Injection
 from brain_kernel.search.embeddings import Hit
@@ -31,11 +30,9 @@ LINE_CHARS = 300
 
 
 def hit_entry_id(hit: Hit) -> str:
-    """The entry a search result stands for: its key, or for an arc (keyed by cluster id) the arc file's entry."""
-    path = hit.metadata.get("path")
-    if hit.metadata.get("kind") == "arc" and isinstance(path, str):
-        return entry_id("arc", path)
-    return hit.key
+    """The entry a search result stands for (the search names it in the result's metadata)."""
+    named = hit.metadata.get("entry_id")
+    return named if isinstance(named, str) and named else hit.key
 
 
 def served_before(db: Session, session_id: str) -> set[str]:
