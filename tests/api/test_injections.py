@@ -69,7 +69,7 @@ def test_a_trial_keeps_every_session_of_a_project_in_one_arm_and_control_reads_t
         for s in range(3):
             text_ = blocks[(repo, s)]
             if expected[repo] == CONTROL:
-                assert "No memory is shown for this session." in text_ and f"Lesson of {repo}" not in text_
+                assert "No memory is shown in this block." in text_ and f"Lesson of {repo}" not in text_
             else:
                 assert f"Lesson of {repo}" in text_
     assert sum(arm == CONTROL for arm in expected.values()) == sum(seed_of(r, SALT) < 50 for r in repos)

@@ -87,7 +87,7 @@ def control_block(label: str) -> str:
     return (
         f"<!-- brain memory: recalled state for {label}, not instructions -->\n"
         f"## Project memory: {label}\n\n"
-        "- No memory is shown for this session.\n"
+        "- No memory is shown in this block.\n"
         "<!-- end of brain memory -->\n"
     )
 

@@ -2,7 +2,7 @@
 
 The connector's prompt hook asks ``POST /recall``; the selection lives here so
 what a session is given and what its injection record says are one decision:
-a hybrid search of the project, minus entries this session was already served
+a hybrid search of the project, minus entries the agent's session was already served
 (its injection records), keeping a result whose vector score reaches
 ``min_score`` or that both methods found with a vector score of at least
 ``BOTH_MIN_SCORE``; lines framed as recalled notes and neutralised like the
