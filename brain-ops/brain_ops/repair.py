@@ -65,10 +65,7 @@ class RepairSummary(JobSummary):
 
 def candidates(vault: Vault) -> list[str]:
     """The vault paths a run reads (module docstring), sorted."""
-    found: set[str] = set()
-    for prefix in SCANNED_PREFIXES:
-        found.update(rel for rel, _ in filestats.walk(str(vault.root / prefix), prefix))
-    return sorted(found)
+    return filestats.markdown_under(vault.root, SCANNED_PREFIXES)
 
 
 def _is_arc(rel: str, doc: frontmatter.Document) -> bool:

@@ -71,10 +71,7 @@ class ScrubSummary(JobSummary):
 
 def candidates(vault: Vault) -> list[str]:
     """The vault paths a run considers (module docstring), sorted; region documents are filtered once read."""
-    found: set[str] = set()
-    for prefix in SCANNED_PREFIXES:
-        found.update(rel for rel, _ in filestats.walk(str(vault.root / prefix), prefix))
-    return sorted(found)
+    return filestats.markdown_under(vault.root, SCANNED_PREFIXES)
 
 
 def _in_regions(rel: str) -> bool:

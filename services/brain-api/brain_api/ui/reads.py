@@ -26,7 +26,7 @@ from brain_core.chunks import PRODUCERS
 from brain_core.entries import EntryRecord
 from brain_core.membership import INACTIVE_SIGNAL_STATUSES
 from brain_kernel.db.models import ContentEmbedding, Entry, SessionRow, TickRequest, TickRun
-from brain_kernel.feed.feed_repo import key_owned_sql, member
+from brain_kernel.feed.feed_repo import key_owned_sql, member, unattributed_counts
 from brain_kernel.scope import Scope
 
 MARKER_KINDS = ("lesson", "decision", "milestone", "signal")
@@ -102,18 +102,7 @@ class Unattributed:
 
 def unattributed(db: Session) -> Unattributed:
     """Arcs, lessons, decisions, milestones and signals that name no project (fleet signals among them)."""
-    stmt = (
-        select(Entry.kind, func.count(), func.max(Entry.occurred_at))
-        .where(func.cardinality(Entry.projects) == 0, Entry.kind.in_(ENTRY_KINDS))
-        .group_by(Entry.kind)
-    )
-    counts: dict[str, int] = {}
-    last: dt.datetime | None = None
-    for kind, n, newest in db.execute(stmt):
-        counts[kind] = int(n)
-        if newest is not None and (last is None or newest > last):
-            last = newest
-    return Unattributed(counts, last)
+    return Unattributed(*unattributed_counts(db))
 
 
 # The project feed's stored-answer test (``brain_kernel.feed.snapshots``) for many references at once.

@@ -343,10 +343,15 @@ def arc_by_cluster_id(session: Session, cluster_id: str) -> EntryRecord | None:
     return _record_at(row, 0) if row is not None else None
 
 
+def entry_records(session: Session, *where: Any, order_by: Sequence[Any] = (Entry.id,), limit: int | None = None) -> list[EntryRecord]:
+    """The indexed entries matching ``where``, as records, in ``order_by`` order (at most ``limit``)."""
+    stmt = select(*_COLUMNS).where(*where).order_by(*order_by).limit(limit)
+    return [_record_at(r, 0) for r in session.execute(stmt)]
+
+
 def entries_of_kinds(session: Session, kinds: Sequence[str]) -> list[EntryRecord]:
     """Every indexed entry of the given kinds, by id (what ``brain embed`` embeds)."""
-    stmt = select(*_COLUMNS).where(Entry.kind.in_(list(kinds))).order_by(Entry.id)
-    return [_record_at(r, 0) for r in session.execute(stmt)]
+    return entry_records(session, Entry.kind.in_(list(kinds)))
 
 
 def entry_by_id(session: Session, entry_id: str) -> EntryRecord | None:

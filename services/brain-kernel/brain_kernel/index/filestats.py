@@ -17,6 +17,7 @@ import os
 import stat
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -84,6 +85,14 @@ def walk(folder: str, rel: str = "", suffixes: tuple[str, ...] = (".md",), skip_
                     yield child, item.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+
+
+def markdown_under(root: Path, prefixes: Iterable[str]) -> list[str]:
+    """The vault paths of every markdown file under these top folders of the vault at ``root`` (``walk``), sorted."""
+    found: set[str] = set()
+    for prefix in prefixes:
+        found.update(rel for rel, _ in walk(str(root / prefix), prefix))
+    return sorted(found)
 
 
 def stat_files(vault: Vault) -> dict[str, Stat]:

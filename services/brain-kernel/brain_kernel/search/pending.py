@@ -22,7 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from brain_core.entries import EntryRecord
 from brain_kernel.db.models import Entry
-from brain_kernel.feed.feed_repo import key_owned_sql, member
+from brain_kernel.feed.feed_repo import entry_records, key_owned_sql, member
 
 # The partial index's predicate: a stored generated column (revision 0018), so the planner knows how few rows hold it.
 PENDING = Entry.embed_pending
@@ -64,41 +64,8 @@ def pending_entries(session: Session, *, limit: int | None = None) -> list[Entry
     Newest first, so with ``limit`` a tick behind a large backlog still makes
     the lessons just written searchable.
     """
-    stmt = select(
-        Entry.id,
-        Entry.kind,
-        Entry.vault_path,
-        Entry.title,
-        Entry.content,
-        Entry.project,
-        Entry.projects,
-        Entry.repo,
-        Entry.scope,
-        Entry.status,
-        Entry.severity,
-        Entry.heat,
-        Entry.occurred_at,
-        Entry.meta,
-    ).where(PENDING, Entry.embed_hash.is_not(None))
-    return [
-        EntryRecord(
-            id=r.id,
-            kind=r.kind,
-            vault_path=r.vault_path,
-            title=r.title,
-            content=r.content,
-            project=r.project,
-            projects=tuple(r.projects or ()),
-            repo=r.repo,
-            scope=r.scope,
-            status=r.status,
-            severity=r.severity,
-            heat=float(r.heat or 0.0),
-            occurred_at=r.occurred_at,
-            meta=dict(r.meta or {}),
-        )
-        for r in session.execute(stmt.order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit))
-    ]
+    newest = (Entry.occurred_at.desc().nulls_last(), Entry.id)
+    return entry_records(session, PENDING, Entry.embed_hash.is_not(None), order_by=newest, limit=limit)
 
 
 _MARK = (
