@@ -126,6 +126,6 @@ def test_a_rebuild_restores_keys_younger_than_the_ttl_and_never_overwrites_a_row
     assert _run(settings, "reindex")["keys_restored"] == 1  # the old write is past the TTL: replaying it is a new write
     db.expire_all()
     [row] = db.scalars(select(IdempotencyKey))
-    written = dt.datetime.strptime(new.json()["vault_path"].rsplit("/", 1)[-1][:15], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)  # its file's stamp
+    written = dt.datetime.strptime(new.json()["vault_path"].rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)  # its file's stamp
     assert (row.key, row.state, row.body_hash, row.response) == ("new", "done", new.json()["body_hash"], new.json())
     assert row.created_at == written and row.expires_at == written + dt.timedelta(seconds=ttl)

@@ -377,7 +377,9 @@ def find_written(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_i
         return _Written("appended", path, len(text.encode("utf-8")), mine) if mine else None
     if req.type == "signal":
         stamp = layout.signal_path(req.title, req.severity or DEFAULT_SEVERITY, at).removesuffix(".md")
-        candidates = [vault.rel(p) for p in vault.iter_files(layout.SIGNALS_DIR) if vault.rel(p).startswith(stamp)]
+        # An attempt made before an upgrade named the file ``YYYYMMDD-HHMMSS-...``: found too.
+        older = f"{layout.SIGNALS_DIR}/{at.astimezone(dt.timezone.utc):%Y%m%d-%H%M%S}" + stamp.removeprefix(f"{layout.SIGNALS_DIR}/")[16:]
+        candidates = [vault.rel(p) for p in vault.iter_files(layout.SIGNALS_DIR) if vault.rel(p).startswith((stamp, older))]
         parse_one: Any = records.signal_record
     else:
         candidates = [vault.rel(p) for p in vault.iter_files(layout.DECISIONS_DIR)]

@@ -104,9 +104,10 @@ def milestone_path(project: str | None, at: dt.datetime) -> str:
 
 
 def signal_path(title: str, severity: str, at: dt.datetime, attempt: int = 1) -> str:
-    """A signal file name; attempts after the first get a ``-<n>`` suffix (collisions)."""
+    """A signal file name, upstream's ``<YYYYMMDDTHHMMSSZ>-<severity>-<slug>.md``; attempts after the first get a
+    ``-<n>`` suffix (collisions)."""
     suffix = "" if attempt <= 1 else f"-{attempt}"
-    when = at.astimezone(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    when = at.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{SIGNALS_DIR}/{when}-{severity}-{slugify(title)}{suffix}.md"
 
 

@@ -40,7 +40,8 @@ from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, bl
 from brain_core.vault.logs import LogEntry, MarkerKey, occurred_at, split_log, valid_ref
 
 ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
-_SIGNAL_NAME = re.compile(r"^(\d{8})-(\d{6})-([a-z0-9_]+)-")
+# Upstream's stamp ``20261129T110000Z``, and ``20261129-110000`` that earlier kernels wrote.
+_SIGNAL_NAME = re.compile(r"^(\d{8})(?:T(\d{6})Z|-(\d{6}))-([a-z0-9_]+)-")
 
 
 # -- log entries (lessons, milestones) ------------------------------------------
@@ -245,7 +246,7 @@ def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
     name = _SIGNAL_NAME.match(vault_path.rsplit("/", 1)[-1])
     occurred = _created(meta, vault_path)
     if occurred is None and name:
-        occurred = dt.datetime.strptime(name.group(1) + name.group(2), "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
+        occurred = dt.datetime.strptime(name.group(1) + (name.group(2) or name.group(3)), "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
     project, repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
     scope = "fleet" if text_or_none(meta.get("scope")) == "fleet" or meta.get("fleet") is True else "project"
     status = (text_or_none(meta.get("status")) or "").lower()
@@ -258,7 +259,7 @@ def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
         project=project,
         repo=repo,
         scope=scope,
-        severity=(text_or_none(meta.get("severity")) or (name.group(3) if name else None) or DEFAULT_SEVERITY).lower()[:32],
+        severity=(text_or_none(meta.get("severity")) or (name.group(4) if name else None) or DEFAULT_SEVERITY).lower()[:32],
         status=status if status in curation.WITHDRAWN else None,  # a signal's other states are its severity's (ADR 0048)
         occurred_at=occurred,
         meta=_entry_meta(meta),
