@@ -2,9 +2,10 @@
 
 Only the memory's own paths are committed: the folders people and agents
 write (arcs, the region folders, lesson and milestone logs, decisions,
-signals, daily notes, the inbox, the curation audit) and the two git files
-this writes. Everything the keeper regenerates (``brain-feed/``, the
-dashboards) is ignored: each kernel renders its own from its index.
+signals, daily notes, the inbox, the curation audit, the inject blocks people
+write by hand under ``brain-feed/inject/``) and the two git files this
+writes. Everything else the keeper regenerates (the rest of ``brain-feed/``,
+the dashboards) is ignored: each kernel renders its own from its index.
 
 - Shared append-only logs merge by union (``.gitattributes``), so entries
   appended on two machines both survive a rebase.
@@ -34,7 +35,7 @@ from pathlib import Path
 from brain_core.curation import AUDIT_DIR
 from brain_core.jsonable import JobSummary
 from brain_core.redact import scrub_document
-from brain_core.vault.layout import CLUSTERS_DIR, DAILY_DIR, FEED_DIR, INBOX_DIR, REGION_DIRS, kind_of_path
+from brain_core.vault.layout import CLUSTERS_DIR, DAILY_DIR, FEED_DIR, INBOX_DIR, INJECT_DIR, REGION_DIRS, kind_of_path
 from brain_core.vault.records import records_for
 from brain_kernel.errors import BrainError
 from brain_kernel.vault_store import Vault
@@ -42,12 +43,14 @@ from brain_kernel.vault_writes import VaultWrites
 
 GITATTRIBUTES, GITIGNORE = ".gitattributes", ".gitignore"
 # What ``brain sync`` commits: the memory people and agents write, and the git files it writes itself.
-MEMORY_PATHS = (CLUSTERS_DIR, *REGION_DIRS, DAILY_DIR, INBOX_DIR, AUDIT_DIR, GITATTRIBUTES, GITIGNORE)
+# Inject blocks under brain-feed/inject/ are written by hand, never rendered, so they are memory too.
+MEMORY_PATHS = (CLUSTERS_DIR, *REGION_DIRS, DAILY_DIR, INBOX_DIR, AUDIT_DIR, INJECT_DIR, GITATTRIBUTES, GITIGNORE)
 _BEGIN, _END = "# brain: begin (written by brain sync / brain init --git)", "# brain: end"
 # Append-only logs: lesson and milestone logs, daily notes, the curation audit.
 UNION_LOGS = ("left/reference/lessons-*.md", "left/projects/*/BLOCKS.md", "daily/*.md", f"{AUDIT_DIR}/*.jsonl")
-# Derived files (each kernel renders its own) and the kernel's scratch files in the vault.
-IGNORED = (f"/{FEED_DIR}/", "_dashboard.md", ".*.tmp", ".obsidian/workspace*.json")
+# Derived files (each kernel renders its own) and the kernel's scratch files in the vault. git cannot
+# re-include a file whose folder is ignored, so brain-feed/'s contents are ignored, not the folder.
+IGNORED = (f"/{FEED_DIR}/*", f"!/{INJECT_DIR}/", "_dashboard.md", ".*.tmp", ".obsidian/workspace*.json")
 GIT_TIMEOUT = 300
 
 

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from brain_core.markers import Attribution, parse_request
+from brain_core.vault import frontmatter
 from brain_kernel.db.engine import make_engine
 from brain_kernel.marker_service import write_marker
 from brain_kernel.settings import Settings
@@ -123,6 +124,26 @@ def test_two_clones_sync_in_turn_and_both_end_with_every_entry_indexed(
     assert tick_a.read_files >= 2 and tick_b.read_files >= 1  # the pulled files, read by their file stats
     every = {"From A: pin the worker count.", "From B: cache the parsed routes.", "A latency body.", "B disk body."}
     assert every <= {c.strip() for c in _contents(db)} and every <= {c.strip() for c in _contents(db_b)}
+
+
+def test_a_hand_written_inject_block_reaches_the_other_clone_and_its_index(
+    tmp_path: Path, remote: Path, settings: Settings, second_db: tuple[str, Session]
+) -> None:
+    a = _clone(remote, tmp_path / "a")
+    sync_vault(a)
+    b = _clone(remote, tmp_path / "b")
+    rel = "brain-feed/inject/deploy-freeze.md"
+    a.write_atomic(rel, frontmatter.render({"id": "deploy-freeze", "title": "Deploy freeze", "target": "all"}, "No deploys on Friday.\n"))
+    a.write_atomic("brain-feed/hot-arcs.md", "# derived\n")  # what the keeper renders stays out
+
+    out_a = sync_vault(a)
+    assert rel in out_a.committed and "brain-feed/hot-arcs.md" not in out_a.committed
+    assert sync_vault(b).pulled and b.read_text(rel) == a.read_text(rel)
+
+    sb = settings.with_overrides(vault=b.path(""), database_url=second_db[0])
+    run_tick(second_db[1], b, sb, now=NOW + dt.timedelta(hours=1), use_ai=False)
+    second_db[1].commit()
+    assert "No deploys on Friday." in b.read_text("brain-feed/inject.md")  # B's own feed carries A's block
 
 
 def test_a_staged_unrelated_file_makes_the_sync_refuse(tmp_path: Path, remote: Path) -> None:
