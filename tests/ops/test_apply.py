@@ -201,6 +201,17 @@ def test_an_exact_upstream_answer_and_a_messy_one(world: World, tmp_path: Path) 
     assert messy["health"]["score"] == 4 and messy["health"]["reason"] == "the vault is drifting"
 
 
+def test_a_kernel_that_is_not_the_keeper_refuses_to_apply_and_writes_nothing(world: World, tmp_path: Path) -> None:
+    answer = world.answer("upstream_exact.md", tmp_path)
+    before = _snapshot(world.vault.path(""))
+    follower = world.settings.with_overrides(vault_keeper=False)
+    refused = brain(follower, "apply", "--ai-output", str(answer))
+    assert refused.exit_code == 2 and "not the vault's keeper" in refused.stderr, refused.stderr
+    assert _snapshot(world.vault.path("")) == before
+    dry = brain(follower, "apply", "--ai-output", str(answer), "--dry-run")
+    assert dry.exit_code == 0 and json.loads(dry.stdout.strip().splitlines()[-1])["merges_applied"] == 1
+
+
 # -- the LLM half of brain tick ----------------------------------------------------------------------------
 
 SECRET = "sk-ant-api03-abcdefghijklmnopqrstuvwx"

@@ -78,6 +78,7 @@ from brain_core.vault.layout import (
 )
 from brain_core.vault.regions import canonical_id, live_paths
 from brain_kernel.db.engine import hold_keeper_lock
+from brain_kernel.errors import ConfigError
 from brain_kernel.feed import feed_repo
 from brain_kernel.identity.projects import EXACT, lookup_project
 from brain_kernel.index import filestats
@@ -349,6 +350,9 @@ def apply_ai_output(
     ``feed``: a tick's feed files, which this answer's redrawn files join and the tick writes; without it they are written here.
     """
     now = now or dt.datetime.now(dt.timezone.utc)
+    if not dry_run and not settings.vault_keeper:
+        # Merges, edges and summaries are arc edits, the keeper's only on a vault shared by git (ADR 0057).
+        raise ConfigError("this kernel is not the vault's keeper (BRAIN_VAULT_KEEPER=false): apply the answer where the keeper runs, or --dry-run")
     if not dry_run:
         hold_keeper_lock(session)  # not beside a tick: both rewrite arcs and the feed files (it reads them after this)
     out = parse_ai_output(text)
