@@ -19,13 +19,15 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from brain_kernel.errors import ConfigError
+
 SERVER_NAME = "brain"
 TOML_BEGIN = "# >>> brain connect"
 TOML_END = "# <<< brain connect"
 _TOML_BLOCK = re.compile(rf"^{re.escape(TOML_BEGIN)}[^\n]*\n.*?^{re.escape(TOML_END)}[^\n]*(?:\n|\Z)", re.M | re.S)
 
 
-class AgentConfigError(ValueError):
+class AgentConfigError(ConfigError, ValueError):
     """A configuration file whose shape refuses the edit (not an object where one is needed, a foreign server named brain)."""
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from brain_cli.commands.mcp import default_client_file, read_client_file
-from brain_cli.common import fail, load_settings
+from brain_cli.common import ExitCode, fail, load_settings
 
 if TYPE_CHECKING:
     from brain_mcp.remote import Remote
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 LOCAL_URL = "http://127.0.0.1:8080"  # brain serve's default address
-KERNEL_FAILED = 1  # a kernel that could not answer; operator errors (bad flags, bad settings) exit 2
 
 UrlOption = Annotated[
     str | None,
@@ -82,7 +81,7 @@ def kernel_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except Refused as exc:
-            fail(str(exc.answer["error"]), KERNEL_FAILED)
+            fail(str(exc.answer["error"]), ExitCode.FAILED)
 
     return wrapper  # type: ignore[return-value]
 
@@ -90,5 +89,5 @@ def kernel_errors(func: F) -> F:
 def answered(answer: dict[str, Any]) -> dict[str, Any]:
     """A tool-shaped answer of ``Remote`` (``{"error": ...}`` on failure), or one error line and exit code 1."""
     if "error" in answer:
-        fail(str(answer["error"]), KERNEL_FAILED)
+        fail(str(answer["error"]), ExitCode.FAILED)
     return answer

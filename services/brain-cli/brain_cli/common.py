@@ -1,13 +1,17 @@
-"""What every ``brain`` command shares: settings from the environment and flags, operator errors
-as one line, and the database block of a one-shot job.
+"""What every ``brain`` command shares: settings from the environment, ``.env`` and flags, errors as one
+line with an exit code that says whose they are, and the database block of a one-shot job.
 
-Operator errors (bad configuration, unreachable database, an unreadable path
-the operator gave) end with one ``error:`` line on stderr and exit code 2,
-never a traceback. Machine output goes to stdout as JSON, progress to stderr.
+An error ends the command with one ``error:`` line on stderr, never a
+traceback, and an exit code (ADR 0058, docs/cli.md): 2 when the command line
+or the configuration is wrong (a bad option, a bad setting, a missing file the
+operator named), 1 when the work failed (a database that does not answer, a
+job that failed, a kernel that refused or cannot be reached). Machine output
+goes to stdout as JSON, progress to stderr.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 
+from brain_cli.exits import OPERATOR_PATH_ERRORS, ExitCode, fail
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
@@ -38,35 +43,47 @@ DatabaseOption = Annotated[
 ]
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Print one error line and exit."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+def _database_outage(exc: Exception) -> bool:
+    """Whether ``exc`` is the database driver losing or refusing its connection mid-command."""
+    sqlalchemy_errors = sys.modules.get("sqlalchemy.exc")  # loaded by every command that opened a database
+    return sqlalchemy_errors is not None and isinstance(exc, sqlalchemy_errors.OperationalError)
 
 
 def operator_errors(func: F) -> F:
-    """Turn configuration and operator errors into one line and a non-zero exit."""
+    """Turn configuration errors (2) and runtime failures (1) into one line and their exit code."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except BrainError as exc:
-            fail(str(exc))
+        except ConfigError as exc:
+            fail(str(exc), ExitCode.USAGE)
+        except BrainError as exc:  # Failure, and the kernel's own: an LLM, the event bus, a sync that stopped
+            fail(str(exc), ExitCode.FAILED)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
-            fail(f"invalid setting {where}: {first.get('msg')}")
-        except OSError as exc:  # an unreadable or unwritable path given by the operator
+            fail(f"invalid setting {where}: {first.get('msg')}", ExitCode.USAGE)
+        except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
-            fail(f"{where}{exc.strerror or exc}")
+            code = ExitCode.USAGE if exc.filename and exc.errno in OPERATOR_PATH_ERRORS else ExitCode.FAILED
+            fail(f"{where}{exc.strerror or exc}", code)
+        except Exception as exc:
+            if not _database_outage(exc):
+                raise  # a defect: its traceback is what a bug report needs
+            fail(f"the database failed: {str(getattr(exc, 'orig', None) or exc).strip().splitlines()[0]}", ExitCode.FAILED)
 
     return wrapper  # type: ignore[return-value]
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment with CLI flag overrides applied."""
-    base = Settings()
+def load_settings(*, env_file: bool = True, **overrides: Any) -> Settings:
+    """Settings from the environment over ``.env`` (without it: ``env_file=False``), with CLI flag overrides applied.
+
+    ``brain mcp`` reads no ``.env``: an agent starts it in the user's repository, whose
+    ``.env`` is the user's application's, not ours (ADR 0058); ``brain hook`` reads no
+    settings at all (its client file, ADR 0042).
+    """
+    base = Settings.load() if env_file else Settings()
     return base.with_overrides(**overrides) if any(v is not None for v in overrides.values()) else base
 
 

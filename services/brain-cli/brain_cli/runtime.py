@@ -15,13 +15,14 @@ import logging.config
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import metadata
 
+from brain_cli.exits import Failure
 from brain_kernel.db.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.db.engine import check_reachable, make_engine
 from brain_kernel.errors import ConfigError
 from brain_kernel.identity import pins
 from brain_kernel.log_format import logging_config, masked_url
+from brain_kernel.release import version
 from brain_kernel.settings import Settings, export_to_environ
 from brain_kernel.vault_store import Vault
 from brain_migrations.runner import upgrade_to_head
@@ -34,27 +35,34 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Setti
     """Yield settings whose ``database_url`` answers (and is migrated when asked).
 
     With no DATABASE_URL, an embedded Postgres starts under BRAIN_HOME and is
-    stopped when the block exits, also on Ctrl-C and SIGTERM.
+    stopped when the block exits, also on Ctrl-C and SIGTERM. A malformed URL
+    is a ConfigError (exit code 2); a database that does not answer or start,
+    or a migration that fails, is a Failure (exit code 1, ADR 0058).
     """
     raise_on_sigterm()
     embedded: EmbeddedPostgres | None = None
     try:
         if settings.database_url is None:
             embedded = EmbeddedPostgres(settings.home / "pgdata", shared_buffers=settings.embedded_shared_buffers)
-            settings = settings.with_overrides(database_url=embedded.start())
+            try:
+                settings = settings.with_overrides(database_url=embedded.start())
+            except ConfigError as exc:
+                raise Failure(str(exc)) from None
         assert settings.database_url is not None
         engine = make_engine(settings.database_url, pool_size=1)
         try:
             check_reachable(engine)
+        except ConfigError as exc:
+            raise Failure(str(exc)) from None
         finally:
             engine.dispose()
         if migrate:
             try:
                 upgrade_to_head(settings.database_url, embed_dim=settings.embed_dim)
             except ConfigError:
-                raise
+                raise  # the index refuses this configuration (an embedding dimension that does not fit)
             except Exception as exc:
-                raise ConfigError(f"migration failed: {str(exc).splitlines()[0]}") from None
+                raise Failure(f"migration failed: {str(exc).splitlines()[0]}") from None
             engine = make_engine(settings.database_url, pool_size=1)
             try:
                 pins.refresh(engine, settings)  # the catalog's key pins, before anything reads a feed
@@ -92,7 +100,7 @@ def _banner(settings: Settings) -> None:
         "vault": str(settings.vault.resolve()),
         "database": masked_url(settings.database_url),
         "auth": auth,
-        "version": metadata.version("brain-kernel"),
+        "version": version(),
         "workers": settings.workers,
     }
     log.info("brain serve: %s", ", ".join(f"{key} {value}" for key, value in fields.items()), extra=fields)

@@ -5,7 +5,9 @@ CLI flags that override it) exactly once, then passed around as a value. No
 other module reads ``os.environ``; the architecture test enforces that.
 Compatibility aliases from the upstream kernel (VAULT_ROOT, POSTGRES_URL,
 KB_ROUTER_TOKENS, KB_ROUTER_TOKEN) are accepted so existing deployments keep
-working.
+working. The ``brain`` commands also read the working folder's ``.env`` (the
+file compose reads and ``brain init`` writes), under the environment
+(``Settings.load``, ADR 0058).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ DEFAULT_LAYOUT_PATTERNS = ["~/scratchpad/{project}/*", "~/dev/worktrees/{project
 # What .env.example holds where brain init writes a generated secret (upstream's template convention).
 PLACEHOLDER_SECRET = "__GENERATE__"
 USER_DATA_FOLDER = "brain"  # under XDG_DATA_HOME (default ~/.local/share)
+# The env file the commands read (ADR 0058): the working folder's, as compose reads its project folder's.
+DEFAULT_ENV_FILE = ".env"
+ENV_FILE_VARIABLE = "BRAIN_ENV_FILE"  # another file instead; empty: none
 # OpenAI's embedding models and their dimensions, so upstream's .env (a model, no EMBED_DIM) embeds unchanged.
 KNOWN_EMBED_DIMS = {"text-embedding-3-large": 3072, "text-embedding-3-small": 1536, "text-embedding-ada-002": 1536}
 
@@ -287,6 +292,22 @@ class Settings(BaseSettings):
         return type(self).explicit(**data)
 
     @classmethod
+    def load(cls) -> Settings:
+        """The environment's settings over those of the env file, when there is one (ADR 0058).
+
+        The file is ``BRAIN_ENV_FILE``, else ``.env`` in the working folder when
+        it exists. A variable set in the environment wins over the file's, as in
+        compose. ConfigError when ``BRAIN_ENV_FILE`` names a file that is not there.
+        """
+        name = os.environ.get(ENV_FILE_VARIABLE, DEFAULT_ENV_FILE)
+        path = Path(name).expanduser() if name else None
+        if path is not None and name != DEFAULT_ENV_FILE and not path.is_file():
+            from brain_kernel.errors import ConfigError
+
+            raise ConfigError(f"{ENV_FILE_VARIABLE} names {path}, which is not a file")
+        return cls(_env_file=path, _env_file_encoding="utf-8")
+
+    @classmethod
     def explicit(cls, **values: Any) -> Settings:
         """Build settings from the given values only, ignoring the environment (tests, copies)."""
         return _ExplicitSettings(**values)
@@ -295,11 +316,12 @@ class Settings(BaseSettings):
         """The environment that rebuilds these settings in a child process (uvicorn workers).
 
         Every field, under its first (canonical) name; lists as JSON; unset
-        optional fields are left out.
+        optional fields are left out. ``BRAIN_ENV_FILE`` is empty: the child
+        reads no env file, as these settings already hold the parent's.
         """
         import json
 
-        env: dict[str, str] = {}
+        env: dict[str, str] = {ENV_FILE_VARIABLE: ""}
         for name, info in type(self).model_fields.items():
             value = getattr(self, name)
             if value is None or (name == "tokens" and not value) or (name == "embed_dim" and name not in self.model_fields_set):

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, ExitCode, VaultOption, job_engine, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 
 
@@ -41,4 +41,4 @@ def tick_drain(
     sys.stderr.write(summary.log_line() + "\n")
     typer.echo(json.dumps(summary.as_dict()))
     if summary.failed:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from brain_cli.common import DatabaseOption, VaultOption, job_engine, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, ExitCode, VaultOption, job_engine, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 
 
@@ -60,4 +60,4 @@ def ops_loop(
         report = run_loop(engine, store, ready, max_cycles=1 if once else None, progress=progress)
     progress.say(f"done: {report.as_dict()}")
     if once and report.failures:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

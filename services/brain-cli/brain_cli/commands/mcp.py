@@ -116,7 +116,7 @@ def mcp(
         from brain_mcp.server import run_remote
 
         base, token, path = remote_kernel(url or "", client_file)
-        settings = load_settings()
+        settings = load_settings(env_file=False)
         backend = Remote(base, token, token_source=str(path), settings=settings)
         try:
             run_remote(settings, backend)
@@ -130,7 +130,7 @@ def mcp(
     from brain_mcp.server import run
 
     # The per-user folder before the flags: a --vault given wins, and only the environment's choices are kept.
-    settings = load_settings().in_user_data_dir().with_overrides(vault=vault, database_url=database_url)
+    settings = load_settings(env_file=False).in_user_data_dir().with_overrides(vault=vault, database_url=database_url)
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
         run(ready, http=http, host=host, port=port)

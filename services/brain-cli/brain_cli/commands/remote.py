@@ -16,8 +16,8 @@ from typing import Any
 
 import typer
 
-from brain_cli.client import KERNEL_FAILED, UrlOption, answered, kernel, kernel_errors
-from brain_cli.common import fail, operator_errors
+from brain_cli.client import UrlOption, answered, kernel, kernel_errors
+from brain_cli.common import ExitCode, fail, operator_errors
 
 CLI_SOURCE = "brain-cli"  # POST /tick's source for a tick this command queues
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
@@ -197,7 +197,7 @@ def remote_tick(url: str | None, *, no_ai: bool, dry_run: bool, wait: bool, time
         job = remote.json_of("POST", "/tick", remote.send("POST", "/tick", params=params))
         job_id = str(job.get("job_id") or "")
         if not job_id:
-            fail(f"POST {remote.url}/tick answered no job_id", KERNEL_FAILED)
+            fail(f"POST {remote.url}/tick answered no job_id", ExitCode.FAILED)
         last: dict[str, Any] = {}
 
         def poll() -> tuple[str, str | None] | None:
@@ -212,4 +212,4 @@ def remote_tick(url: str | None, *, no_ai: bool, dry_run: bool, wait: bool, time
         answer["result"] = last["result"]
     _echo(answer)
     if wait and answer["status"] != TICK_COMPLETED:
-        raise typer.Exit(KERNEL_FAILED)
+        raise typer.Exit(ExitCode.FAILED)

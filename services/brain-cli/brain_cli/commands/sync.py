@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from brain_cli.common import VaultOption, load_settings, open_vault, operator_errors
+from brain_cli.common import ExitCode, VaultOption, load_settings, open_vault, operator_errors
 
 
 @operator_errors
@@ -37,4 +37,4 @@ def sync(
     summary = sync_vault(open_vault(settings.vault), remote=remote or settings.sync_remote or "origin", dry_run=dry_run)
     typer.echo(json.dumps(summary.as_dict()))
     if not summary.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

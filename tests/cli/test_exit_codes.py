@@ -1,0 +1,87 @@
+"""Exit codes (ADR 0058, docs/cli.md): 2 when the command line or the configuration is wrong, 1 when the work failed.
+
+Every case runs the real ``brain`` process and checks the one ``error:`` line
+and its code; the last test reads the CLI's sources so that no command exits
+with a number of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from brain_kernel.settings import KERNEL_VARIABLES
+from tests.support.harness import REPO_ROOT
+from tests.support.servers import free_port
+
+UNREACHABLE = "postgresql://brain@127.0.0.1:1/x"  # nothing listens on port 1
+
+
+def _brain(folder: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(KERNEL_VARIABLES)}
+    env.update({"BRAIN_ENV_FILE": "", "HOME": str(folder), **extra})
+    return subprocess.run([sys.executable, "-m", "brain_cli", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["migrate", "serve", "reindex"])
+def test_an_unreachable_database_is_a_runtime_failure(tmp_path: Path, command: str) -> None:
+    (tmp_path / "vault").mkdir()
+    result = _brain(tmp_path, command, "--database-url", UNREACHABLE, **({} if command == "migrate" else {"BRAIN_VAULT": str(tmp_path / "vault")}))
+    assert result.returncode == 1
+    assert _one_error_line(result).startswith("error: cannot reach the database at postgresql+psycopg://brain@127.0.0.1:1/x: ")
+
+
+def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) -> None:
+    result = _brain(tmp_path, "status", "--url", f"http://127.0.0.1:{free_port()}")
+    assert result.returncode == 1
+    assert _one_error_line(result).startswith("error: kernel unavailable: cannot reach")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["migrate", "--database-url", "mysql://x@y/z"], {}, "error: DATABASE_URL must point at PostgreSQL, not mysql"),
+        (["migrate"], {"BRAIN_PORT": "eighty"}, "error: invalid setting BRAIN_PORT: Input should be a valid integer"),
+        (["tick-drain", "--vault", "/no-such-vault"], {}, "error: vault folder /no-such-vault does not exist"),
+        (["status", "--url", "ftp://kernel"], {}, "error: --url 'ftp://kernel' is not an http:// or https:// URL"),
+    ],
+)
+def test_a_bad_setting_or_value_is_a_usage_error(tmp_path: Path, args: list[str], env: dict[str, str], says: str) -> None:
+    result = _brain(tmp_path, *args, **env)
+    assert result.returncode == 2
+    assert _one_error_line(result).startswith(says)
+
+
+@pytest.mark.parametrize("args", [["serve", "--no-such-option"], ["no-such-command"], ["serve", "--port", "eighty"]])
+def test_a_bad_command_line_is_a_usage_error(tmp_path: Path, args: list[str]) -> None:
+    result = _brain(tmp_path, *args)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "Usage: " in result.stderr
+
+
+def test_no_command_exits_with_a_number_of_its_own() -> None:
+    """Every exit status is an ``ExitCode`` (brain_cli.common), so 1 and 2 keep one meaning each."""
+    literal_exits = []
+    for path in sorted((REPO_ROOT / "services" / "brain-cli" / "brain_cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and _name(node.func) in {"Exit", "exit", "SystemExit", "fail"}:
+                values = [arg for arg in [*node.args, *(k.value for k in node.keywords)] if isinstance(arg, ast.Constant)]
+                if any(type(arg.value) is int and arg.value not in (0, 130) for arg in values):  # 130: an interrupt, as shells say
+                    literal_exits.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert literal_exits == []
+
+
+def _name(func: ast.expr) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
