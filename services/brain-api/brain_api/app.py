@@ -15,9 +15,10 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from brain_api.deps import require_auth
+from brain_api.deps import get_db, get_read_db, get_unit_of_work, require_auth
 from brain_api.edge import RequestEdge
 from brain_api.observability import RequestObserver
+from brain_api.responses import ERROR_BODY, ERRORS, FIELD_ERROR
 from brain_core.keys import InvalidKey
 from brain_kernel import http_client
 from brain_kernel.clock import Clock, utc_now
@@ -27,6 +28,7 @@ from brain_kernel.identity import pins
 from brain_kernel.identity.projects import AmbiguousProject
 from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.marker_service import search_follow
+from brain_kernel.release import version
 from brain_kernel.scope import OutOfScope, ProjectRequired
 from brain_kernel.search.embedders import embedder_for
 from brain_kernel.search.follower import SearchFollower
@@ -57,6 +59,11 @@ def _routers() -> list[APIRouter]:
     ]
 
 
+def api_routes() -> dict[tuple[str, str], APIRoute]:
+    """Every route of the routers by (path, method): the operations ``/openapi.json`` describes."""
+    return {(r.path_format, method): r for router in _routers() for r in router.routes if isinstance(r, APIRoute) for method in r.methods}
+
+
 def preload() -> None:
     """Import every module an app uses: ``brain serve --workers N`` forks its workers after this (ADR 0031)."""
     _routers()
@@ -79,7 +86,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
             app.state.engine.dispose()
         http_client.close()  # the process's LLM and embeddings clients: a worker stopped by a signal runs no atexit
 
-    app = FastAPI(title="brain kernel", version="0.1.0", lifespan=lifespan, generate_unique_id_function=_operation_id)
+    app = FastAPI(title="brain kernel", version=version(), lifespan=lifespan, generate_unique_id_function=_operation_id)
     app.state.settings = settings
     app.state.clock = clock
     # Finds a marker's session transcript by id; its cache only saves directory walks (a miss looks again).
@@ -139,28 +146,6 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     return app
 
 
-# Every error body is {"detail": ...}: a string for the kernel's own refusals (upstream's shape), the list of
-# field errors for a request that fails validation, plus "candidates" for an ambiguous project (409).
-_ERROR_BODY = {
-    "type": "object",
-    "required": ["detail"],
-    "properties": {
-        "detail": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/components/schemas/ValidationError"}}]},
-        "candidates": {"type": "array", "items": {"type": "string"}},
-    },
-}
-_ERRORS = {
-    "400": "The request is refused (upstream's reasons: marker type, content, attrs' shape, a path out of the vault).",
-    "401": "Missing or unknown bearer token.",
-    "403": "The token is bound to other projects.",
-    "404": "Not found.",
-    "409": "The project key names several repositories; use one of the candidates.",
-    "413": "The request body is larger than BRAIN_MAX_BODY_BYTES.",
-    "422": "Invalid input: the field errors, or why a value cannot be used.",
-    "503": "The database or the vault is unavailable.",
-}
-
-
 def _operation_id(route: APIRoute) -> str:
     """The route function's name (``get_feed``), which generated clients turn into method names."""
     return route.name
@@ -172,54 +157,71 @@ def _calls(dependant: Dependant) -> Iterator[Any]:
         yield from _calls(dependency)
 
 
-def _errors_of(route: APIRoute) -> dict[str, str]:
-    """The error statuses an operation can answer: auth ones only behind the bearer check, 413 only with a body."""
-    authed = any(call in _auth_checks() for call in _calls(route.dependant))
-    takes_input = bool(route.dependant.query_params or route.dependant.path_params or route.dependant.body_params or route.dependant.header_params)
-    out = dict(_ERRORS)
-    if not authed:
-        out.pop("401"), out.pop("403")
-    if not route.dependant.body_params:
-        out.pop("413")
-    if not takes_input:
-        out.pop("422")
-    if route.path == "/health":  # liveness: answers while the process lives
-        out.pop("503")
-    return out
+def _errors_of(route: APIRoute) -> dict[str, dict[str, Any]]:
+    """The error statuses an operation can answer: its own refusals (``responses.errors``) and those its shape implies.
+
+    Implied: 401 behind the bearer check; 400 (a body that cannot be parsed)
+    and 413 with a body; 422 with any input; 503 where a request opens the
+    database. Refusals made before routing (an unparseable Content-Length, an
+    unknown path or method) belong to no operation and are not listed.
+    """
+    calls = set(_calls(route.dependant))
+    implied: list[int] = []
+    if _behind_bearer(route):
+        implied.append(401)
+    if route.dependant.body_params:
+        implied += [400, 413]
+    if route.dependant.query_params or route.dependant.path_params or route.dependant.body_params or route.dependant.header_params:
+        implied.append(422)
+    if calls & _database_deps():
+        implied.append(503)
+    own = {str(status): dict(entry) for status, entry in route.responses.items() if str(status)[0] in "45"}
+    return {**{str(s): {"description": ERRORS[s]} for s in implied}, **own}
 
 
-def _auth_checks() -> frozenset[Any]:
+def _behind_bearer(route: APIRoute) -> bool:
     from brain_api.routes.metrics import metrics_auth
 
-    return frozenset({require_auth, metrics_auth})
+    return not {require_auth, metrics_auth}.isdisjoint(_calls(route.dependant))
+
+
+def _database_deps() -> frozenset[Any]:
+    return frozenset({get_db, get_read_db, get_unit_of_work})
 
 
 def _documented_errors(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI schema with each operation's error bodies as they are answered: the fuzz run holds every answer to it.
+    """The OpenAPI schema with each operation's error statuses, only those it can answer, with their bodies.
 
-    Routes behind the bearer check carry the ``bearer`` security scheme (the Authorize button of ``/docs``).
+    Routes behind the bearer check carry the ``bearer`` security scheme (the
+    Authorize button of ``/docs``). The fuzz run holds every answer to it.
     """
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    schemas["ErrorBody"] = _ERROR_BODY
-    schemas.setdefault("ValidationError", {"type": "object"})
-    schemas["HTTPValidationError"] = _ERROR_BODY
+    schemas["ErrorBody"] = ERROR_BODY
+    schemas["ValidationError"] = FIELD_ERROR
+    schemas.pop("HTTPValidationError", None)  # FastAPI's 422 body: every error answers ErrorBody instead
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "description": "A token of BRAIN_TOKENS."}}
-    routes = {(r.path_format, method.lower()): r for router in _routers() for r in router.routes if isinstance(r, APIRoute) for method in r.methods}
+    routes = api_routes()
     for path, item in schema.get("paths", {}).items():
         for method, operation in item.items():
-            route = routes.get((path, method))
-            errors = _errors_of(route) if route is not None else dict(_ERRORS)  # a route added outside the routers
-            if "401" in errors:
+            route = routes.get((path, method.upper()))
+            if route is None:  # a route added outside the routers: only the error body is known
+                errors = {str(s): {"description": text} for s, text in ERRORS.items()}
+            else:
+                errors = _errors_of(route)
+            if route is None or _behind_bearer(route):
                 operation["security"] = [{"bearer": []}]
             responses = operation.setdefault("responses", {})
             for status in [s for s in responses if s[0] in "45" and s not in errors]:
                 del responses[status]
-            for status, description in errors.items():
-                responses[status] = {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+            for status, declared in errors.items():
+                answer = responses.setdefault(status, {})
+                answer["description"] = declared.get("description", ERRORS[int(status)])
+                if "content" not in declared and "model" not in declared:  # a route's own body (an HTML page, a report) stays
+                    answer["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     app.openapi_schema = schema
     return schema
 
