@@ -222,3 +222,44 @@ def test_a_signal_file_without_created_takes_its_time_and_severity_from_either_n
         record = signal_record(text, path)
         assert record.occurred_at == dt.datetime(2026, 11, 1, 8, tzinfo=dt.timezone.utc), path
         assert record.severity == "critical", path
+
+
+def test_a_replayed_key_with_an_invalid_body_is_refused(client: TestClient, settings: Settings) -> None:
+    """Ledger 1.6: upstream looked the key up before validating (UPSTREAM.md 8 item 1); a body refused here is refused
+    whatever key it carries, and the key's first answer stays as it was."""
+    first = _marker(client, "lesson", "Valid first.", key="k-valid")
+    assert first.status_code == 201
+    again = _marker(client, "note", "Invalid now.", key="k-valid")
+    assert (again.status_code, again.json()) == (400, {"detail": "invalid marker type: 'note'"})
+    assert _marker(client, "lesson", "Valid first.", key="k-valid").json()["idempotent_replay"] is True
+
+
+@pytest.mark.parametrize(
+    ("before", "separator"),
+    [("", ""), ("tail without newline", "\n\n"), ("tail with newline\n", "\n"), ("tail with blank line\n\n", "")],
+    ids=["empty", "no-newline", "newline", "blank-line"],
+)
+def test_an_append_separates_the_new_entry_as_upstream_did(client: TestClient, settings: Settings, before: str, separator: str) -> None:
+    """Ledger 1.6: before the new entry, nothing after an empty file or a blank line, ``\\n`` after a newline, a blank
+    line otherwise; the entry ends with a newline."""
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    daily = settings.vault / "daily" / f"{today}.md"
+    daily.parent.mkdir(parents=True, exist_ok=True)
+    daily.write_text(before)
+    made = _marker(client, "milestone", "Shipped it.").json()
+    assert made["vault_path"] == f"daily/{today}.md"
+    text = daily.read_text()
+    if before:
+        assert text.startswith(before + separator) and not text.startswith(before + separator + "\n"), repr(text[: len(before) + 4])
+    assert text.endswith("\n")
+
+
+def test_index_artifact_answers_what_embed_answers(client: TestClient) -> None:
+    """Ledger 1.10: ``POST /index_artifact`` stores through ``/embed`` and answers its ``{key, chunks_stored, dimensions}``."""
+    via_artifact = client.post("/index_artifact", json={"key": "art/one", "content": "An artifact body.", "producer": "artifact-store"})
+    direct = client.post("/embed", json={"key": "art/two", "content": "An artifact body.", "producer": "artifact-store"})
+    assert via_artifact.status_code == direct.status_code == 200
+    assert via_artifact.json() == {**direct.json(), "key": "art/one"}
+    assert set(direct.json()) == {"key", "chunks_stored", "dimensions"}
+    [chunk] = client.get("/by-key/art/one").json()["chunks"]
+    assert (chunk["producer"], chunk["content_type"]) == ("artifact-store", "text/plain")

@@ -330,7 +330,7 @@ def write_marker(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_i
     if req.type in ("lesson", "milestone"):
         path = _log_path(vault, req, who, at)
         text = logs.render_log_entry(req.type, req, who, marker_id=marker_id, at=at, key=key)
-        size = vault.append(path, text, header=logs.log_file_header(req.type, path))
+        size = vault.append(path, text, header=logs.log_file_header(req.type, path), separate=True)
         parse = records.lesson_records if req.type == "lesson" else records.milestone_records
         return _Written("appended", path, size, parse(text, path))
     if req.type == "signal":

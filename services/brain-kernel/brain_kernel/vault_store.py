@@ -279,15 +279,23 @@ class Vault:
         finally:
             os.close(fd)
 
-    def append(self, rel: str | Path, text: str, *, header: str = "") -> int:
-        """Append ``text`` under an exclusive lock; write ``header`` first if the file is new or empty."""
+    def append(self, rel: str | Path, text: str, *, header: str = "", separate: bool = False) -> int:
+        """Append ``text`` under an exclusive lock; write ``header`` first if the file is new or empty.
+
+        With ``separate`` (a marker log's entries), a file that does not end
+        with a blank line gets upstream's separator first (UPSTREAM.md 1.6):
+        ``\n`` after a final newline, a blank line after a final partial
+        line, so a hand-edited log never glues the new entry's header to its
+        last line. Line files (``health.jsonl``, audit logs) append as is.
+        """
         target = self.path(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = self._locked_append_fd(target)
         try:
             try:
                 size = os.fstat(fd).st_size
-                payload = ((header if size == 0 else "") + text).encode("utf-8")
+                lead = header if size == 0 else _separator(os.pread(fd, 2, max(size - 2, 0))) if separate else ""
+                payload = (lead + text).encode("utf-8")
                 written = 0
                 while written < len(payload):
                     written += os.write(fd, payload[written:])
@@ -307,7 +315,7 @@ class Vault:
         that one, so no entry goes to the replaced file.
         """
         while True:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)  # read too: the separator looks at the end
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 held = os.fstat(fd)
@@ -392,3 +400,10 @@ class Vault:
                 except FileNotFoundError:  # renamed by its writer or removed by another sweep meanwhile
                     continue
         return removed
+
+
+def _separator(tail: bytes) -> str:
+    """What goes before an entry appended after ``tail`` (a file's last two bytes): nothing after a blank line."""
+    if tail.endswith(b"\n\n") or tail == b"\n":
+        return ""
+    return "\n" if tail.endswith(b"\n") else "\n\n"

@@ -99,7 +99,7 @@ def _record_state(vault: Vault, record: EntryRecord, action: str, *, at: dt.date
     if record.kind in LOG_KINDS:
         who = Attribution(record.project, record.repo)
         entry = {"id": record.id, "title": record.title, "kind": record.kind}
-        vault.append(record.vault_path, logs.render_curation_entry(action, entry, at=at, who=who, by=by, reason=reason, successor=successor))
+        vault.append(record.vault_path, logs.render_curation_entry(action, entry, at=at, who=who, by=by, reason=reason, successor=successor), separate=True)
         return
     if action == curation.RETRACTED:
         changes: dict[str, Any] = {"status": curation.RETRACTED, "retracted_reason": reason, "retracted_by": by, "retracted_at": iso(at)}
