@@ -28,7 +28,6 @@ import platform
 import time
 import uuid
 from dataclasses import dataclass
-from importlib import metadata
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily
@@ -39,6 +38,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from brain_kernel.log_format import REQUEST_ID, USABLE_ID
+from brain_kernel.release import version
 from brain_kernel.settings import Settings
 from brain_kernel.ticks.health import StoreCollector
 
@@ -136,7 +136,7 @@ class RequestObserver:
 class _BuildInfo(Collector):
     def collect(self) -> list[GaugeMetricFamily]:
         family = GaugeMetricFamily("brain_build_info", "The running kernel's version (the value is always 1).", labels=["version", "python_version"])
-        family.add_metric([metadata.version("brain-kernel"), platform.python_version()], 1)
+        family.add_metric([version(), platform.python_version()], 1)
         return [family]
 
 

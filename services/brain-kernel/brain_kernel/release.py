@@ -1,18 +1,15 @@
-"""The kernel's version, as its installed distribution names it (``brain --version``, ``GET /health``)."""
+"""The kernel's version (``brain --version``, ``GET /health``, the OpenAPI document, ``brain_build_info``).
+
+``brain_kernel.__version__`` is the one place it is written; the package's
+metadata takes it from there at build time (pyproject.toml, dynamic version),
+so the running code and the installed distribution say the same.
+"""
 
 from __future__ import annotations
 
-from functools import cache
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as distribution_version
-
-DISTRIBUTION = "brain-kernel"
+from brain_kernel import __version__
 
 
-@cache
 def version() -> str:
-    """The installed ``brain-kernel`` version; ``0+unknown`` when run from a tree that was never installed."""
-    try:
-        return distribution_version(DISTRIBUTION)
-    except PackageNotFoundError:
-        return "0+unknown"
+    """The kernel's version, as ``brain_kernel.__version__`` says."""
+    return __version__
