@@ -8,7 +8,7 @@ FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/brain
 WORKDIR /src
-COPY pyproject.toml constraints.txt README.md alembic.ini ./
+COPY pyproject.toml constraints.txt README.md LICENSE alembic.ini ./
 COPY services services
 COPY brain-ops brain-ops
 COPY migrations migrations
