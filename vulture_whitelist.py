@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from model2vec import StaticModel
 from prometheus_client import values
 
+from brain_api.routes import embeddings, entries, feed, health, ingest, vault
 from brain_api.routes.markers import MarkerOut
 from brain_cli.workers import _Workers
 from brain_core.textsearch import Hit
@@ -49,9 +50,29 @@ TickSummary.feed_answers
 TickSummary.llm_tick
 TickSummary.scanned_files
 
-# Fields of an HTTP answer: FastAPI serialises the model.
+# Fields of an HTTP answer: FastAPI serialises the model (or /openapi.json documents it).
 MarkerOut.idempotent_replay
 MarkerOut.body_mismatch
+embeddings.Embedded.chunks_stored
+embeddings.Embedded.dimensions
+embeddings.Pruned.deleted
+embeddings.Pruned.deleted_keys
+entries.EntryView.adr
+entries.EntryView.superseded_by
+feed.Feed.hash
+health.Health.vault_mounted
+health.Check.writable
+health.Check.api_base
+health.Check.model_dim
+health.Check.dim_match
+ingest.Ingested.obsidian_path
+ingest.Ingested.semantic_text_preview
+ingest.Ingested.classified_by
+vault.VaultFile.size_bytes
+vault.Snippet.snippet
+vault.Signal.hash
+vault.Signal.last_updated
+vault.ArcFile.merged_from
 
 # Fields of an MCP tool's output schema: pydantic writes the schema from the model and checks answers against it.
 SearchHit.normalized_score

@@ -21,6 +21,7 @@ from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, Field, model_validator
 
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, UnitOfWorkDep
+from brain_api.responses import Answer, AnsweredRoute, errors
 from brain_core.chunks import EmbeddingDoc
 from brain_core.markers import has_lone_surrogate
 from brain_core.trial import CONTROL
@@ -32,7 +33,7 @@ from brain_kernel.search.embedders import Embedder, EmbedderError
 from brain_kernel.search.pending import pending
 from brain_kernel.trial.records import RECALL, Served, arm_of, record
 
-router = APIRouter(tags=["embeddings"], dependencies=[AuthDep])
+router = APIRouter(tags=["embeddings"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
 
 def _storable(value: Any) -> Any:
@@ -87,6 +88,77 @@ class PruneIn(BaseModel):
     keep_keys: list[str] = Field(default_factory=list)
 
 
+class Embedded(Answer):
+    """Answer of ``POST /embed`` and ``POST /index_artifact``."""
+
+    key: str
+    chunks_stored: int
+    dimensions: int | None = Field(description="The index's vector dimension.")
+
+
+class SearchResult(Answer):
+    """One chunk found (``brain_kernel.search.embeddings.Hit``): upstream's fields plus ``scores``."""
+
+    key: str
+    producer: str
+    chunk_idx: int
+    content_type: str
+    text_preview: str
+    metadata: dict[str, Any] = Field(description="The chunk's metadata: project, projects, repo, kind, ... as stored.")
+    score: float = Field(description="The rank score: cosine in vector mode, fused by rank in hybrid.")
+    scores: dict[str, float | None] = Field(description="Each method's own score (null when it did not find the chunk).")
+
+
+class SearchAnswer(Answer):
+    """Answer of ``POST /search``."""
+
+    query: str
+    project: str | None
+    mode: str
+    results: list[SearchResult] = Field(description="Best first.")
+    count: int
+    exhaustive: bool = Field(description="True only when the top-k is exact.")
+    pending: int = Field(description="Entries in this search's reach the index does not hold as they are now (the next tick embeds them).")
+
+
+class Recalled(Answer):
+    """Answer of ``POST /recall``."""
+
+    session_id: str
+    project: str | None = Field(description="owner/name (else key) of the project recalled from; null for a session in no project.")
+    text: str = Field(description="The recall text; empty when nothing is close or in the trial's control arm.")
+    entry_ids: list[str]
+    arm: str | None = Field(description="The session's trial arm; null when nothing was recorded.")
+
+
+class Chunk(Answer):
+    """One stored chunk of a key."""
+
+    key: str
+    producer: str
+    chunk_idx: int
+    content_type: str
+    text_preview: str
+    metadata: dict[str, Any]
+
+
+class KeyChunks(Answer):
+    """Answer of ``GET /by-key/{key}``."""
+
+    key: str
+    chunks: list[Chunk] = Field(description="By producer, then chunk index.")
+    count: int
+
+
+class Pruned(Answer):
+    """Answer of ``POST /prune``."""
+
+    deleted: int
+    kept: int
+    scanned: int
+    deleted_keys: list[str]
+
+
 def _embedder(request: Request) -> Embedder:
     return request.app.state.embedder
 
@@ -111,13 +183,17 @@ def _embed(request: Request, db: Any, settings: Any, body: EmbedIn, scope: Scope
     return {"key": body.key, "chunks_stored": stored, "dimensions": embeddings.column_dimension(db)}
 
 
-@router.post("/embed")
+@router.post("/embed", response_model=Embedded, responses=errors(403, 502))
 def embed(request: Request, body: EmbedIn, db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
     """Chunk, embed and store one document (its earlier chunks of the same producer replaced; a scoped token's: its project's only)."""
     return _embed(request, db, settings, body, Scope(db, principal))
 
 
-@router.post("/index_artifact")
+@router.post(
+    "/index_artifact",
+    response_model=Embedded,
+    responses=errors(403, 502, described={400: "The body cannot be parsed, or key or content is missing or invalid."}),
+)
 def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
     """Upstream's artifact hook: ``{key, content, content_type?, producer?, metadata?}``, embedded in-process."""
     missing = [name for name in ("key", "content") if not body.get(name)]
@@ -130,7 +206,7 @@ def index_artifact(request: Request, body: dict[str, Any], db: SessionDep, setti
     return _embed(request, db, settings, parsed, Scope(db, principal))
 
 
-@router.post("/search")
+@router.post("/search", response_model=SearchAnswer, responses=errors(403, 409, 502))
 def search(request: Request, body: SearchIn, db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """The chunks that best answer the query: words and vectors fused (``mode``); each result's ``scores`` per method.
 
@@ -194,7 +270,7 @@ class RecallIn(BaseModel):
     min_score: float = Field(recall.DEFAULT_MIN_SCORE, ge=-1.0, le=1.0, description="Least cosine of a result found by meaning alone.")
 
 
-@router.post("/recall")
+@router.post("/recall", response_model=Recalled, responses=errors(403, 409, 502))
 def recall_for_prompt(
     request: Request, body: RecallIn, db: ReadSessionDep, settings: SettingsDep, principal: PrincipalDep, uow: UnitOfWorkDep
 ) -> dict[str, Any]:
@@ -244,7 +320,9 @@ def recall_for_prompt(
     return {**empty, "project": found.repo or found.key, "text": text, "entry_ids": list(ids), "arm": assignment.arm}
 
 
-@router.get("/by-key/{key:path}")
+@router.get(
+    "/by-key/{key:path}", response_model=KeyChunks, responses=errors(described={404: "No chunk is stored under this key (or the token may not read it)."})
+)
 def get_by_key(key: Annotated[str, Path(min_length=1, max_length=500)], db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """Every chunk stored under ``key`` (a token bound to projects sees its projects' chunks only)."""
     scope = Scope(db, principal)
@@ -254,7 +332,7 @@ def get_by_key(key: Annotated[str, Path(min_length=1, max_length=500)], db: Read
     return {"key": key, "chunks": chunks, "count": len(chunks)}
 
 
-@router.post("/prune")
+@router.post("/prune", response_model=Pruned, responses=errors(403))
 def prune(body: PruneIn, db: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """Delete the producer's chunks whose key is not in ``keep_keys`` (every project's: not for a token bound to projects)."""
     Scope(db, principal).require_unrestricted("POST /prune")

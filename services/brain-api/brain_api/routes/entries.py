@@ -17,11 +17,12 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, Field, StrictStr
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, UnitOfWorkDep, VaultDep
+from brain_api.responses import Answer, AnsweredRoute, errors
 from brain_core.curation import MAX_REASON_CHARS, CurationInvalid
 from brain_kernel.curation import service
 from brain_kernel.scope import Scope
 
-router = APIRouter(tags=["entries"], dependencies=[AuthDep])
+router = APIRouter(tags=["entries"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
 EntryId = Annotated[str, Path(max_length=1000, description="An entry id (percent-encode '#'), or ADR-NNNN for a decision.")]
 
@@ -32,6 +33,67 @@ class RetractIn(BaseModel):
     reason: StrictStr = Field(..., min_length=1, max_length=MAX_REASON_CHARS, description="Why the entry is withdrawn (recorded in the vault).")
 
 
+class Retracted(Answer):
+    """Who withdrew an entry, when and why."""
+
+    reason: str | None
+    by: str | None = Field(description="The token's name, or operator.")
+    at: str | None
+
+
+class EntryView(Answer):
+    """An entry as curation shows it (``brain_kernel.curation.service.view``)."""
+
+    entry_id: str = Field(description="The stable id: kind:vault_path[#anchor].")
+    adr: str | None = Field(description="ADR-NNNN of a decision file.")
+    kind: str
+    title: str
+    content: str
+    project: str | None
+    projects: list[str]
+    repo: str | None
+    scope: str = Field(description="project or fleet.")
+    vault_path: str
+    occurred_at: str | None
+    status: str | None = Field(description="What the vault records: superseded, retracted, or null.")
+    state: str = Field(description="live, superseded, retracted or expired.")
+    valid_until: str | None = Field(description="The moment it leaves the feed (ISO 8601), or null.")
+    supersedes: list[str]
+    superseded_by: list[str]
+    retracted: Retracted | None
+
+
+class HistoryEvent(Answer):
+    """One event of an entry's curation history; the keys beside action and at depend on the action."""
+
+    action: str = Field(description="written, supersedes, superseded, retracted, expires or expired.")
+    at: str | None
+    by: str | None = None
+    reason: str | None = None
+    entries: list[str] | None = Field(None, description="supersedes: the entries it replaced.")
+    superseded_by: list[str] | None = None
+
+
+class EntryHistory(Answer):
+    """Answer of ``GET /entries/{entry_id}`` and of a retraction: the entry as it now stands, and its history."""
+
+    entry: EntryView
+    history: list[HistoryEvent] = Field(description="Oldest first.")
+
+
+class EntryList(Answer):
+    """Answer of ``GET /entries``."""
+
+    project: str | None = Field(description="The project listed; null: every project the token reads.")
+    kind: str | None
+    state: str
+    count: int
+    entries: list[EntryView] = Field(description="Newest first.")
+
+
+NOT_FOUND = {404: "No entry has this id (or the token may not read it)."}
+
+
 def _invalid(exc: CurationInvalid, field: str) -> HTTPException:
     return HTTPException(status_code=422, detail=[{"loc": [field], "msg": str(exc), "type": "value_error"}])
 
@@ -40,7 +102,7 @@ def _not_found(exc: service.EntryNotFound) -> HTTPException:
     return HTTPException(status_code=404, detail=str(exc))
 
 
-@router.get("/entries", responses={403: {}, 404: {}, 409: {}, 422: {}})
+@router.get("/entries", response_model=EntryList, responses=errors(403, 409))
 def list_entries(
     db: ReadSessionDep,
     clock: ClockDep,
@@ -58,7 +120,7 @@ def list_entries(
     return {"project": listing.project, "kind": listing.kind, "state": listing.state, "count": len(listing.entries), "entries": listing.entries}
 
 
-@router.get("/entries/{entry_id:path}", responses={404: {}})
+@router.get("/entries/{entry_id:path}", response_model=EntryHistory, responses=errors(described=NOT_FOUND))
 def get_entry(entry_id: EntryId, db: ReadSessionDep, clock: ClockDep, principal: PrincipalDep) -> dict[str, Any]:
     """One entry with its history: written, what it supersedes, superseded by, retracted (why, by which token, when), expiry."""
     try:
@@ -67,7 +129,7 @@ def get_entry(entry_id: EntryId, db: ReadSessionDep, clock: ClockDep, principal:
         raise _not_found(exc) from None
 
 
-@router.post("/entries/{entry_id:path}/retract", responses={403: {}, 404: {}, 422: {}})
+@router.post("/entries/{entry_id:path}/retract", response_model=EntryHistory, responses=errors(403, described=NOT_FOUND))
 def retract_entry(entry_id: EntryId, body: RetractIn, uow: UnitOfWorkDep, vault: VaultDep, clock: ClockDep, principal: PrincipalDep) -> dict[str, Any]:
     """Withdraw an entry from feeds and search, recorded in the vault and the audit log; a second call changes nothing."""
     now = clock()

@@ -23,9 +23,11 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
+from pydantic import Field
 from sqlalchemy.orm import Session
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SettingsDep, UnitOfWorkDep, VaultDep
+from brain_api.responses import Answer, errors
 from brain_core.feed.block import DEFAULT_MAX_BYTES, LABEL_CHARS, MAX_MAX_BYTES, MIN_MAX_BYTES, Rendered, neutral, parse_stale
 from brain_core.feed.envelope import stamp_answer
 from brain_core.identity import normalise_worktree
@@ -44,11 +46,107 @@ MARKDOWN = "text/markdown; charset=utf-8"
 RESTRICTED_CWD = "cwd is not resolved for a token bound to projects; send project="
 
 
+class FeedItem(Answer):
+    """One feed entry as clients read it (``brain_core.feed.envelope.FeedEntry``)."""
+
+    id: str
+    title: str
+    content: str
+    priority: int = Field(description="Higher is injected sooner.")
+    ttl: int = Field(description="Seconds a client may keep it.")
+    severity: str
+    metadata: dict[str, Any] = Field(description="The entry's facts; the kernel's scope (project or fleet), project and entry_id among them.")
+
+
+class HotArc(Answer):
+    """One arc under ``arcs``: the structured record of a hot arc."""
+
+    cluster_id: str
+    title: str
+    summary: str | None
+    heat: float
+    region: str | None
+    status: str | None
+    project: str | None
+    projects: list[str]
+    repo: str | None
+    vault_path: str
+    last_active: str | None
+    entry_id: str
+
+
+class InjectBlock(Answer):
+    """One inject block under ``blocks``."""
+
+    id: str
+    title: str
+    content: str
+    priority: int
+    ttl: int
+    severity: str
+    target: list[str] = Field(description="Projects it is for; all for every project.")
+    scope: str = Field(description="fleet or project.")
+    project: str | None
+    entry_id: str
+
+
+class FeedProject(Answer):
+    """The project a project feed is of."""
+
+    key: str | None
+    repo: str | None
+    known: bool = Field(description="False: no memory yet (the feed says so in one entry).")
+    last_active: str | None
+
+
+class Feed(Answer):
+    """``format=json``: the feed (upstream's shape); with a project, ``project`` and ``scope`` too."""
+
+    hot_arcs: list[FeedItem] = Field(description="The hot-arcs entry (ids starting hot-arcs).")
+    inject_blocks: list[FeedItem] = Field(description="Entries whose id starts inject.")
+    entries: list[FeedItem] = Field(description="Every other entry, highest priority first.")
+    entry_count: int
+    vault_root: str
+    arcs: list[HotArc]
+    blocks: list[InjectBlock]
+    project: FeedProject | None = Field(None, description="Project feed only.")
+    scope: str | None = Field(None, description="Project feed only: project.")
+    hash: str = Field(description="Changes when the feed does (generated_at aside).")
+    generated_at: str
+
+
+class Provenance(Answer):
+    """One entry of the block that carries the commit and paths it was written against (ADR 0042)."""
+
+    entry_id: str
+    commit: str
+    paths: list[str]
+
+
+class FeedProvenance(Answer):
+    """``format=provenance``: the commits and paths of the project block's entries."""
+
+    project: str
+    entries: list[Provenance]
+
+
+# Documented, not a response_model: the project feed is served as the stored JSON bytes and the block as text
+# (tests/api/test_openapi.py holds real answers to the models).
+FEED_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "format=json: the feed; format=provenance: the block's entries' commits and paths; format=markdown: the memory block.",
+        "model": Feed | FeedProvenance,
+        "content": {"text/markdown": {"schema": {"type": "string", "description": "The memory block (ADR 0040), at most max_bytes UTF-8 bytes."}}},
+    },
+    **errors(403, 409),
+}
+
+
 def _reject(field: str, reason: str) -> HTTPException:
     return HTTPException(status_code=422, detail=[{"loc": ["query", field], "msg": reason, "type": "value_error"}])
 
 
-@router.get("/feed")
+@router.get("/feed", responses=FEED_ANSWERS)
 def get_feed(
     request: Request,
     db: ReadSessionDep,

@@ -14,19 +14,56 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from pydantic import Field
 from sqlalchemy import text
 
 from brain_api.deps import require_auth
+from brain_api.responses import Answer, AnsweredRoute
 from brain_kernel.errors import ConfigError
 from brain_kernel.release import version
 from brain_kernel.search.embeddings import column_dimension
 from brain_migrations.runner import current_revision, head_revision
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=AnsweredRoute)
 SERVICE = "brain-api"
 
 
-@router.get("/health")
+class Health(Answer):
+    """Answer of ``GET /health``."""
+
+    status: str = Field(description="Always ok: the process answers.")
+    service: str
+    vault_root: str
+    vault_mounted: bool = Field(description="Whether the vault folder exists.")
+    version: str
+
+
+class Check(Answer):
+    """One check of the deep health report; which keys it carries depends on the check and on its outcome."""
+
+    ok: bool
+    error: str | None = Field(None, description="Why the check failed.")
+    root: str | None = Field(None, description="vault: its folder.")
+    writable: bool | None = Field(None, description="vault: a file could be written.")
+    current: str | None = Field(None, description="schema: the database's revision.")
+    head: str | None = Field(None, description="schema: the code's revision.")
+    api_base: str | None = Field(None, description="embedding_api: the OpenAI-compatible endpoint, null for the offline model.")
+    model: str | None = Field(None, description="embeddings: the embedder's name.")
+    model_dim: int | None = None
+    schema_dim: int | None = None
+    dim_match: bool | None = None
+    latency_ms: float | None = None
+
+
+class HealthReport(Answer):
+    """Answer of ``GET /health/deep`` and ``GET /health/ready``."""
+
+    status: str = Field(description="ok, or degraded while any check fails.")
+    service: str
+    checks: dict[str, Check] = Field(description="vault, database, schema, embeddings, embedding_api (the last two with a database).")
+
+
+@router.get("/health", response_model=Health)
 def health(request: Request) -> dict[str, Any]:
     """Liveness: the process answers (and says where its vault is and which version it runs)."""
     root = request.app.state.vault.root
@@ -91,13 +128,19 @@ def _report(request: Request) -> dict[str, Any]:
     return {"status": "ok" if ok else "degraded", "service": SERVICE, "checks": checks}
 
 
-@router.get("/health/deep", dependencies=[Depends(require_auth)])
+# Documented, not a response_model: a check's keys come in the order it found them (embedding_api leads with
+# api_base), which a model would reorder (tests/api/test_openapi.py holds real answers to the model).
+@router.get("/health/deep", dependencies=[Depends(require_auth)], response_model=None, responses={200: {"model": HealthReport}})
 def health_deep(request: Request) -> dict[str, Any]:
     """Every check, always 200: ``status`` is ``ok`` or ``degraded`` (upstream's contract)."""
     return _report(request)
 
 
-@router.get("/health/ready")
+@router.get(
+    "/health/ready",
+    response_model=None,
+    responses={200: {"model": HealthReport}, 503: {"model": HealthReport, "description": "Not ready: a check fails (the same report)."}},
+)
 def health_ready(request: Request) -> JSONResponse:
     """Readiness for probes: the deep checks, 503 while any fails (no auth, like ``/health``)."""
     report = _report(request)

@@ -15,12 +15,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from pydantic import Field
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SettingsDep, UnitOfWorkDep, VaultDep
+from brain_api.responses import Answer, AnsweredRoute, errors
 from brain_core.markers import has_lone_surrogate
 from brain_kernel.ingest.service import MAX_FILES, MAX_MESSAGE_CHARS, Upload, ingest
 
-router = APIRouter(tags=["ingest"], dependencies=[AuthDep])
+router = APIRouter(tags=["ingest"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
 Message = Annotated[
     str, Form(max_length=MAX_MESSAGE_CHARS, description="The text to ingest: knowledge to keep and references (URLs, repositories, paths) to fetch.")
@@ -32,13 +34,30 @@ Project = Annotated[
 Producer = Annotated[str | None, Form(max_length=200, description="Who sends it (accepted and ignored, as upstream's server did).")]
 
 
+class Ingested(Answer):
+    """Answer of ``POST /ingest`` and ``POST /ingest_with_files`` (upstream's keys, plus ``project``)."""
+
+    batch_id: str
+    obsidian_path: str | None = Field(description="The message's own note, when it kept any text.")
+    vault_paths: list[str] = Field(description="Every note written, the files' and the fetched references' first.")
+    semantic_text_preview: str
+    errors: list[str] = Field(description="What could not be fetched or written (the rest was).")
+    title: str
+    tags: list[str]
+    project: str | None
+    classified_by: str = Field(description="How the message was classified: the LLM, or the rules when none answers.")
+
+
+INGEST_REFUSALS = errors(400, 403, 409, described={400: "The body cannot be parsed, or the message holds a lone surrogate."})
+
+
 def _checked(message: str) -> str:
     if has_lone_surrogate([message]):
         raise HTTPException(status_code=400, detail="the message holds a lone surrogate (not valid Unicode text)")
     return message
 
 
-@router.post("/ingest")
+@router.post("/ingest", response_model=Ingested, responses=INGEST_REFUSALS)
 def ingest_message(
     settings: SettingsDep,
     vault: VaultDep,
@@ -53,7 +72,7 @@ def ingest_message(
     return ingest(settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project)
 
 
-@router.post("/ingest_with_files")
+@router.post("/ingest_with_files", response_model=Ingested, responses=INGEST_REFUSALS)
 def ingest_with_files(
     settings: SettingsDep,
     vault: VaultDep,

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictStr
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SettingsDep, UnitOfWorkDep, VaultDep
+from brain_api.responses import Answer, errors
 from brain_core.markers import MarkerInvalid
 from brain_kernel import marker_service
 
@@ -42,7 +43,7 @@ class MarkerIn(BaseModel):
     )
 
 
-class MarkerOut(BaseModel):
+class MarkerOut(Answer):
     """Answer of ``POST /marker``."""
 
     ok: bool
@@ -59,7 +60,16 @@ class MarkerOut(BaseModel):
     body_mismatch: bool | None = Field(None, description="Present (true) on a replay whose body differs from the original's.")
 
 
-@router.post("/marker", status_code=201, responses={201: {"model": MarkerOut}, 400: {}, 422: {}})
+# Documented, not a response_model: the stored answer is replayed as it was written (tests/api/test_openapi.py
+# holds real answers to the model).
+@router.post(
+    "/marker",
+    status_code=201,
+    responses={
+        201: {"model": MarkerOut},
+        **errors(400, 403, described={400: "Refused for upstream's reasons: the marker type, its content, the shape of attrs."}),
+    },
+)
 def post_marker(
     request: Request,
     body: MarkerIn,

@@ -25,7 +25,12 @@ async def metrics_auth(request: Request) -> None:
         await require_auth(request)
 
 
-@router.get("/metrics", dependencies=[Depends(metrics_auth)], response_class=Response)
+@router.get(
+    "/metrics",
+    dependencies=[Depends(metrics_auth)],
+    response_class=Response,
+    responses={200: {"description": "The exposition text.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def get_metrics(db: ReadSessionDep, settings: SettingsDep) -> Response:
     """The Prometheus text exposition format."""
     return Response(content=exposition(settings, db), media_type=CONTENT_TYPE_LATEST)

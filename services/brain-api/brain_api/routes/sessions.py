@@ -18,13 +18,14 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field, field_validator
 
 from brain_api.deps import AuthDep, PrincipalDep, SessionDep, SettingsDep
+from brain_api.responses import Answer, AnsweredRoute, errors
 from brain_core import identity as core
 from brain_core.keys import InvalidKey
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import OutOfScope, Scope
 
-router = APIRouter(tags=["sessions"], dependencies=[AuthDep])
+router = APIRouter(tags=["sessions"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,199}$")
 _AGENT = re.compile(r"^[a-z][a-z0-9_\-]{0,31}$")
@@ -66,6 +67,20 @@ class SessionRegistration(BaseModel):
         return value
 
 
+class SessionIdentity(Answer):
+    """Answer of ``POST /sessions``: the identity stored for the session (``brain whereis``'s shape plus the session)."""
+
+    session_id: str
+    agent: str | None
+    created: bool = Field(description="False when the session was registered before (its identity is updated).")
+    cwd: str | None
+    project: str | None = Field(description="The short key; null when the folder is in no known project.")
+    repo: str | None = Field(description="owner/name, when known.")
+    root: str | None = Field(description="The main checkout's root.")
+    worktree: str | None
+    source: str = Field(description="How the project was resolved: attrs, session, git, catalog, learned, layout, ... or unresolved.")
+
+
 def _culprit(body: SessionRegistration) -> str:
     """The body field an InvalidKey came from: the first that fails alone, else ``project`` (a conflict)."""
     checks = (
@@ -85,7 +100,7 @@ def _reject(field: str, reason: str) -> HTTPException:
     return HTTPException(status_code=422, detail=[{"loc": ["body", field], "msg": reason, "type": "value_error"}])
 
 
-@router.post("/sessions")
+@router.post("/sessions", response_model=SessionIdentity, responses=errors(403))
 def register_session(body: SessionRegistration, db: SessionDep, settings: SettingsDep, principal: PrincipalDep) -> dict[str, Any]:
     """Record (or update) a session's identity; returns the stored identity (a token bound to projects: only theirs, else 403)."""
     resolver = IdentityResolver(settings, db)

@@ -16,18 +16,47 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
+from pydantic import Field
 
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep
+from brain_api.responses import Answer, AnsweredRoute
 from brain_core.times import iso
 from brain_kernel.scope import Scope
 from brain_kernel.ticks import tick_queue
 
-router = APIRouter(tags=["tick"], dependencies=[AuthDep])
+router = APIRouter(tags=["tick"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
 SOURCE_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 
 
-@router.post("/tick", status_code=202)
+class TickQueued(Answer):
+    """Answer of ``POST /tick``."""
+
+    job_id: str
+    requested_at: str
+    request_path: str = Field(description="tick_requests/<job_id>: the row that holds the request.")
+    dry_run: bool
+    no_ai: bool
+    status: str = Field(description="pending.")
+
+
+class TickStatus(Answer):
+    """Answer of ``GET /tick/{job_id}``: ``job_id`` and ``status`` alone when no request has this id (``unknown``)."""
+
+    job_id: str
+    requested_at: str | None = None
+    dry_run: bool | None = None
+    no_ai: bool | None = None
+    source: str | None = None
+    status: str = Field(description="pending, running, completed, failed, or unknown.")
+    started_at: str | None = None
+    finished_at: str | None = None
+    result: dict[str, Any] | None = Field(None, description="The tick's summary once it ran (cut to its projects for a token bound to projects).")
+    error: str | None = Field(None, description="Why it failed.")
+    path: str | None = Field(None, description="tick_requests/<job_id>.")
+
+
+@router.post("/tick", status_code=202, response_model=TickQueued)
 def request_tick(
     db: SessionDep,
     dry_run: Annotated[bool, Query(description="Compute and report, write nothing.")] = False,
@@ -46,7 +75,7 @@ def request_tick(
     }
 
 
-@router.get("/tick/{job_id}")
+@router.get("/tick/{job_id}", response_model=TickStatus)
 def get_tick(db: ReadSessionDep, principal: PrincipalDep, job_id: Annotated[str, Path(min_length=1, max_length=64)]) -> dict[str, Any]:
     """A tick request's status (pending, running, completed, failed) and outcome; ``unknown`` when no request has this id.
 

@@ -20,9 +20,11 @@ import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request
+from pydantic import Field
 from sqlalchemy.exc import DBAPIError
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, VaultDep
+from brain_api.responses import Answer, AnsweredRoute, errors
 from brain_core.feed.alert import alert_state
 from brain_core.markers import has_lone_surrogate
 from brain_core.redact import scrub
@@ -38,7 +40,7 @@ from brain_kernel.search import search_docs
 from brain_kernel.search.file_scan import SKIP_DIRS, search_project, search_vault
 from brain_kernel.vault_store import Vault, VaultPathError
 
-router = APIRouter(tags=["vault"], dependencies=[AuthDep])
+router = APIRouter(tags=["vault"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 DEFAULT_EXTENSIONS = ".md,.markdown,.txt"
@@ -47,6 +49,91 @@ MAX_INBOX_CONTENT_CHARS = 200_000
 NAME_CLAIM_ATTEMPTS = 8
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
 MAX_MERGE_HOPS = 16
+
+
+class VaultFile(Answer):
+    """Answer of ``GET /vault/read``."""
+
+    path: str
+    size_bytes: int = Field(description="The whole file's size.")
+    content: str = Field(description="UTF-8 text, invalid bytes as U+FFFD, at most max_bytes.")
+    truncated: bool
+
+
+class VaultListing(Answer):
+    """Answer of ``GET /vault/list``."""
+
+    prefix: str
+    count: int
+    files: list[str] = Field(description="Vault-relative paths, sorted.")
+    truncated: bool = Field(description="More files than limit.")
+
+
+class Snippet(Answer):
+    """One hit line of a search result."""
+
+    line: int = Field(description="1-based.")
+    snippet: str = Field(description="The line with its context lines.")
+    text: str = Field(description="The hit line alone.")
+
+
+class VaultHit(Answer):
+    """One matching file (``brain_core.textsearch.Hit``)."""
+
+    path: str
+    score: int
+    match_count: int
+    tokens_matched: int
+    tokens_total: int
+    filename_match: bool
+    snippets: list[Snippet]
+    title: str
+
+
+class VaultSearch(Answer):
+    """Answer of ``GET /vault/search``."""
+
+    query: str
+    prefix: str
+    project: str | None
+    count: int
+    results: list[VaultHit] = Field(description="Best first.")
+
+
+class InboxNote(Answer):
+    """Answer of ``POST /vault/write_inbox``."""
+
+    path: str = Field(description="raw/inbox/YYYY-MM-DD-<slug>.md")
+    size_bytes: int
+    artifact_refs: list[str]
+    tags: list[str]
+
+
+class Signal(Answer):
+    """Answer of ``GET /signal``: the amygdala alert file (upstream's shape); all null but ``vault_path`` when absent."""
+
+    active: bool = Field(description="False when absent or resolved.")
+    severity: str | None
+    title: str | None
+    content: str | None
+    hash: str | None
+    last_updated: str | None
+    vault_path: str
+    scope: str | None = Field(None, description="fleet, when the file is present.")
+
+
+class ArcFile(Answer):
+    """Answer of ``GET /arcs/{cluster_id}``."""
+
+    cluster_id: str = Field(description="The arc answered: the one that absorbed the requested arc, after a merge.")
+    vault_path: str
+    frontmatter: dict[str, Any]
+    body: str
+    requested: str
+    merged_from: list[str] = Field(description="The merged arcs followed to reach it, in order.")
+
+
+ESCAPES = {400: "The path is empty, not a file, or escapes the vault."}
 
 
 def _rel(path: str) -> str:
@@ -69,7 +156,7 @@ def _hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/") if part)
 
 
-@router.get("/vault/read")
+@router.get("/vault/read", response_model=VaultFile, responses=errors(described={**ESCAPES, 404: "No such file (or the token may not read it)."}))
 def vault_read(
     vault: VaultDep,
     db: ReadSessionDep,
@@ -109,7 +196,7 @@ def _extensions(value: str) -> frozenset[str]:
     return frozenset(wanted)
 
 
-@router.get("/vault/list")
+@router.get("/vault/list", response_model=VaultListing, responses=errors(described={400: "The prefix escapes the vault."}))
 def vault_list(
     vault: VaultDep,
     db: ReadSessionDep,
@@ -145,7 +232,7 @@ def vault_list(
     return {"prefix": prefix, "count": len(files), "files": files, "truncated": truncated}
 
 
-@router.get("/vault/search")
+@router.get("/vault/search", response_model=VaultSearch, responses=errors(403, 409, described={400: "The prefix escapes the vault."}))
 def vault_search(
     request: Request,
     vault: VaultDep,
@@ -216,7 +303,11 @@ def _inbox_slug(title: str) -> str:
     return slug
 
 
-@router.post("/vault/write_inbox")
+@router.post(
+    "/vault/write_inbox",
+    response_model=InboxNote,
+    responses=errors(403, 409, described={400: "The body cannot be parsed, or a field is empty, too long or not valid text."}),
+)
 def write_inbox(
     vault: VaultDep,
     clock: ClockDep,
@@ -298,7 +389,7 @@ def _note_project(scope: Scope, project: str | None) -> tuple[str, str | None] |
     return (named.key, named.repo) if named is not None else None
 
 
-@router.get("/signal")
+@router.get("/signal", response_model=Signal)
 def get_signal(vault: VaultDep, settings: SettingsDep) -> dict[str, Any]:
     """The amygdala alert file, exactly as upstream reports it (absent file: all clear)."""
     rel = settings.amygdala_signal_path.lstrip("/")
@@ -327,7 +418,7 @@ def _arc_file(vault: Vault, cluster_id: str) -> tuple[str, frontmatter.Document]
     return None
 
 
-@router.get("/arcs/{cluster_id}")
+@router.get("/arcs/{cluster_id}", response_model=ArcFile, responses=errors(described={404: "No arc has this id (or the token may not read it)."}))
 def get_arc(cluster_id: str, vault: VaultDep, db: ReadSessionDep, principal: PrincipalDep) -> dict[str, Any]:
     """An arc's frontmatter and body; a merged arc resolves to the arc that absorbed it.
 

@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from sqlalchemy.orm import Session
 
 from brain_api.deps import ClockDep, ReadSessionDep, SettingsDep, VaultDep
+from brain_api.responses import SIGN_IN_FIRST, page_errors
 from brain_api.routes import embeddings as search_route
 from brain_api.ui import auth, charts, reads, views
 from brain_core.curation import state_of
@@ -87,7 +88,7 @@ def _not_found(request: Request, principal: Principal, what: str) -> Response:
 # -- projects -------------------------------------------------------------------------------------
 
 
-@router.get("/ui", response_class=HTMLResponse, summary="The operator pages: projects")
+@router.get("/ui", response_class=HTMLResponse, responses=SIGN_IN_FIRST, summary="The operator pages: projects")
 def projects_page(request: Request, db: ReadSessionDep, clock: ClockDep, vault: VaultDep) -> Response:
     """Every project the token may see, with counts by kind, last activity, aliases and its feed answer's state."""
     principal = auth.principal_of(request)
@@ -138,7 +139,12 @@ def entry_state(record: Any, now: dt.datetime) -> str:
     return state_of(record.status, record.meta, now)
 
 
-@router.get("/ui/project", response_class=HTMLResponse, summary="The operator pages: one project")
+@router.get(
+    "/ui/project",
+    response_class=HTMLResponse,
+    responses={**SIGN_IN_FIRST, **page_errors(409, described={404: "No such project (or the token may not see it)."})},
+    summary="The operator pages: one project",
+)
 def project_page(
     request: Request,
     db: ReadSessionDep,
@@ -217,7 +223,7 @@ def stored_dry_run(vault: Vault) -> tuple[views.DryRun | None, dt.datetime | Non
     return run, dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc), None
 
 
-@router.get("/ui/attribution", response_class=HTMLResponse, summary="The operator pages: attribution coverage")
+@router.get("/ui/attribution", response_class=HTMLResponse, responses=SIGN_IN_FIRST, summary="The operator pages: attribution coverage")
 def attribution_page(request: Request, db: ReadSessionDep, clock: ClockDep, vault: VaultDep) -> Response:
     """The share of sessions, arcs and markers with a project by week; unresolved sessions; the stored backfill dry run."""
     principal = auth.principal_of(request)
@@ -261,7 +267,7 @@ def attribution_page(request: Request, db: ReadSessionDep, clock: ClockDep, vaul
 # -- trial ----------------------------------------------------------------------------------------
 
 
-@router.get("/ui/trial", response_class=HTMLResponse, summary="The operator pages: the holdout trial's report")
+@router.get("/ui/trial", response_class=HTMLResponse, responses=SIGN_IN_FIRST, summary="The operator pages: the holdout trial's report")
 def trial_page(request: Request, db: ReadSessionDep, clock: ClockDep, settings: SettingsDep) -> Response:
     """``brain trial report`` as a page: per arm, projects and sessions; per outcome, the difference and its interval."""
     principal = auth.principal_of(request)
@@ -280,7 +286,7 @@ def trial_page(request: Request, db: ReadSessionDep, clock: ClockDep, settings: 
 MOVE_STATS = ("promotions", "demotions", "graduations")
 
 
-@router.get("/ui/keeper", response_class=HTMLResponse, summary="The operator pages: keeper health")
+@router.get("/ui/keeper", response_class=HTMLResponse, responses=SIGN_IN_FIRST, summary="The operator pages: keeper health")
 def keeper_page(request: Request, db: ReadSessionDep, clock: ClockDep) -> Response:
     """The last ticks (duration, outcome, files written, moves), the tick queue, embedding coverage and failures."""
     principal = auth.principal_of(request)
@@ -314,7 +320,7 @@ def keeper_page(request: Request, db: ReadSessionDep, clock: ClockDep) -> Respon
 # -- signals --------------------------------------------------------------------------------------
 
 
-@router.get("/ui/signals", response_class=HTMLResponse, summary="The operator pages: active signals")
+@router.get("/ui/signals", response_class=HTMLResponse, responses=SIGN_IN_FIRST, summary="The operator pages: active signals")
 def signals_page(request: Request, db: ReadSessionDep, clock: ClockDep) -> Response:
     """Active signals by severity and age, fleet-wide and by project."""
     principal = auth.principal_of(request)
@@ -355,7 +361,16 @@ def signin_page(request: Request, next_: Annotated[str | None, Query(alias="next
     return _render(request, "signin.html", auth.principal_of(request), next=auth.safe_next(next_), problem=None)
 
 
-@router.post("/ui/signin", response_class=HTMLResponse, summary="The operator pages: sign in with a token")
+@router.post(
+    "/ui/signin",
+    status_code=303,
+    response_class=RedirectResponse,
+    responses={
+        303: {"description": "Signed in (or auth is off): on to next (Location)."},
+        **page_errors(401, 403, described={403: "The form expired (CSRF)."}),
+    },
+    summary="The operator pages: sign in with a token",
+)
 def signin(
     request: Request,
     token: Annotated[str, Form(max_length=auth.MAX_TOKEN_CHARS)],
@@ -375,7 +390,13 @@ def signin(
     return auth.finish(request, response)
 
 
-@router.post("/ui/signout", response_class=HTMLResponse, summary="The operator pages: sign out")
+@router.post(
+    "/ui/signout",
+    status_code=303,
+    response_class=RedirectResponse,
+    responses={303: {"description": "Signed out: to the sign-in form (Location)."}, **page_errors(described={403: "The form expired (CSRF)."})},
+    summary="The operator pages: sign out",
+)
 def signout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
     """Forget the token cookie."""
     if not auth.csrf_ok(request, csrf):
@@ -385,7 +406,12 @@ def signout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Res
     return auth.finish(request, response)
 
 
-@router.get("/ui/style.css", summary="The operator pages' stylesheet")
+@router.get(
+    "/ui/style.css",
+    response_class=Response,
+    responses={200: {"description": "The stylesheet.", "content": {"text/css": {"schema": {"type": "string"}}}}},
+    summary="The operator pages' stylesheet",
+)
 def stylesheet() -> Response:
     """The pages' one stylesheet (shipped in the package; no asset comes from elsewhere)."""
     return Response(STYLESHEET, media_type="text/css; charset=utf-8", headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
