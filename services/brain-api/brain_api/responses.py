@@ -9,10 +9,12 @@ field for field, so they must never change one on the wire:
   dropping them, as a ``response_model`` otherwise would;
 - ``AnsweredRoute`` serialises with ``exclude_unset``, so a key the handler
   left out stays out (a declared default is never added) and one it sent as
-  ``null`` stays ``null``.
+  ``null`` stays ``null``;
+- fields are declared in the order the handler writes them, as a model
+  serialises in its own order.
 
 tests/api/test_openapi.py checks real answers against their models, so a
-key the handler adds and the model misses fails there.
+key the handler adds and the model misses fails there (ADR 0059).
 
 Error statuses: each route lists ``errors(...)`` for the refusals of its own
 code (404 for a lookup, 409 for an ambiguous project, 403 for a scope
