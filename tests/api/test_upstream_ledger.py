@@ -263,3 +263,25 @@ def test_index_artifact_answers_what_embed_answers(client: TestClient) -> None:
     assert set(direct.json()) == {"key", "chunks_stored", "dimensions"}
     [chunk] = client.get("/by-key/art/one").json()["chunks"]
     assert (chunk["producer"], chunk["content_type"]) == ("artifact-store", "text/plain")
+
+
+def test_embeddings_routes_take_the_bearer_scheme_like_every_route(tmp_path: Path, database_url: str) -> None:
+    """Ledger E2: upstream's embeddings service took a key with or without ``Bearer `` and refused an unknown one with
+    ``Invalid API key``; here its routes answer as every route does (docs/compatibility.md, "One auth rule")."""
+    settings = make_settings(tmp_path, database_url, tokens=["k1"])
+    Vault(settings.vault).scaffold()
+    body = {"query": "anything"}
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/search", json=body, headers={"Authorization": "Bearer k1"}).status_code == 200
+        bare = client.post("/search", json=body, headers={"Authorization": "k1"})
+        assert (bare.status_code, bare.json()) == (401, {"detail": "missing bearer token"})
+        wrong = client.post("/search", json=body, headers={"Authorization": "Bearer k2"})
+        assert (wrong.status_code, wrong.json()) == (401, {"detail": "invalid token"})
+
+
+def test_a_null_source_is_stored_as_unknown(client: TestClient, settings: Settings) -> None:
+    """Ledger C13 (UPSTREAM.md 0.22): the client sends ``k=""`` as null; ``source`` null is written as ``unknown``."""
+    lesson = _marker(client, "lesson", "Null source lesson.", {"source": None, "session_id": "s-null"}).json()
+    assert re.search(r" — unknown — `s-null`$", (settings.vault / lesson["vault_path"]).read_text(), re.M)
+    signal = _marker(client, "signal", "Null source signal.", {"source": None}).json()
+    assert frontmatter.parse((settings.vault / signal["vault_path"]).read_text()).meta["source"] == "unknown"
