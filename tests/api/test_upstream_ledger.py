@@ -285,3 +285,61 @@ def test_a_null_source_is_stored_as_unknown(client: TestClient, settings: Settin
     assert re.search(r" — unknown — `s-null`$", (settings.vault / lesson["vault_path"]).read_text(), re.M)
     signal = _marker(client, "signal", "Null source signal.", {"source": None}).json()
     assert frontmatter.parse((settings.vault / signal["vault_path"]).read_text()).meta["source"] == "unknown"
+
+
+def test_deep_health_reports_a_vault_it_cannot_write(client: TestClient, settings: Settings) -> None:
+    """Ledger 1.3: an unwritable vault is ``checks.vault = {ok: false, root, error}`` and a degraded answer, still 200."""
+    import shutil
+
+    root = str(settings.vault.resolve())
+    shutil.rmtree(settings.vault)
+    settings.vault.write_text("a file where the vault folder should be\n")
+    answer = client.get("/health/deep")
+    assert answer.status_code == 200 and answer.json()["status"] == "degraded"
+    vault = answer.json()["checks"]["vault"]
+    assert (vault["ok"], vault["root"], set(vault)) == (False, root, {"ok", "root", "error"})
+    assert vault["error"]
+
+
+def test_the_alert_file_is_an_entry_of_the_global_feed(client: TestClient, settings: Settings) -> None:
+    """Ledger 1.4: ``amygdala-active.md`` (priority 100) is in ``entries``, first by priority."""
+    from tests.support.harness import brain
+
+    alert = "---\nid: amygdala-active\ntitle: AMYGDALA ALERT\npriority: 100\nttl: 300\nseverity: critical\n---\n\n## [NUCLEAR] prod down\n"
+    (settings.vault / "brain-feed" / "amygdala-active.md").write_text(alert)
+    assert brain(settings, "reindex").exit_code == 0
+    feed = client.get("/feed").json()
+    [entry] = [e for e in feed["entries"] if e["id"] == "amygdala-active"]
+    assert (entry["title"], entry["priority"], entry["ttl"], entry["severity"], entry["content"]) == (
+        "AMYGDALA ALERT",
+        100,
+        300,
+        "critical",
+        "## [NUCLEAR] prod down",
+    )
+    assert feed["entries"][0]["id"] == "amygdala-active"
+    assert not [e for e in feed["hot_arcs"] + feed["inject_blocks"] if e["id"] == "amygdala-active"]
+
+
+def test_long_content_is_chunked_by_paragraphs_as_upstream_did(client: TestClient) -> None:
+    """Ledger E8: over 4000 characters, paragraphs are packed while ``len + paragraph + 2 <= 4000``; a longer one stays whole."""
+    content = "\n\n".join(["a" * 3000, "b" * 998, "c" * 5000, "d" * 10])
+    stored = client.post("/embed", json={"key": "long/doc", "content": content, "producer": "ledger"})
+    assert stored.status_code == 200 and stored.json()["chunks_stored"] == 3
+    chunks = client.get("/by-key/long/doc").json()["chunks"]
+    assert [c["chunk_idx"] for c in chunks] == [0, 1, 2]
+    assert [c["text_preview"][:1] for c in chunks] == ["a", "c", "d"]
+    assert [len(c["text_preview"]) for c in chunks] == [500, 500, 10]  # text_preview is chunk[:500]
+    short = client.post("/embed", json={"key": "short/doc", "content": "x" * 4000, "producer": "ledger"})
+    assert short.json()["chunks_stored"] == 1
+
+
+def test_a_word_longer_than_a_lexeme_is_stored_and_searched(client: TestClient) -> None:
+    """Ledger E6: upstream stored any content; a word over Postgres's 2 kB lexeme limit (a base64 run) used to refuse
+    the whole chunk. The word is left out of the word side; the chunk is stored and found."""
+    blob = "Q" * 3000
+    stored = client.post("/embed", json={"key": "blob/doc", "content": f"certificate rotation notes {blob} end", "producer": "ledger"})
+    assert stored.status_code == 200, stored.text
+    found = client.post("/search", json={"query": "certificate rotation", "producer": "ledger"}).json()
+    assert [r["key"] for r in found["results"]] == ["blob/doc"]
+    assert client.post("/search", json={"query": blob, "producer": "ledger"}).status_code == 200

@@ -65,7 +65,17 @@ def _plain(word: str) -> str | None:
 
 
 def _lexemes(text: str) -> Iterator[tuple[str, bool]]:
-    """Each (lexeme, whole code token?) of ``text`` in order; one token may give several lexemes."""
+    """Each (lexeme, whole code token?) of ``text`` in order; one token may give several lexemes.
+
+    A lexeme over Postgres's 2 kB limit (a run of base64, a long line of one
+    character) is left out: a ``tsvector`` holding one refuses the whole store.
+    """
+    for lexeme, whole in _token_lexemes(text):
+        if len(lexeme.encode()) <= _MAX_LEXEME_BYTES:
+            yield lexeme, whole
+
+
+def _token_lexemes(text: str) -> Iterator[tuple[str, bool]]:
     for match in _TOKEN.finditer(text):
         token = match.group()
         if not _CODE.search(token):
@@ -74,8 +84,7 @@ def _lexemes(text: str) -> Iterator[tuple[str, bool]]:
                 yield word, False
             continue
         whole = token.lower()
-        if len(whole.encode()) <= _MAX_LEXEME_BYTES:
-            yield whole, True
+        yield whole, True
         extra: list[str | None] = []
         for part in _PIECE.findall(token):
             extra.append(_plain(part))  # the part itself (``frontmatter``, ``e1234``)
