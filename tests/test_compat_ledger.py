@@ -26,7 +26,7 @@ README = REPO_ROOT / "README.md"
 STATUSES = ("holds", "partial", "deliberate", "open")
 NODE = re.compile(r"`(tests/[\w/]+\.py)::([\w:]+)`")
 LINK = re.compile(r"\]\(compatibility\.md#([\w-]+)\)")
-ROW = re.compile(r"^\|\s*([A-Z]\d+)\s*\|")
+ROW_ID = re.compile(r"[A-Z]\d+[a-z]?")  # A1, O15b
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,16 @@ class Row:
 
 
 def parse(text: str) -> list[Row]:
-    """The ledger's rows, each with the ``## `` heading (the upstream suite) it sits under."""
+    """The ledger's rows, each with the ``## `` heading (the upstream suite) it sits under.
+
+    Every table line under a suite heading is a row but the header and the
+    separator, so a row with a malformed id is reported, never skipped.
+    """
     rows, suite = [], ""
     for line in text.splitlines():
         if line.startswith("## "):
             suite = line[3:].strip()
-        elif ROW.match(line):
+        elif suite and line.startswith("|") and not line.startswith(("|---", "| # |")):
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
             if len(cells) != 5:
                 rows.append(Row(suite, cells[0], "", line, "malformed", ""))
@@ -87,6 +91,8 @@ def problems(rows: list[Row], compat: str) -> list[str]:
             found.append(f"{row}: the id is used {count} times")
     for row in rows:
         where = f"{row.id} ({row.suite})"
+        if not ROW_ID.fullmatch(row.id):
+            found.append(f"{where}: the id is not a letter, a number and an optional letter")
         if row.status not in STATUSES:
             found.append(f"{where}: status {row.status!r} is not one of {STATUSES}")
             continue
@@ -156,12 +162,13 @@ PLANTED = """
 | A7 | 1.1 | a status nobody knows | mostly | `tests/api/test_health.py::test_health_answers_without_auth` |
 | A8 | 1.1 | a row that is fine | holds | `tests/api/test_health.py::test_health_answers_without_auth` |
 | A8 | 1.1 | the same id again | deliberate | [why](compatibility.md#a-real-paragraph) |
+| A-9 | 1.1 | an id that is no id | holds | `tests/api/test_health.py::test_health_answers_without_auth` |
 """
 
 
 def test_a_planted_bad_ledger_is_caught_row_by_row() -> None:
     rows = parse(PLANTED)
-    assert [r.id for r in rows] == ["A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A8"]
+    assert [r.id for r in rows] == ["A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A8", "A-9"]
     found = problems(rows, "# Compatibility\n\n#### A real paragraph\n")
     assert found == [
         "A8: the id is used 2 times",
@@ -172,6 +179,7 @@ def test_a_planted_bad_ledger_is_caught_row_by_row() -> None:
         "A5 (brain-api): compatibility.md has no heading #no-such-paragraph",
         "A6 (brain-api): partial but it does not say what is 'Not checked:'",
         "A7 (brain-api): status 'mostly' is not one of ('holds', 'partial', 'deliberate', 'open')",
+        "A-9 (brain-api): the id is not a letter, a number and an optional letter",
     ]
-    assert summary(rows, "brain-api") == "brain-api: 9 behaviours, 4 hold, 1 partial, 3 deliberate, 0 open"
-    assert short_summary(rows, "brain-api") == "brain-api 4/1/3/0"
+    assert summary(rows, "brain-api") == "brain-api: 10 behaviours, 5 hold, 1 partial, 3 deliberate, 0 open"
+    assert short_summary(rows, "brain-api") == "brain-api 5/1/3/0"
