@@ -37,7 +37,7 @@ from brain_core.jsonable import JobSummary
 from brain_core.redact import scrub_document
 from brain_core.vault.layout import CLUSTERS_DIR, DAILY_DIR, FEED_DIR, INBOX_DIR, INJECT_DIR, REGION_DIRS, kind_of_path
 from brain_core.vault.records import records_for
-from brain_kernel.errors import BrainError
+from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.vault_store import Vault
 from brain_kernel.vault_writes import VaultWrites
 
@@ -55,7 +55,11 @@ GIT_TIMEOUT = 300
 
 
 class SyncRefused(BrainError):
-    """A sync that must not run (not a work tree, unrelated staged changes); nothing was changed."""
+    """A sync that must not run now (unrelated staged changes); nothing was changed. Exit 1: it runs once they are gone."""
+
+
+class VaultNotShared(SyncRefused, ConfigError):
+    """A vault that is not set up for a sync (not a work tree's top, a detached HEAD): the operator's to fix, exit 2 (ADR 0058)."""
 
 
 @dataclass
@@ -200,7 +204,7 @@ def sync_vault(vault: Vault, *, remote: str = "origin", dry_run: bool = False) -
         git.trust()
     top = git.run("rev-parse", "--show-toplevel", check=False).stdout.strip()
     if not top or Path(top).resolve() != root.resolve():
-        raise SyncRefused(f"{root} is not the top of a git work tree: run `brain init --git` there first")
+        raise VaultNotShared(f"{root} is not the top of a git work tree: run `brain init --git` there first")
     summary = GitSyncSummary(dry_run=dry_run)
     staged = git.paths("diff", "--cached", "--name-only", "--no-renames")
     foreign = sorted(p for p in staged if not is_memory_path(p))
@@ -236,7 +240,7 @@ def sync_vault(vault: Vault, *, remote: str = "origin", dry_run: bool = False) -
         summary.notes.append(f"no remote {remote!r}: committed locally only")
         return summary
     if summary.branch is None:
-        raise SyncRefused("the vault's work tree is on a detached HEAD: check out a branch first")
+        raise VaultNotShared("the vault's work tree is on a detached HEAD: check out a branch first")
     _pull(git, remote, summary.branch, summary)
     if summary.conflicts:
         return summary

@@ -227,7 +227,7 @@ def test_brain_sync_prints_its_summary_and_refuses_outside_a_work_tree(tmp_path:
     plain = tmp_path / "plain"
     plain.mkdir()
     refused = CliRunner().invoke(app, ["sync", "--vault", str(plain)])
-    assert refused.exit_code != 0 and "not the top of a git work tree" in refused.output
+    assert refused.exit_code == 2 and "not the top of a git work tree" in refused.output  # the vault's set-up: configuration
 
 
 def test_brain_init_git_leaves_a_repository_the_kernel_accepts_whoever_runs_it(tmp_path: Path) -> None:
