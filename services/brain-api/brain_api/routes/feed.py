@@ -130,7 +130,7 @@ class FeedProvenance(Answer):
     entries: list[Provenance]
 
 
-# Documented, not a response_model: the project feed is served as the stored JSON bytes and the block as text
+# Documented, not a response_model (ADR 0059): the project feed is served as the stored JSON bytes and the block as text
 # (tests/api/test_openapi.py holds real answers to the models).
 FEED_ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {

@@ -128,7 +128,7 @@ def _report(request: Request) -> dict[str, Any]:
     return {"status": "ok" if ok else "degraded", "service": SERVICE, "checks": checks}
 
 
-# Documented, not a response_model: a check's keys come in the order it found them (embedding_api leads with
+# Documented, not a response_model (ADR 0059): a check's keys come in the order it found them (embedding_api leads with
 # api_base), which a model would reorder (tests/api/test_openapi.py holds real answers to the model).
 @router.get("/health/deep", dependencies=[Depends(require_auth)], response_model=None, responses={200: {"model": HealthReport}})
 def health_deep(request: Request) -> dict[str, Any]:

@@ -60,7 +60,7 @@ class MarkerOut(Answer):
     body_mismatch: bool | None = Field(None, description="Present (true) on a replay whose body differs from the original's.")
 
 
-# Documented, not a response_model: the stored answer is replayed as it was written (tests/api/test_openapi.py
+# Documented, not a response_model (ADR 0059): the stored answer is replayed as it was written (tests/api/test_openapi.py
 # holds real answers to the model).
 @router.post(
     "/marker",
