@@ -20,6 +20,7 @@ from brain_kernel.ticks.events import bus_url
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.tick import run_tick
 from tests.support.harness import brain
+from tests.support.openai_stub import OpenAIStub
 from tests.support.servers import free_port
 
 NOW = dt.datetime(2026, 11, 29, 12, 34, 56, tzinfo=dt.timezone.utc)
@@ -83,3 +84,24 @@ def test_apply_answers_every_count_and_the_sections_it_parsed(settings: Settings
         ("edges_applied", "signals_applied", "merges_applied", "summaries_applied"), 0
     )
     assert (out["health"]["score"], out["health"]["reason"], out["dry_run"]) == (7, "quiet week", False)
+
+
+class _Keeper(OpenAIStub):
+    def respond(self, body: dict) -> tuple[int, dict]:
+        answer = "### 5. Brain Health\n7/10 — quiet week\n"
+        return 200, {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}}]}
+
+
+def test_the_keeper_asks_for_upstreams_model_when_none_is_set(settings: Settings, db: Session) -> None:
+    """Ledger O11: with ``BRAIN_BRIEF_MODEL`` (``BRAIN_LLM_MODEL``) unset, the tick asks for ``brain-brief``."""
+    vault = Vault(settings.vault)
+    vault.write_atomic(
+        "clusters/2026-11-29/2026-11-29-a-thread-0123456789ab.md",
+        "---\ncluster_id: 2026-11-29-a-thread-0123456789ab\ntitle: A thread\nstatus: active\n---\nbody\n",
+    )
+    with _Keeper() as stub:
+        configured = settings.with_overrides(llm_base_url=stub.url, llm_api_key="k", llm_model=None)
+        summary = run_tick(db, vault, configured, now=NOW, use_ai=True)
+    db.commit()
+    assert summary.llm_calls >= 1 and stub.requests
+    assert {r["body"]["model"] for r in stub.requests} == {"brain-brief"}

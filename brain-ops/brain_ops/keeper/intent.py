@@ -30,7 +30,7 @@ from brain_core.times import parse_time
 from brain_core.vault import frontmatter
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
-from brain_kernel.ticks.llm import LLMError, chat_completion
+from brain_kernel.ticks.llm import DEFAULT_MODEL, LLMError, chat_completion
 
 SYSTEM_PROMPT = (
     "You summarise what an operator is working on, per software project, for AI coding agents "
@@ -67,7 +67,7 @@ def llm_intent_map(
         answer = chat_completion(
             settings,
             messages,
-            model=settings.llm_model or "default",
+            model=settings.llm_model or DEFAULT_MODEL,
             timeout_s=timeout_s,
             transport=transport,
             temperature=0.2,

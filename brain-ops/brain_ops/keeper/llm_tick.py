@@ -38,12 +38,11 @@ from brain_core.vault.inline import parse_markers
 from brain_core.vault.layout import FEED_DIR, FLEET_INTENT_FILE
 from brain_kernel.feed import feed_repo
 from brain_kernel.settings import Settings
-from brain_kernel.ticks.llm import LLMError, chat_completion
+from brain_kernel.ticks.llm import DEFAULT_MODEL, LLMError, chat_completion
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.apply import apply_ai_output
 from brain_ops.keeper.feed_writer import FeedWriter
 
-DEFAULT_MODEL = "brain-keeper"
 TIMEOUT_S = 120.0
 MAX_TOKENS = 4096
 TEMPERATURE = 0.3

@@ -17,6 +17,10 @@ from brain_kernel import http_client
 from brain_kernel.errors import BrainError
 from brain_kernel.settings import Settings
 
+# The model asked for when ``BRAIN_LLM_MODEL`` (``BRAIN_BRIEF_MODEL``) is unset: upstream's canonical name for the
+# keeper's tick, the one its gateways route (UPSTREAM.md 6), so a deployment moved from upstream keeps its LLM half.
+DEFAULT_MODEL = "brain-brief"
+
 
 class LLMError(BrainError):
     """The chat endpoint failed; ``status`` is its HTTP status when it answered one, ``detail`` the reply's start."""
