@@ -343,3 +343,19 @@ def test_a_word_longer_than_a_lexeme_is_stored_and_searched(client: TestClient) 
     found = client.post("/search", json={"query": "certificate rotation", "producer": "ledger"}).json()
     assert [r["key"] for r in found["results"]] == ["blob/doc"]
     assert client.post("/search", json={"query": blob, "producer": "ledger"}).status_code == 200
+
+
+def test_files_below_the_feed_folder_are_not_global_feed_entries(client: TestClient, settings: Settings) -> None:
+    """Ledger 1.4: only the top level of ``brain-feed/`` is read (``ticks/`` and other subfolders are not)."""
+    from tests.support.harness import brain
+
+    note = "---\nid: {id}\ntitle: Nested\npriority: 6\n---\n\nnested body\n"
+    for folder, ident in (("ticks", "nested-tick"), ("archive/old", "nested-archive")):
+        path = settings.vault / "brain-feed" / folder / f"{ident}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(note.format(id=ident))
+    (settings.vault / "brain-feed" / "top-level.md").write_text(note.format(id="top-level"))
+    assert brain(settings, "reindex").exit_code == 0
+    feed = client.get("/feed").json()
+    ids = {e["id"] for bucket in ("hot_arcs", "inject_blocks", "entries") for e in feed[bucket]}
+    assert "top-level" in ids and not ids & {"nested-tick", "nested-archive"}
