@@ -124,6 +124,21 @@ def test_a_retracted_decision_leaves_the_feed_and_stays_retracted_after_a_reinde
     assert [r["action"] for r in _audit(settings)] == ["retracted"]
 
 
+def test_a_vault_that_cannot_take_the_retraction_is_a_503_and_the_retry_records_it_once(client, settings: Settings) -> None:
+    lesson = _post(client, "lesson", "Pin the runner image.", repo="acme/api")
+    audit = Path(settings.vault) / "audit"
+    audit.mkdir(exist_ok=True)
+    audit.rmdir()
+    audit.write_text("a file where the audit folder should be\n")
+    r = _retract(client, lesson["entry_id"], "The pin blocked security fixes.")
+    assert r.status_code == 503 and r.json()["detail"].startswith("vault write failed: "), r.text
+    assert _entry(client, lesson["entry_id"]).json()["entry"]["state"] == "live"  # the index rolled back with the request
+    audit.unlink()
+    again = _retract(client, lesson["entry_id"], "The pin blocked security fixes.")
+    assert again.status_code == 200 and again.json()["entry"]["state"] == "retracted"
+    assert [(a["action"], a["entry_id"]) for a in _audit(settings)] == [("retracted", lesson["entry_id"])]
+
+
 def test_a_retraction_appends_to_the_log_and_never_rewrites_it(client, settings: Settings, db: Session) -> None:
     first = _post(client, "lesson", "Pin the base image digest.", repo="acme/api")
     second = _post(client, "lesson", "Cache the wheel folder.", repo="acme/api")

@@ -142,4 +142,6 @@ def retract_entry(entry_id: EntryId, body: RetractIn, uow: UnitOfWorkDep, vault:
         raise _invalid(exc, "body") from None
     except service.NotCuratable as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
+    except OSError as exc:  # as a marker's: the index rolled back, and a retry records the retraction whole
+        raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
     return service.answer_of(record, now)
