@@ -359,3 +359,53 @@ def test_files_below_the_feed_folder_are_not_global_feed_entries(client: TestCli
     feed = client.get("/feed").json()
     ids = {e["id"] for bucket in ("hot_arcs", "inject_blocks", "entries") for e in feed[bucket]}
     assert "top-level" in ids and not ids & {"nested-tick", "nested-archive"}
+
+
+def test_search_results_carry_upstreams_fields_and_a_four_place_score(client: TestClient) -> None:
+    """Ledger E13, E16: ``{query, results, count}``; each result has upstream's fields and a score rounded to 4 places;
+    every chunk of a key carries the metadata it was stored with."""
+    content = "\n\n".join(["koala eucalyptus diet " * 150, "koala sleep hours " * 150])
+    stored = client.post("/embed", json={"key": "k/koala", "content": content, "producer": "ledger", "metadata": {"source": "field-notes"}})
+    assert stored.json()["chunks_stored"] == 2
+    assert [c["metadata"]["source"] for c in client.get("/by-key/k/koala").json()["chunks"]] == ["field-notes", "field-notes"]
+    for mode in ("vector", "hybrid"):
+        found = client.post("/search", json={"query": "koala diet", "producer": "ledger", "mode": mode}).json()
+        assert {"query", "results", "count"} <= set(found) and found["count"] == len(found["results"]) >= 1
+        for result in found["results"]:
+            assert {"key", "producer", "chunk_idx", "content_type", "text_preview", "metadata", "score"} <= set(result)
+            assert round(result["score"], 4) == result["score"]
+            assert result["metadata"]["source"] == "field-notes"
+
+
+def test_an_arc_is_embedded_under_its_cluster_id_with_upstreams_metadata() -> None:
+    """Ledger E24: key the ``cluster_id``, producer ``brain-arc``, metadata ``{region, heat (text), status, title,
+    summary, path}``; the text leads with its title, summary and region as embed_arcs wrote it."""
+    from brain_core.chunks import entry_doc
+    from brain_core.vault.records import records_for
+
+    text = (
+        "---\ncluster_id: 2026-11-29-auth-flow-0123456789ab\ntitle: Auth flow\nregion: left-hemisphere\nstatus: active\n"
+        "heat: 7\nsummary: Rebuilt the login redirect.\n---\n\n# Auth flow\n\nbody text\n"
+    )
+    [arc] = [r for r in records_for("clusters/2026-11-29/2026-11-29-auth-flow-0123456789ab.md", text) if r.kind == "arc"]
+    doc = entry_doc(arc)
+    assert doc is not None and (doc.key, doc.producer) == ("2026-11-29-auth-flow-0123456789ab", "brain-arc")
+    assert {k: doc.metadata[k] for k in ("region", "heat", "status", "title", "summary", "path")} == {
+        "region": "left-hemisphere",
+        "heat": "7",
+        "status": "active",
+        "title": "Auth flow",
+        "summary": "Rebuilt the login redirect.",
+        "path": "clusters/2026-11-29/2026-11-29-auth-flow-0123456789ab.md",
+    }
+    assert doc.text.startswith("Title: Auth flow\n\nSummary: Rebuilt the login redirect.\n\nRegion: left-hemisphere")
+
+
+def test_vault_list_and_search_default_to_upstreams_limits(client: TestClient, settings: Settings) -> None:
+    """Ledger 1.8: ``/vault/list`` lists 500 files unless asked, ``/vault/search`` answers 20 results."""
+    vault = Vault(settings.vault)
+    for n in range(501):
+        vault.write_atomic(f"left/research/many/n{n:03d}.md", "a platypus note\n")
+    listed = client.get("/vault/list", params={"prefix": "left/research/many"}).json()
+    assert (listed["count"], listed["truncated"]) == (500, True)
+    assert client.get("/vault/search", params={"q": "platypus"}).json()["count"] == 20

@@ -61,6 +61,14 @@ class EmbeddingDoc:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
+def _heat_text(heat: float | None) -> str:
+    """Heat as upstream's metadata held it: the frontmatter's whole number as text (``"7"``, not ``"7.0"``), ``"0"``
+    when unknown; upstream's ``brain_search_arcs`` read it with ``int()``."""
+    if heat is None:
+        return "0"
+    return str(int(heat)) if float(heat).is_integer() else str(heat)
+
+
 def entry_doc(record: EntryRecord) -> EmbeddingDoc | None:
     """The embedding of an index entry (None for kinds that are not embedded).
 
@@ -91,7 +99,7 @@ def entry_doc(record: EntryRecord) -> EmbeddingDoc | None:
         "repo": record.repo,
         "title": clip_words(title, 200),
         "path": record.vault_path,
-        "heat": str(record.heat),
+        "heat": _heat_text(record.heat),
         "status": record.status,
         "region": record.meta.get("region"),
     }
