@@ -409,3 +409,17 @@ def test_vault_list_and_search_default_to_upstreams_limits(client: TestClient, s
     listed = client.get("/vault/list", params={"prefix": "left/research/many"}).json()
     assert (listed["count"], listed["truncated"]) == (500, True)
     assert client.get("/vault/search", params={"q": "platypus"}).json()["count"] == 20
+
+
+def test_an_append_to_a_log_that_is_not_utf8_keeps_its_bytes(client: TestClient, settings: Settings) -> None:
+    """Ledger 1.6 (UPSTREAM.md 0.7, a defect): upstream answered 500 for a target that was not UTF-8, and overwrote a
+    target it could not read with the new entry alone. An append here never rewrites what is there."""
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    daily = settings.vault / "daily" / f"{today}.md"
+    daily.parent.mkdir(parents=True, exist_ok=True)
+    before = b"# a hand-written day\n\nnotes in latin-1: caf\xe9\n\n"
+    daily.write_bytes(before)
+    answer = _marker(client, "milestone", "Shipped despite the encoding.")
+    assert answer.status_code == 201, answer.text
+    after = daily.read_bytes()
+    assert after.startswith(before) and b"Shipped despite the encoding." in after
