@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from brain_api.app import create_app
 from brain_kernel.settings import Settings
 from tests.support.harness import make_settings
+from tests.support.openai_stub import OpenAIStub
 
 
 def test_health_answers_without_auth(tmp_path: Path, database_url: str) -> None:
@@ -84,3 +85,34 @@ def test_settings_accept_upstream_aliases() -> None:
     assert settings.vault == Path("/srv/vault")
     assert settings.database_url == "postgresql://a@b/c"
     assert settings.tokens == ["x", "y"]
+
+
+class _Models(OpenAIStub):
+    def __init__(self, status: int, ids: list[str]) -> None:
+        super().__init__()
+        self.status, self.ids = status, ids
+
+    def respond_get(self, path: str) -> tuple[int, object]:
+        return self.status, {"object": "list", "data": [{"id": i, "object": "model"} for i in self.ids]}
+
+
+def test_deep_health_asks_the_llm_endpoint_for_its_models_and_readiness_does_not(tmp_path: Path, database_url: str) -> None:
+    """Upstream's ``checks.inference`` (UPSTREAM.md 1.3); an LLM outage degrades deep health but never readiness."""
+    for status, ok in ((200, True), (401, False)):
+        with _Models(status, ["brain-brief", "brain-classify"]) as stub:
+            (folder := tmp_path / str(status)).mkdir()
+            (folder / "vault").mkdir()
+            settings = make_settings(folder, database_url).with_overrides(llm_base_url=stub.url, llm_api_key="sk-test-key")
+            with TestClient(create_app(settings)) as client:
+                deep, ready = client.get("/health/deep").json(), client.get("/health/ready")
+        inference = deep["checks"]["inference"]
+        assert inference["ok"] is ok and inference["url"] == f"{stub.url}/models" and inference["http_status"] == status
+        assert [(r["path"], r["auth"]) for r in stub.requests] == [("/v1/models", "Bearer sk-test-key")]
+        assert deep["status"] == ("ok" if ok else "degraded")
+        if ok:
+            assert inference["model_count"] == 2 and inference["classify_model"] == "brain-classify" and inference["classify_model_available"] is True
+        assert ready.status_code == 200 and "inference" not in ready.json()["checks"]
+
+
+def test_deep_health_has_no_inference_check_without_an_llm_endpoint(client: TestClient) -> None:
+    assert "inference" not in client.get("/health/deep").json()["checks"]  # a deterministic deployment is a valid one

@@ -13,7 +13,8 @@ from typing import Any
 
 
 class OpenAIStub:
-    """Records ``{path, auth, body, port}`` of every POST and answers ``respond(body)`` -> (status, JSON payload).
+    """Records ``{path, auth, body, port}`` of every request and answers ``respond(body)`` -> (status, JSON payload) to a POST,
+    ``respond_get(path)`` to a GET.
 
     ``keep_alive``: HTTP/1.1 with connections kept open, so a client that
     reuses its connection comes from the same port (``port`` of each request).
@@ -40,6 +41,16 @@ class OpenAIStub:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self) -> None:
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": None, "port": self.client_address[1]})
+                status, payload = stub.respond_get(self.path)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def log_message(self, *args: object) -> None:
                 pass
 
@@ -50,6 +61,10 @@ class OpenAIStub:
     def respond(self, body: dict[str, Any]) -> tuple[int, Any]:
         """The status and JSON payload for one request body."""
         raise NotImplementedError
+
+    def respond_get(self, path: str) -> tuple[int, Any]:
+        """The status and JSON payload for a GET (``/v1/models``); none by default."""
+        return 404, {"error": {"message": f"no route {path}"}}
 
     def __enter__(self) -> OpenAIStub:
         self.thread.start()

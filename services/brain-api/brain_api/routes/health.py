@@ -22,6 +22,7 @@ from brain_api.responses import Answer, AnsweredRoute
 from brain_kernel.errors import ConfigError
 from brain_kernel.release import version
 from brain_kernel.search.embeddings import column_dimension
+from brain_kernel.ticks.llm import models_check
 from brain_migrations.runner import current_revision, head_revision
 
 router = APIRouter(tags=["health"], route_class=AnsweredRoute)
@@ -53,6 +54,11 @@ class Check(Answer):
     schema_dim: int | None = None
     dim_match: bool | None = None
     latency_ms: float | None = None
+    url: str | None = Field(None, description="inference: the models URL asked.")
+    http_status: int | None = Field(None, description="inference: the endpoint's status.")
+    model_count: int | None = Field(None, description="inference: how many models the endpoint lists.")
+    classify_model: str | None = Field(None, description="inference: the ingest classifier's model (BRAIN_CLASSIFY_MODEL).")
+    classify_model_available: bool | None = Field(None, description="inference: whether the endpoint lists it.")
 
 
 class HealthReport(Answer):
@@ -60,7 +66,10 @@ class HealthReport(Answer):
 
     status: str = Field(description="ok, or degraded while any check fails.")
     service: str
-    checks: dict[str, Check] = Field(description="vault, database, schema, embeddings, embedding_api (the last two with a database).")
+    checks: dict[str, Check] = Field(
+        description="vault, database, schema, embeddings, embedding_api (the last two with a database); /health/deep adds inference when an LLM "
+        "endpoint is configured."
+    )
 
 
 @router.get("/health", response_model=Health)
@@ -122,8 +131,17 @@ def _embedding_api(state: Any, embeddings: dict[str, object]) -> dict[str, objec
     return {"api_base": state.settings.embed_base_url, **embeddings}
 
 
-def _report(request: Request) -> dict[str, Any]:
+# Upstream's outbound timeout was 30 s; a health probe that waits that long is a dead probe, and the client retries.
+INFERENCE_TIMEOUT_S = 5.0
+
+
+def _report(request: Request, *, inference: bool = False) -> dict[str, Any]:
+    """The checks and their status; ``inference`` adds the LLM endpoint's (only for ``/health/deep``: an LLM outage
+    leaves the kernel serving, its ticks deterministic, so readiness must not depend on it)."""
     checks = _checks(request)
+    settings = request.app.state.settings
+    if inference and settings.llm_base_url:
+        checks["inference"] = models_check(settings, timeout_s=INFERENCE_TIMEOUT_S)
     ok = all(bool(c["ok"]) for c in checks.values())
     return {"status": "ok" if ok else "degraded", "service": SERVICE, "checks": checks}
 
@@ -133,7 +151,7 @@ def _report(request: Request) -> dict[str, Any]:
 @router.get("/health/deep", dependencies=[Depends(require_auth)], response_model=None, responses={200: {"model": HealthReport}})
 def health_deep(request: Request) -> dict[str, Any]:
     """Every check, always 200: ``status`` is ``ok`` or ``degraded`` (upstream's contract)."""
-    return _report(request)
+    return _report(request, inference=True)
 
 
 @router.get(

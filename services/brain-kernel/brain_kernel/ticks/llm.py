@@ -30,6 +30,37 @@ class LLMError(BrainError):
         self.status, self.detail = status, detail
 
 
+def _headers(settings: Settings) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if settings.llm_api_key:
+        headers["Authorization"] = f"Bearer {settings.llm_api_key}"
+    return headers
+
+
+def models_check(settings: Settings, *, timeout_s: float, transport: httpx.BaseTransport | None = None) -> dict[str, object]:
+    """Deep health's ``inference`` check, upstream's shape (UPSTREAM.md 1.3): ``GET <base>/models``.
+
+    ``{ok, url, http_status}``, with ``model_count``, ``classify_model`` and
+    ``classify_model_available`` (some ``data[].id`` is it) on a 200, or
+    ``{ok: false, url, error}`` when the endpoint cannot be reached. Never raises.
+    """
+    url = f"{(settings.llm_base_url or '').rstrip('/')}/models"
+    try:
+        with http_client.using("llm", transport) as client:
+            response = client.get(url, headers=_headers(settings), timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return {"ok": False, "url": url, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    out: dict[str, object] = {"ok": response.status_code == 200, "url": url, "http_status": response.status_code}
+    if response.status_code == 200:
+        try:
+            data = response.json().get("data")
+        except (ValueError, AttributeError):
+            data = None
+        ids = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+        out.update(model_count=len(ids), classify_model=settings.classify_model, classify_model_available=settings.classify_model in ids)
+    return out
+
+
 def completions_url(base_url: str) -> str:
     """The chat completions URL of an OpenAI-compatible base URL (``.../v1``)."""
     base = base_url.rstrip("/")
@@ -51,9 +82,7 @@ def chat_completion(
     """
     if not settings.llm_base_url:
         raise LLMError("no LLM endpoint configured (BRAIN_LLM_BASE_URL)")
-    headers = {"Content-Type": "application/json"}
-    if settings.llm_api_key:
-        headers["Authorization"] = f"Bearer {settings.llm_api_key}"
+    headers = _headers(settings)
     body = {"model": model, "messages": list(messages), **options}
     try:
         with http_client.using("llm", transport) as client:
