@@ -65,6 +65,9 @@ health.Check.writable
 health.Check.api_base
 health.Check.model_dim
 health.Check.dim_match
+health.Check.http_status
+health.Check.model_count
+health.Check.classify_model_available
 ingest.Ingested.obsidian_path
 ingest.Ingested.semantic_text_preview
 ingest.Ingested.classified_by
