@@ -2,8 +2,11 @@
 
 Memory is the run's planted world (tests/support/planting.py, six projects
 ticked once); a second app on the same database and vault has tokens, so
-the same rows are read with auth on. The browser tests (test_browser.py)
-check what a person sees; these check the rules fast.
+the same rows are read with auth on. Tests that only read share one copy of
+that world for the module (``world``); a test that writes (a marker, a file,
+a served session, a tick row) gets a copy of its own (``planted``). The
+browser tests (test_browser.py) check what a person sees; these check the
+rules fast.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,7 +23,7 @@ from brain_api.app import create_app
 from brain_api.ui.auth import CSRF_COOKIE, TOKEN_COOKIE
 from brain_api.ui.pages import DRY_RUN_PATH
 from brain_kernel.settings import Settings
-from tests.support.harness import make_settings
+from tests.support.harness import ManualClock, PlantedImage, cloned_database, make_settings
 from tests.support.planting import PROJECTS, Planted
 
 ALL, API = "ui-all-token-0123456789", "ui-api-token-0123456789"
@@ -42,16 +46,54 @@ class Guarded:
         return self.client
 
 
+def _guarded_settings(folder: Path, database_url: str | None, vault: Path) -> Settings:
+    """Settings for the app with tokens: one for every project, one bound to org1/api."""
+    folder.mkdir()
+    return make_settings(folder, database_url, vault=vault, tokens=[ALL, f"{API}=org1/api"])
+
+
 @pytest.fixture
 def guarded(planted: Planted, settings: Settings, tmp_path) -> Iterator[Guarded]:
-    """The planted world served by an app with tokens: one for every project, one bound to org1/api."""
-    (tmp_path / "guarded").mkdir()
-    s = make_settings(tmp_path / "guarded", settings.database_url, vault=settings.vault, tokens=[ALL, f"{API}=org1/api"])
+    """The test's own copy of the planted world served by an app with tokens."""
+    s = _guarded_settings(tmp_path / "guarded", settings.database_url, settings.vault)
     with TestClient(create_app(s), base_url="http://testserver") as client:
         yield Guarded(client, s)
 
 
-def test_every_page_answers_with_auth_off_and_is_never_cached(client, planted: Planted) -> None:
+@dataclass
+class World:
+    """One copy of the planted world for the module's read-only tests: an app with auth off, one with tokens."""
+
+    client: TestClient
+    guarded: Guarded
+    planted: Planted
+
+
+@pytest.fixture(scope="module")
+def _world(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, _planted_image: PlantedImage) -> Iterator[World]:
+    """The run's planted image cloned once for the module (a clone per test cost 0.3 s), served by both apps.
+
+    Only tests that write nothing use it, so each sees exactly the planted memory.
+    """
+    root = tmp_path_factory.mktemp("pages")
+    with cloned_database(pg_admin_url, _planted_image.database_url) as url:
+        settings = make_settings(root, url)
+        planted = _planted_image.restore(settings)
+        s = _guarded_settings(root / "guarded", url, settings.vault)
+        with TestClient(create_app(settings, clock=ManualClock())) as client, TestClient(create_app(s), base_url="http://testserver") as guarded_client:
+            yield World(client, Guarded(guarded_client, s), planted)
+
+
+@pytest.fixture
+def world(_world: World) -> World:
+    """The module's shared world, its clients' cookies forgotten (the only state a client keeps between tests)."""
+    _world.client.cookies.clear()
+    _world.guarded.client.cookies.clear()
+    return _world
+
+
+def test_every_page_answers_with_auth_off_and_is_never_cached(world: World) -> None:
+    client = world.client
     for url in PAGES:
         r = client.get(url)
         assert r.status_code == 200, (url, r.text[:500])
@@ -63,7 +105,8 @@ def test_every_page_answers_with_auth_off_and_is_never_cached(client, planted: P
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
 
 
-def test_the_projects_page_counts_are_the_apis(client, planted: Planted) -> None:
+def test_the_projects_page_counts_are_the_apis(world: World) -> None:
+    client = world.client
     html = client.get("/ui").text
     for p in client.get("/projects").json()["projects"]:
         row = re.search(rf'<tr data-project="{re.escape(p["id"])}">(.*?)</tr>', html, re.S)
@@ -74,8 +117,10 @@ def test_the_projects_page_counts_are_the_apis(client, planted: Planted) -> None
     assert 'class="orphans"' in html  # unattributed memory has its own row
 
 
-def test_the_project_page_shows_the_block_the_connector_reads(client, planted: Planted) -> None:
+def test_the_project_page_shows_the_block_the_connector_reads(world: World) -> None:
     import html as html_lib
+
+    client = world.client
 
     for pid in ("org1/api", "acme/web", "infra"):
         block = client.get("/feed", params={"project": pid, "format": "markdown"}).text
@@ -84,14 +129,16 @@ def test_the_project_page_shows_the_block_the_connector_reads(client, planted: P
         assert html_lib.unescape(shown) == block
 
 
-def test_an_unknown_project_and_a_malformed_one_are_not_found(client, planted: Planted) -> None:
+def test_an_unknown_project_and_a_malformed_one_are_not_found(world: World) -> None:
+    client = world.client
     assert client.get("/ui/project", params={"project": "nobody/here"}).status_code == 404
     assert client.get("/ui/project", params={"project": "bad key!"}).status_code == 404
     assert client.get("/ui/project", params={"project": "api"}).status_code == 409  # two repositories share the key
     assert client.get("/ui/project").status_code == 422
 
 
-def test_without_a_token_every_page_sends_to_the_sign_in_form(guarded: Guarded) -> None:
+def test_without_a_token_every_page_sends_to_the_sign_in_form(world: World) -> None:
+    guarded = world.guarded
     for url in PAGES:
         r = guarded.client.get(url, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"].startswith("/ui/signin?next="), url
@@ -100,7 +147,8 @@ def test_without_a_token_every_page_sends_to_the_sign_in_form(guarded: Guarded) 
     assert guarded.client.get("/ui", follow_redirects=False).status_code == 303
 
 
-def test_sign_in_keeps_the_token_in_an_httponly_strict_cookie(guarded: Guarded) -> None:
+def test_sign_in_keeps_the_token_in_an_httponly_strict_cookie(world: World) -> None:
+    guarded = world.guarded
     c = guarded.client
     form = c.get("/ui/signin")
     set_csrf = form.headers["set-cookie"]
@@ -123,7 +171,8 @@ def test_sign_in_over_https_marks_the_cookie_secure(guarded: Guarded) -> None:
         assert r.status_code == 303 and "secure" in r.headers["set-cookie"].lower()
 
 
-def test_forms_without_the_csrf_token_or_from_another_site_are_refused(guarded: Guarded) -> None:
+def test_forms_without_the_csrf_token_or_from_another_site_are_refused(world: World) -> None:
+    guarded = world.guarded
     c = guarded.client
     form = c.get("/ui/signin")
     csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
@@ -142,7 +191,8 @@ def test_forms_without_the_csrf_token_or_from_another_site_are_refused(guarded: 
     assert signed.get("/ui", follow_redirects=False).status_code == 200  # still signed in
 
 
-def test_sign_out_forgets_the_token(guarded: Guarded) -> None:
+def test_sign_out_forgets_the_token(world: World) -> None:
+    guarded = world.guarded
     c = guarded.signed_in(ALL)
     csrf = c.cookies.get(CSRF_COOKIE)
     r = c.post("/ui/signout", data={"csrf": csrf}, follow_redirects=False)
@@ -150,7 +200,9 @@ def test_sign_out_forgets_the_token(guarded: Guarded) -> None:
     assert c.get("/ui", follow_redirects=False).status_code == 303
 
 
-def test_a_bound_token_sees_only_its_project_on_every_page(guarded: Guarded, planted: Planted) -> None:
+def test_a_bound_token_sees_only_its_project_on_every_page(world: World) -> None:
+    guarded = world.guarded
+    planted = world.planted
     c = guarded.signed_in(API)
     foreign = {t for pid in OTHERS for t in planted.owned[pid]} | planted.unattributed
     for url in PAGES:
@@ -169,7 +221,8 @@ def test_a_bound_token_sees_only_its_project_on_every_page(guarded: Guarded, pla
     assert "a token that reaches every project" in c.get("/ui/trial").text
 
 
-def test_the_header_token_works_as_the_cookie_does(guarded: Guarded) -> None:
+def test_the_header_token_works_as_the_cookie_does(world: World) -> None:
+    guarded = world.guarded
     guarded.client.cookies.clear()
     r = guarded.client.get("/ui", headers={"Authorization": f"Bearer {API}"})
     assert r.status_code == 200 and re.findall(r'<tr data-project="([^"]*)"', r.text) == ["org1/api"]
@@ -186,7 +239,8 @@ def test_the_attribution_page_reads_a_stored_dry_run(client, planted: Planted, s
     assert "12 arcs scanned, 1 would change" in html and "clusters/2026-11-30/c-1.md" in html
 
 
-def test_the_project_search_answers_as_post_search(client, planted: Planted) -> None:
+def test_the_project_search_answers_as_post_search(world: World) -> None:
+    client, planted = world.client, world.planted
     word = sorted(planted.owned["acme/web"])[0]
     api = client.post("/search", json={"query": word, "project": "acme/web", "limit": 10}).json()
     page = client.get("/ui/project", params={"project": "acme/web", "q": word}).text
