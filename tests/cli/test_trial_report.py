@@ -15,7 +15,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
 from brain_core.trial import CONTROL, TREATMENT, TrialConfig, control_block, seed_of
 from brain_kernel.db.engine import make_engine, session_factory, unit_of_work
@@ -30,29 +34,36 @@ PROJECTS, SESSIONS = 40, 3
 DRAW = 7
 
 
-def _serve(settings: Settings, repo: str, session_id: str, *, config: Settings | None = None) -> str:
-    """Record the block a session was served, as the feed route does; its arm."""
-    engine = make_engine(settings.database_url or "", pooled=False)
+@pytest.fixture
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    """Sessions on the test's database from one pooled engine, as the feed route's app holds one
+    (an engine and a connection per record cost 13 ms, 3.5 s of the module)."""
+    engine = make_engine(database_url)
     try:
-        key = repo.split("/")[1]
-        assignment = arm_of(config or settings, repo=repo, project=key, session_id=session_id)
-        text = control_block(key) if assignment.arm == CONTROL else f"## Project memory: {key}\n- lesson:{key} pin the clock\n"
-        entry_ids = () if assignment.arm == CONTROL else (f"lesson:{key}",)
-        record(
-            lambda: unit_of_work(session_factory(engine)),
-            kind=BLOCK,
-            assignment=assignment,
-            served=Served(text, entry_ids),
-            session_id=session_id,
-            project=key,
-            repo=repo,
-        )
-        return assignment.arm
+        yield session_factory(engine)
     finally:
         engine.dispose()
 
 
-def simulate(tmp_path: Path, database_url: str, *, effect: int, seed: int) -> tuple[Settings, dict[str, str]]:
+def _serve(sessions: sessionmaker[Session], settings: Settings, repo: str, session_id: str, *, config: Settings | None = None) -> str:
+    """Record the block a session was served, as the feed route does; its arm."""
+    key = repo.split("/")[1]
+    assignment = arm_of(config or settings, repo=repo, project=key, session_id=session_id)
+    text = control_block(key) if assignment.arm == CONTROL else f"## Project memory: {key}\n- lesson:{key} pin the clock\n"
+    entry_ids = () if assignment.arm == CONTROL else (f"lesson:{key}",)
+    record(
+        lambda: unit_of_work(sessions),
+        kind=BLOCK,
+        assignment=assignment,
+        served=Served(text, entry_ids),
+        session_id=session_id,
+        project=key,
+        repo=repo,
+    )
+    return assignment.arm
+
+
+def simulate(tmp_path: Path, database_url: str, sessions: sessionmaker[Session], *, effect: int, seed: int) -> tuple[Settings, dict[str, str]]:
     """40 projects x 3 sessions; a control session fails ``effect`` more commands than its project's level.
 
     Each project has its own level of failures (0-4) and each session some noise (0-2); every failing
@@ -67,7 +78,7 @@ def simulate(tmp_path: Path, database_url: str, *, effect: int, seed: int) -> tu
         repo, level = f"org{p}/proj{p}", rng.randint(0, 4)
         for s in range(SESSIONS):
             sid = f"sim-{p:02d}-{s}"
-            arm = _serve(settings, repo, sid)
+            arm = _serve(sessions, settings, repo, sid)
             assert arms.setdefault(repo, arm) == arm  # every session of a project in its arm
             failures = level + rng.randint(0, 2) + (effect if arm == CONTROL else 0)
             said = [f"Following lesson:proj{p}, the clock is pinned."] if arm == TREATMENT else ["Pinned the clock."]
@@ -100,8 +111,8 @@ def _expected_control(repos: list[str]) -> int:
     return sum(seed_of(repo, SALT) < 50 for repo in repos)
 
 
-def test_a_planted_effect_is_recovered_within_its_interval(tmp_path: Path, database_url: str) -> None:
-    settings, arms = simulate(tmp_path, database_url, effect=2, seed=DRAW)
+def test_a_planted_effect_is_recovered_within_its_interval(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -> None:
+    settings, arms = simulate(tmp_path, database_url, sessions, effect=2, seed=DRAW)
     control = _expected_control(list(arms))
     assert sum(arm == CONTROL for arm in arms.values()) == control  # the arm is the formula's, per project
     data = _report(settings)
@@ -124,25 +135,27 @@ def test_a_planted_effect_is_recovered_within_its_interval(tmp_path: Path, datab
     assert "failed_tool_calls" in table.stdout and "control minus treatment" in table.stdout and "recall_used*" in table.stdout
 
 
-def test_no_planted_effect_gives_intervals_that_cover_zero(tmp_path: Path, database_url: str) -> None:
-    settings, _ = simulate(tmp_path, database_url, effect=0, seed=DRAW)
+def test_no_planted_effect_gives_intervals_that_cover_zero(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -> None:
+    settings, _ = simulate(tmp_path, database_url, sessions, effect=0, seed=DRAW)
     found = _by_outcome(_report(settings))
     for name in ("failed_tool_calls", "repeated_failures", "turns", "tool_calls", "lessons"):
         c = found[name]
         assert c["low"] <= 0 <= c["high"], (name, c)
 
 
-def test_only_the_current_period_is_read_and_sessions_without_outcomes_are_counted_apart(tmp_path: Path, database_url: str) -> None:
+def test_only_the_current_period_is_read_and_sessions_without_outcomes_are_counted_apart(
+    tmp_path: Path, database_url: str, sessions: sessionmaker[Session]
+) -> None:
     settings = make_settings(tmp_path, database_url, trial_control_percent=50, trial_salt=SALT)
     earlier = make_settings(tmp_path, database_url, trial_control_percent=20, trial_salt="another-salt-456")
     repos = [f"org{p}/proj{p}" for p in range(6)]
     for p, repo in enumerate(repos):
-        _serve(settings, repo, f"cur-{p}")
-        _serve(settings, repo, f"cur-{p}")  # a second block of the same session: still one session
-        _serve(settings, repo, f"old-{p}", config=earlier)
+        _serve(sessions, settings, repo, f"cur-{p}")
+        _serve(sessions, settings, repo, f"cur-{p}")  # a second block of the same session: still one session
+        _serve(sessions, settings, repo, f"old-{p}", config=earlier)
         write_claude(settings.resolved_claude_dir, f"cur-{p}", f"/srv/p{p}", NOW - dt.timedelta(hours=1), ["Go on", "Again"])
         write_claude(settings.resolved_claude_dir, f"old-{p}", f"/srv/p{p}", NOW - dt.timedelta(hours=1), ["Go on", "Again"])
-    _serve(settings, repos[0], "no-transcript")  # served, never extracted: counted apart
+    _serve(sessions, settings, repos[0], "no-transcript")  # served, never extracted: counted apart
     write_claude(settings.resolved_claude_dir, "never-served", "/srv/p0", NOW - dt.timedelta(hours=1), ["Go on"])  # no record: not in the trial
     assert brain(settings, "extract", "--since", "2d", "--min-turns", "1").exit_code == 0
 
@@ -163,10 +176,10 @@ def test_only_the_current_period_is_read_and_sessions_without_outcomes_are_count
     assert _report(settings, "--since", (NOW + dt.timedelta(days=1)).isoformat())["arms"][TREATMENT]["sessions"] == 0
 
 
-def test_export_writes_every_record_as_json_lines(tmp_path: Path, database_url: str) -> None:
+def test_export_writes_every_record_as_json_lines(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -> None:
     settings = make_settings(tmp_path, database_url, trial_control_percent=50, trial_salt=SALT)
     for p in range(3):
-        _serve(settings, f"org{p}/proj{p}", f"s-{p}")
+        _serve(sessions, settings, f"org{p}/proj{p}", f"s-{p}")
     out = tmp_path / "injections.jsonl"
     result = brain(settings, "trial", "export", "--out", str(out))
     assert result.exit_code == 0 and "3 records" in result.stderr
@@ -177,10 +190,10 @@ def test_export_writes_every_record_as_json_lines(tmp_path: Path, database_url: 
     assert stdout.exit_code == 0 and len(stdout.stdout.splitlines()) == 3
 
 
-def test_with_no_trial_every_served_session_is_treated_and_nothing_is_compared(tmp_path: Path, database_url: str) -> None:
+def test_with_no_trial_every_served_session_is_treated_and_nothing_is_compared(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -> None:
     settings = make_settings(tmp_path, database_url)  # no percentage, no salt: the records' period is (0, none)
     for p in range(3):
-        _serve(settings, f"org{p}/proj{p}", f"s-{p}")
+        _serve(sessions, settings, f"org{p}/proj{p}", f"s-{p}")
         write_claude(settings.resolved_claude_dir, f"s-{p}", f"/srv/p{p}", NOW - dt.timedelta(hours=1), ["Go on", "Again"])
     assert brain(settings, "extract", "--since", "2d", "--min-turns", "1").exit_code == 0
     data = _report(settings)
