@@ -5,7 +5,8 @@ emulated in tests/support/upstream_client.py) and asserts what the hooks read fr
 each answer: the feed items and what the ``brain`` channel ends up holding,
 the ``/signal`` fields the amygdala hook acts on, whether a marker post counts
 as delivered, and whether the outbox drains. Memory is planted through the
-kernel's real writers (``POST /marker``, arc files, ``brain tick --no-ai``).
+kernel's real writers (``POST /marker``, arc files, ``brain tick --no-ai``);
+the feed tests that only read share one copy of it for the module (``world``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
-from tests.support.harness import Served, make_settings
+from tests.support.harness import ManualClock, PlantedImage, Served, cloned_database, make_settings
 from tests.support.planting import PROJECTS, Planted, run_cli
 from tests.support.upstream_client import (
     FRAMING,
@@ -61,6 +62,23 @@ def token_client(tmp_path: Path, database_url: str, client) -> Iterator[object]:
 
     with TestClient(create_app(make_settings(tmp_path, database_url, tokens=[TOKEN, "other-token"]))) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, _planted_image: PlantedImage) -> Iterator[tuple[object, Planted]]:
+    """The run's planted image cloned once for the module's read-only feed tests (a clone per test cost 0.3 s): the app, what was planted.
+
+    Only tests that write nothing use it, so each reads exactly the planted memory.
+    """
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+
+    with cloned_database(pg_admin_url, _planted_image.database_url) as url:
+        settings = make_settings(tmp_path_factory.mktemp("upstream-client"), url)
+        planted = _planted_image.restore(settings)
+        with TestClient(create_app(settings, clock=ManualClock())) as client:
+            yield client, planted
 
 
 def unique() -> str:
@@ -125,7 +143,8 @@ def read_feed(client, project: str | None = None, token: str | None = None) -> t
     return exchange.json(), entries
 
 
-def test_global_feed_gives_the_client_a_framed_hot_arcs_table_and_drops_nothing(client, planted: Planted) -> None:
+def test_global_feed_gives_the_client_a_framed_hot_arcs_table_and_drops_nothing(world: tuple[object, Planted]) -> None:
+    client, planted = world
     payload, entries = read_feed(client)
     assert_nothing_dropped(payload)
     assert len(entries) == sum(len(payload[b]) for b in ("hot_arcs", "inject_blocks", "entries"))
@@ -152,7 +171,8 @@ def test_global_feed_gives_the_client_a_framed_hot_arcs_table_and_drops_nothing(
 
 
 @pytest.mark.parametrize("project", list(PROJECTS))
-def test_each_project_feed_reads_like_the_global_one_for_the_client(client, planted: Planted, project: str) -> None:
+def test_each_project_feed_reads_like_the_global_one_for_the_client(world: tuple[object, Planted], project: str) -> None:
+    client, planted = world
     payload, entries = read_feed(client, project)
     assert payload["project"]["known"] is True
     assert_nothing_dropped(payload)
@@ -169,7 +189,8 @@ def test_each_project_feed_reads_like_the_global_one_for_the_client(client, plan
     assert any(t in shown for t in own), f"none of {project}'s own memory reached the client"
 
 
-def test_an_unknown_project_feed_still_gives_the_client_readable_items(client, planted: Planted) -> None:
+def test_an_unknown_project_feed_still_gives_the_client_readable_items(world: tuple[object, Planted]) -> None:
+    client, planted = world
     payload, entries = read_feed(client, "nobody/nothing")
     assert payload["project"]["known"] is False
     assert_nothing_dropped(payload)
@@ -178,8 +199,9 @@ def test_an_unknown_project_feed_still_gives_the_client_readable_items(client, p
     assert any(t in e.content for e in entries for t in planted.fleet)
 
 
-def test_an_unchanged_feed_is_not_republished(client, planted: Planted) -> None:
+def test_an_unchanged_feed_is_not_republished(world: tuple[object, Planted]) -> None:
     """The client hashes (id, content, priority): a feed that did not change must not churn the channel."""
+    client = world[0]
     for project in (None, "acme/web"):
         adapter = BrainAdapter(http_for(client), project)
         assert adapter.refresh() == "published"
