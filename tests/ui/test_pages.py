@@ -163,8 +163,9 @@ def test_sign_in_keeps_the_token_in_an_httponly_strict_cookie(world: World) -> N
     assert c.get("/projects").status_code == 401  # the API never acts on the page cookie
 
 
-def test_sign_in_over_https_marks_the_cookie_secure(guarded: Guarded) -> None:
-    with TestClient(guarded.client.app, base_url="https://testserver") as c:
+def test_sign_in_over_https_marks_the_cookie_secure(world: World) -> None:
+    # An app of its own on the shared world: leaving this client runs the app's shutdown, which the module's app must not see.
+    with TestClient(create_app(world.guarded.settings), base_url="https://testserver") as c:
         form = c.get("/ui/signin")
         csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
         r = c.post("/ui/signin", data={"token": ALL, "csrf": csrf}, follow_redirects=False)
@@ -291,12 +292,14 @@ def test_entry_text_is_escaped_on_every_page(client, planted: Planted) -> None:
         assert hostile not in page and "&lt;script&gt;" in page, url
 
 
-def test_the_signals_page_counts_every_active_signal(client, planted: Planted, db) -> None:
+def test_the_signals_page_counts_every_active_signal(world: World) -> None:
     from sqlalchemy import text
 
-    active = db.execute(
-        text("SELECT count(*) FROM entries WHERE kind = 'signal' AND (status IS NULL OR lower(status) NOT IN ('resolved', 'cleared'))")
-    ).scalar()
+    client = world.client
+    with client.app.state.engine.connect() as db:  # type: ignore[attr-defined]  # the app's own database
+        active = db.execute(
+            text("SELECT count(*) FROM entries WHERE kind = 'signal' AND (status IS NULL OR lower(status) NOT IN ('resolved', 'cleared'))")
+        ).scalar()
     page = client.get("/ui/signals").text
     assert f"{active} active signal" in page
     cells = re.findall(r'<td class="num">(\d+)</td></tr>', page.split('id="ages-fleet"', 1)[1].split("<h2>", 1)[0])
