@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,12 @@ def hook(home: Path, agent: str, event: str, payload: dict[str, object]) -> tupl
     return proc, time.monotonic() - started
 
 
+def hooks_at_once(home: Path, *runs: tuple[str, str, dict[str, object]]) -> list[tuple[subprocess.CompletedProcess[str], float]]:
+    """Run a hook process per (agent, event, payload) at the same time, as an agent's hooks may run: each one's (result, seconds)."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda run: hook(home, *run), runs))
+
+
 def _outbox(home: Path) -> list[Path]:
     folder = home / ".local" / "state" / "brain" / "outbox"
     return sorted(folder.glob("*.json")) if folder.exists() else []
@@ -137,14 +144,14 @@ def test_a_kernel_that_never_answers_costs_the_budget_and_nothing_more(tmp_path:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)  # accepts connections, never answers
         home = _home(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}")
-        payload = _sample("claude-session-start.json", cwd=str(repo))
-        start, took = hook(home, "claude", "SessionStart", payload)
+        begin = _sample("claude-session-start.json", cwd=str(repo))
+        end = _sample("claude-stop.json", cwd=str(repo))
+        end["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(end["session_id"])))
+        # Both at once: each waits out its own budget on the silent kernel, so run in turn they cost two.
+        (start, took), (stop, stop_took) = hooks_at_once(home, ("claude", "SessionStart", begin), ("claude", "Stop", end))
         assert (start.returncode, start.stdout) == (0, "")
         assert BUDGET - 0.2 < took < BUDGET + 1
-        payload = _sample("claude-stop.json", cwd=str(repo))
-        payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
-        stop, took = hook(home, "claude", "Stop", payload)
-        assert (stop.returncode, stop.stdout, took < BUDGET + 1) == (0, "", True)
+        assert (stop.returncode, stop.stdout, stop_took < BUDGET + 1) == (0, "", True)
         assert len(_outbox(home)) == 7
 
 

@@ -79,7 +79,8 @@ def stub_kernel(port: int = 0, delay: float = 0.01, refuse: set[str] | None = No
     stub = StubKernel(delay=delay, refuse=refuse or set())
     server = ThreadingHTTPServer(("127.0.0.1", port), _handler(stub))
     stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever to look at its flag, every poll_interval: 0.5 s by default, on every test.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield stub
