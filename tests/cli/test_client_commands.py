@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import text
 
 from brain_kernel.settings import KERNEL_VARIABLES, Settings
-from tests.support.harness import Served, brain, make_settings, serve_brain
-from tests.support.servers import free_port, stop
+from tests.support.harness import Served, brain, make_settings, serve_in_thread
+from tests.support.servers import free_port
 
 TOKEN = "client-t0k"
 LESSON = "Run the migrations before the integration suite, or the fixtures see an old schema"
@@ -78,7 +78,7 @@ def test_tick_remote_wait_follows_the_queued_tick_to_its_end(served: Served, tmp
         deadline = time.monotonic() + 30
         while not served.db.execute(text("select count(*) from tick_requests")).scalar_one():
             assert time.monotonic() < deadline and waiting.poll() is None, waiting.stderr.read() if waiting.stderr else ""
-            time.sleep(0.2)
+            time.sleep(0.02)
             served.db.rollback()
         drained = brain(served.settings, "tick-drain")
         assert drained.exit_code == 0, drained.stderr
@@ -105,8 +105,7 @@ def test_a_kernel_that_does_not_answer_is_one_error_line(tmp_path: Path, client_
 def test_the_token_comes_from_brain_token_or_the_client_file_for_its_own_url(tmp_path: Path, database_url: str, client_home: Path) -> None:
     (tmp_path / "guarded").mkdir()
     settings = make_settings(tmp_path / "guarded", database_url, tokens=[TOKEN])
-    proc, base = serve_brain(settings, workers=1)
-    try:
+    with serve_in_thread(settings) as base:  # the client is the subject: the kernel runs in this process
         local = make_settings(tmp_path, None)
         refused = brain(local, "projects", "--url", base)
         assert refused.exit_code == 1 and "refused the token" in refused.stderr and TOKEN not in refused.stderr
@@ -116,8 +115,6 @@ def test_the_token_comes_from_brain_token_or_the_client_file_for_its_own_url(tmp
         assert _json(brain(local, "projects"))["count"] == 0  # the client file's URL and token
         other = base.replace("127.0.0.1", "localhost")
         assert brain(local, "projects", "--url", other).exit_code == 1  # another URL never gets the file's token
-    finally:
-        stop(proc, 15)
 
 
 def test_version_is_the_distribution_s(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from mcp.client.stdio import stdio_client
 
 from brain_cli import agent_config
 from brain_kernel.settings import KERNEL_VARIABLES, Settings
-from tests.support.harness import Served, brain, make_settings, serve_brain
-from tests.support.servers import free_port, stop
+from tests.support.harness import Served, brain, make_settings, serve_in_thread
+from tests.support.servers import free_port
 
 BRAIN = "/opt/brain env/bin/brain"  # a space: the hook command must quote it
 TOKEN = "s3cret-token-value"
@@ -414,7 +414,8 @@ def _connect_on_a_terminal(settings: Settings, url: str, typed: str) -> tuple[in
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([main], [], [], 0.5)
+            # A short wait: the prompt shows before echo goes off, and then nothing more comes until we type.
+            ready, _, _ = select.select([main], [], [], 0.02)
             if ready:
                 try:
                     chunk = os.read(main, 4096)
@@ -443,12 +444,9 @@ def test_a_kernel_that_wants_a_token_is_prompted_for_on_a_terminal_only(settings
     (tmp_path / "kernel").mkdir()
     kernel = make_settings(tmp_path / "kernel", database_url, tokens=[TOKEN])
     Vault(kernel.vault).scaffold()
-    proc, base = serve_brain(kernel, workers=1)
-    try:
+    with serve_in_thread(kernel) as base:  # the prompt is the subject: the kernel runs in this process
         piped = brain(settings, "connect", "claude", "--brain", BRAIN, "--no-mcp", "--url", base, input="typed\n")
         code, shown = _connect_on_a_terminal(settings, base, TOKEN)
-    finally:
-        stop(proc, 15)
     assert piped.exit_code == 0, piped.stderr
     assert "Token for" not in piped.stdout + piped.stderr
     assert json.loads(piped.stdout.strip().splitlines()[-1])["token_note"].startswith(f"none: {base} needs a token and stdin is not a terminal")

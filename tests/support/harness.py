@@ -11,7 +11,10 @@ import copy
 import datetime as dt
 import os
 import shutil
+import socket
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -133,6 +136,38 @@ def cloned_database(pg_admin_url: str, template_url: str) -> Iterator[str]:
         yield db_url(pg_admin_url, name)
     finally:
         admin_exec(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def serve_in_thread(settings: Settings) -> Iterator[str]:
+    """The app of ``settings`` served by uvicorn on a 127.0.0.1 port in a thread of this process: its base URL.
+
+    Real HTTP to the real app, for a test whose subject is a client of the
+    kernel (its token, its prompts), not the ``brain serve`` process: that
+    costs a new interpreter importing the app (about 1.5 s) and its exit.
+    """
+    import uvicorn
+
+    from brain_api.app import create_app
+    from brain_kernel.vault_store import Vault
+
+    Vault(settings.vault).scaffold()  # as ``brain serve`` does before it listens
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # bound here, so no other process can take the port before the server listens
+    # log_config None: uvicorn leaves this process's logging as the tests configured it.
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_config=None, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:  # polling a starting server, not waiting on the code under test
+            assert thread.is_alive() and time.monotonic() < deadline, "the in-process server did not start"
+            time.sleep(0.005)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
 
 
 def serve_brain(settings: Settings, workers: int) -> tuple[subprocess.Popen[bytes], str]:
