@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from brain_cli.cli import app
-from tests.support.harness import HTTP, REPO_ROOT
+from tests.support.harness import HTTP, REPO_ROOT, brain, make_settings
 from tests.support.servers import free_port
 
 runner = CliRunner()
@@ -53,9 +53,11 @@ def _run_brain(args: list[str], env_extra: dict[str, str], cwd: Path) -> subproc
     return subprocess.run([sys.executable, "-m", "brain_cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
+# In this process, the same code path as the installed command: tests/cli/test_exit_codes.py runs these command
+# lines as real processes (exit status and the one error line), so here a process start would only add its cost.
 def test_unreachable_database_is_one_clear_line(tmp_path: Path) -> None:
-    result = _run_brain(["migrate"], {"DATABASE_URL": "postgresql://brain@127.0.0.1:1/brain"}, tmp_path)
-    assert result.returncode != 0
+    result = brain(make_settings(tmp_path, "postgresql://brain@127.0.0.1:1/brain"), "migrate", cwd=tmp_path)
+    assert result.exit_code != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: cannot reach the database")
@@ -73,8 +75,8 @@ def test_unwritable_vault_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_malformed_database_url_is_one_clear_line(tmp_path: Path) -> None:
-    result = _run_brain(["migrate", "--database-url", "mysql://x@y/z"], {}, tmp_path)
-    assert result.returncode == 2
+    result = brain(make_settings(tmp_path, None), "migrate", "--database-url", "mysql://x@y/z", cwd=tmp_path)
+    assert result.exit_code == 2
     assert result.stderr.strip().startswith("error: DATABASE_URL must point at PostgreSQL")
 
 
@@ -97,7 +99,7 @@ def test_serve_on_the_embedded_default_is_healthy_and_stops_cleanly(tmp_path: Pa
             try:
                 healthy = HTTP.get(f"{base}/health", timeout=1).status_code == 200
             except httpx.HTTPError:
-                time.sleep(0.2)
+                time.sleep(0.05)
         assert healthy, "GET /health did not answer within 30 s"
         deep = HTTP.get(f"{base}/health/deep", timeout=5).json()
         assert deep["status"] == "ok", deep
