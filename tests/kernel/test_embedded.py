@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from pydantic import ValidationError
 
 from brain_kernel.db.embedded import EmbeddedPostgres, auto_shared_buffers, holders, memory_limit
 from brain_kernel.settings import Settings
-from tests.support.harness import REPO_ROOT, make_settings, serve_brain, settings_env
+from tests.support.harness import make_settings, serve_brain, settings_env
 from tests.support.servers import stop
 
 GIB = 1 << 30
@@ -57,6 +55,15 @@ def _until(condition: Callable[[], bool], seconds: float = 30) -> bool:
     return True
 
 
+def _running(proc: psutil.Process) -> bool:
+    """Whether the process runs: Postgres is nobody's child once pg_ctl has started it, so after it stops it stays
+    a zombie until init reaps it (a second or more on some machines), and a zombie has stopped."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _buffers(server: EmbeddedPostgres) -> str:
     with psycopg.connect(server._server.get_uri()) as conn:
         row = conn.execute("SELECT current_setting('shared_buffers')").fetchone()
@@ -65,54 +72,49 @@ def _buffers(server: EmbeddedPostgres) -> str:
 
 
 @pytest.mark.slow
-def test_a_server_starts_with_the_buffers_asked_and_restarts_only_when_they_change(caplog: pytest.LogCaptureFixture) -> None:
-    data = REPO_ROOT / ".brain" / f"buffers-test-{uuid.uuid4().hex[:8]}"
+def test_a_server_starts_with_the_buffers_asked_and_restarts_only_when_they_change(caplog: pytest.LogCaptureFixture, embedded_home: Path) -> None:
+    data = embedded_home / "pgdata"  # initialised, never started
     caplog.set_level(logging.INFO, logger="brain_kernel.db.embedded")
-    try:
-        for asked, restarts in (("160MB", 1), ("160MB", 0), (None, 0), ("192MB", 1)):
-            caplog.clear()
-            server = EmbeddedPostgres(data, shared_buffers=asked)
-            server.start()
-            try:
-                assert _buffers(server) == (asked or "160MB")  # no size asked: the server keeps what it was given
-            finally:
-                server.stop()
-            assert sum("restarting once" in r.getMessage() for r in caplog.records) == restarts, (asked, caplog.text)
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    for asked, restarts in (("160MB", 1), ("160MB", 0), (None, 0), ("192MB", 1)):
+        caplog.clear()
+        server = EmbeddedPostgres(data, shared_buffers=asked)
+        server.start()
+        try:
+            assert _buffers(server) == (asked or "160MB")  # no size asked: the server keeps what it was given
+        finally:
+            server.stop()
+        assert sum("restarting once" in r.getMessage() for r in caplog.records) == restarts, (asked, caplog.text)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1", reason="this kernel maps any size (overcommit 1)")
-def test_buffers_the_machine_cannot_give_or_postgres_refuses_leave_the_server_as_it_was(caplog: pytest.LogCaptureFixture) -> None:
-    data = REPO_ROOT / ".brain" / f"buffers-test-{uuid.uuid4().hex[:8]}"
+def test_buffers_the_machine_cannot_give_or_postgres_refuses_leave_the_server_as_it_was(caplog: pytest.LogCaptureFixture, embedded_home: Path) -> None:
+    data = embedded_home / "pgdata"  # initialised, never started
     caplog.set_level(logging.INFO, logger="brain_kernel.db.embedded")
-    try:
-        # 1TB: more than this machine's memory and swap (the start fails); 16TB: above Postgres's maximum (refused).
-        for asked, said in (("1TB", "did not start with shared_buffers = 1TB"), ("16TB", "refused shared_buffers = 16TB")):
-            caplog.clear()
-            server = EmbeddedPostgres(data, shared_buffers=asked)
-            server.start()
-            try:
-                assert _buffers(server) == "128MB"
-            finally:
-                server.stop()
-            assert said in caplog.text
-            assert "shared_buffers" not in (data / "postgresql.auto.conf").read_text()  # the next start is not refused either
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    # 1TB: more than this machine's memory and swap (the start fails); 16TB: above Postgres's maximum (refused).
+    for asked, said in (("1TB", "did not start with shared_buffers = 1TB"), ("16TB", "refused shared_buffers = 16TB")):
+        caplog.clear()
+        server = EmbeddedPostgres(data, shared_buffers=asked)
+        server.start()
+        try:
+            assert _buffers(server) == "128MB"
+        finally:
+            server.stop()
+        assert said in caplog.text
+        assert "shared_buffers" not in (data / "postgresql.auto.conf").read_text()  # the next start is not refused either
 
 
 @pytest.mark.slow
-def test_serve_stops_the_database_it_shared_with_an_mcp_killed_outright(tmp_path: Path) -> None:
+def test_serve_stops_the_database_it_shared_with_an_mcp_killed_outright(tmp_path: Path, embedded_home: Path) -> None:
     """A holder killed with SIGKILL never lets go of the server: the last live holder's clean stop still stops it."""
-    settings = make_settings(tmp_path, None)  # no database URL: one embedded Postgres under BRAIN_HOME for both
+    settings = make_settings(tmp_path, None, home=embedded_home)  # no database URL: one embedded Postgres under BRAIN_HOME for both
     data = settings.home / "pgdata"
     serve, _base = serve_brain(settings, workers=1)
     mcp: subprocess.Popen[bytes] | None = None
     postmaster: int | None = None
     try:
         postmaster = int((data / "postmaster.pid").read_text().split()[0])
+        database = psutil.Process(postmaster)
         with (tmp_path / "mcp.err").open("wb") as errlog:
             mcp = subprocess.Popen(
                 [sys.executable, "-m", "brain_cli", "mcp"], env=settings_env(settings), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errlog
@@ -127,9 +129,9 @@ def test_serve_stops_the_database_it_shared_with_an_mcp_killed_outright(tmp_path
             mcp.kill()
             mcp.wait(10)
         assert stop(serve) == 0, (settings.home / "serve.log").read_text()[-2000:]
-    stopped = _until(lambda: not psutil.pid_exists(postmaster))
+    stopped = _until(lambda: not _running(database))
     if not stopped:  # leave nothing running when the test fails
         os.kill(postmaster, signal.SIGINT)
-        _until(lambda: not psutil.pid_exists(postmaster))
+        _until(lambda: not _running(database))
     assert stopped, "serve's clean stop left the embedded Postgres running for a dead holder"
     assert not (data / "postmaster.pid").exists()
