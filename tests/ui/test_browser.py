@@ -43,6 +43,8 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 ALL, API = "browser-all-0123456789", "browser-api-0123456789"
 OTHERS = [pid for pid in PROJECTS if pid != "org1/api"]
 WAIT = 15
+# How often a wait looks again (selenium's default is every 0.5 s): a condition met just after a look costs a poll, not half a second.
+POLL = 0.05
 
 
 @dataclass
@@ -109,7 +111,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _wait(driver: WebDriver, locator: tuple[str, str]) -> object:
-    return WebDriverWait(driver, WAIT).until(ec.presence_of_element_located(locator))
+    return WebDriverWait(driver, WAIT, poll_frequency=POLL).until(ec.presence_of_element_located(locator))
 
 
 def _shoot(driver: WebDriver, folder: Path, name: str) -> None:
@@ -123,10 +125,10 @@ def _shoot(driver: WebDriver, folder: Path, name: str) -> None:
 def _sign_in(driver: WebDriver, base: str, token: str, then: str = "/ui") -> None:
     driver.delete_all_cookies()
     driver.get(base + then)
-    WebDriverWait(driver, WAIT).until(ec.url_contains("/ui/signin"))
+    WebDriverWait(driver, WAIT, poll_frequency=POLL).until(ec.url_contains("/ui/signin"))
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.ID, "signin").click()
-    WebDriverWait(driver, WAIT).until(ec.url_to_be(base + then))
+    WebDriverWait(driver, WAIT, poll_frequency=POLL).until(ec.url_to_be(base + then))
 
 
 def test_sign_in_then_the_projects_match_the_api(browser: WebDriver, kernel: Kernel, shots: Path) -> None:
@@ -217,6 +219,6 @@ def test_a_bound_token_sees_only_its_project_on_every_page(browser: WebDriver, k
     assert "No project" in _wait(browser, (By.ID, "missing")).text  # type: ignore[attr-defined]
 
     browser.find_element(By.ID, "signout").click()
-    WebDriverWait(browser, WAIT).until(ec.url_contains("/ui/signin"))
+    WebDriverWait(browser, WAIT, poll_frequency=POLL).until(ec.url_contains("/ui/signin"))
     browser.get(kernel.base + "/ui")
-    WebDriverWait(browser, WAIT).until(ec.url_contains("/ui/signin"))
+    WebDriverWait(browser, WAIT, poll_frequency=POLL).until(ec.url_contains("/ui/signin"))
