@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, kind_of_path
+from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, is_arc, kind_of_path
 from brain_core.vault.regions import canonical_id
 from brain_core.vault.repairs import CHAIN, REPAIRS, Fix, merge_chains, merged_levels, repair_arc, requote_signals
 from brain_kernel.db.engine import hold_keeper_lock
@@ -66,10 +66,6 @@ class RepairSummary(JobSummary):
 def candidates(vault: Vault) -> list[str]:
     """The vault paths a run reads (module docstring), sorted."""
     return filestats.markdown_under(vault.root, SCANNED_PREFIXES)
-
-
-def _is_arc(rel: str, doc: frontmatter.Document) -> bool:
-    return kind_of_path(rel) == "arc" or bool(doc.meta.get("cluster_id") and doc.meta.get("type") != "signal")
 
 
 class _Run:
@@ -136,7 +132,7 @@ class _Run:
             return
         self.summary.scanned += 1
         doc = frontmatter.parse(text)
-        if _is_arc(rel, doc):
+        if is_arc(kind_of_path(rel), doc.meta):
             own = (str(doc.meta.get("cluster_id") or ""), canonical_id(rel))
             repaired = repair_arc(text, own)
         else:

@@ -44,7 +44,7 @@ from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_core.redact import Scrubbed, scrub_document
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, kind_of_path
+from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, is_arc, kind_of_path
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import SEARCH, sync_changes
@@ -76,11 +76,6 @@ def candidates(vault: Vault) -> list[str]:
 
 def _in_regions(rel: str) -> bool:
     return rel.split("/", 1)[0] in REGION_DIRS
-
-
-def _is_arc(rel: str, doc: frontmatter.Document) -> bool:
-    """An arc as the keeper reads a region folder: by its path, or by a ``cluster_id`` on a document that is not a signal."""
-    return kind_of_path(rel) == "arc" or bool(doc.meta.get("cluster_id") and doc.meta.get("type") != "signal")
 
 
 def same_structure(before: frontmatter.Document, after: frontmatter.Document) -> bool:
@@ -129,7 +124,7 @@ def run_scrub(
             summary.skipped.append(f"{rel}: not UTF-8, left as it is")  # a rewrite could not give back its other bytes
             continue
         doc = frontmatter.parse(text)
-        if _in_regions(rel) and not _is_arc(rel, doc):
+        if _in_regions(rel) and not is_arc(kind_of_path(rel), doc.meta):
             continue  # a log of markers, a decision, a signal or a standing document: not mined text
         summary.scanned += 1
         result = scrub_document(text)

@@ -37,7 +37,7 @@ from brain_core.backfill import (
 from brain_core.membership import KnownProject
 from brain_core.progress import Progress
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import kind_of_path
+from brain_core.vault.layout import is_arc, kind_of_path
 from brain_kernel.index import filestats
 from brain_kernel.vault_store import Vault
 from brain_kernel.vault_writes import VaultWrites
@@ -76,7 +76,7 @@ def _read_arc(vault: Vault, rel: str, summary: BackfillSummary) -> _Arc | None:
         return None
     doc = frontmatter.parse(text)
     meta = doc.meta
-    if kind_of_path(rel) != "arc" and not (meta.get("cluster_id") and meta.get("type") != "signal"):
+    if not is_arc(kind_of_path(rel), meta):
         return None  # a standing document or a signal file: not an arc
     return _Arc(rel, text, doc, source_sessions(meta))
 

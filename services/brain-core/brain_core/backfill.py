@@ -42,7 +42,7 @@ from brain_core.markers import Attribution
 from brain_core.membership import KnownProject, carriers
 from brain_core.text import text_or_none
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import LOG_KINDS, kind_of_path
+from brain_core.vault.layout import LOG_KINDS, is_arc, kind_of_path
 from brain_core.vault.logs import LogEntry, retag_entry
 from brain_core.vault.records import decision_record, log_entries, signal_record_of
 
@@ -272,7 +272,7 @@ def _marker_records(vault_path: str, text: str) -> list[tuple[EntryRecord, LogEn
         return [(decision_record(text, vault_path), None)]
     if kind == "signal":
         doc = frontmatter.parse(text)
-        if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":
+        if is_arc(kind, doc.meta):
             return []  # an upstream incident arc: the arc backfill's
         return [(signal_record_of(doc, vault_path), None)]
     return []

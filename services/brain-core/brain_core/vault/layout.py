@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from brain_core.text import slugify
 
@@ -136,6 +138,12 @@ def blocks_project(vault_path: str) -> str | None:
     """The project folder name of a ``left/projects/<p>/BLOCKS.md`` path, else None."""
     match = BLOCKS_PATH.match(vault_path)
     return match.group(1) if match else None
+
+
+def is_arc(kind: str | None, meta: Mapping[str, Any]) -> bool:
+    """Upstream's is-arc for a file already read: an arc by its path (``kind``, from ``kind_of_path``), or a
+    document with a ``cluster_id`` that is not a signal (an incident arc in amygdala/, an undated region arc)."""
+    return kind == "arc" or bool(meta.get("cluster_id") and meta.get("type") != "signal")
 
 
 def kind_of_path(vault_path: str) -> str | None:

@@ -36,7 +36,7 @@ from brain_core.text import storable, text_or_none
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
 from brain_core.vault.inline import parse_markers
-from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, blocks_project, is_tombstone, kind_of_path
+from brain_core.vault.layout import FLEET_INTENT_FILE, LOG_KINDS, adr_number, blocks_project, is_arc, is_tombstone, kind_of_path
 from brain_core.vault.logs import LogEntry, MarkerKey, occurred_at, split_log, valid_ref
 
 ACTIVITY_KINDS = ("arc", "lesson", "decision", "signal", "milestone")
@@ -540,7 +540,7 @@ def parsed_records(vault_path: str, doc: frontmatter.Document) -> list[EntryReco
     if kind == "arc":
         return document_records(doc, vault_path, kind)
     if kind == "signal":
-        if doc.meta.get("cluster_id") and doc.meta.get("type") != "signal":  # an upstream incident arc in amygdala/
+        if is_arc(kind, doc.meta):  # an upstream incident arc in amygdala/
             return document_records(doc, vault_path, "arc")
         return [signal_record_of(doc, vault_path)]
     if kind == "region":

@@ -25,7 +25,7 @@ from brain_core.entries import EntryRecord
 from brain_core.heat import arc_facts
 from brain_core.progress import SILENT, Progress
 from brain_core.vault import frontmatter
-from brain_core.vault.layout import is_tombstone, kind_of_path
+from brain_core.vault.layout import is_arc, is_tombstone, kind_of_path
 from brain_core.vault.records import (
     ActivityTally,
     KeptKey,
@@ -220,7 +220,7 @@ def arc_facts_of(rel: str, text_: str, mtime_ns: int, *, meta: Mapping[str, Any]
         return None
     if meta is None:
         meta = frontmatter.parse(text_).meta
-    if not (kind == "arc" or (meta.get("cluster_id") and meta.get("type") != "signal")) or is_tombstone(rel) or meta.get("merged_into"):
+    if not is_arc(kind, meta) or is_tombstone(rel) or meta.get("merged_into"):
         return None
     return arc_facts(meta, mtime=file_time(mtime_ns))
 
