@@ -11,12 +11,13 @@ goes to stdout as JSON, progress to stderr.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -108,6 +109,24 @@ def job_engine(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Se
             yield ready, engine
         finally:
             engine.dispose()
+
+
+@contextmanager
+def audit_and_plan(audit: Path | None, *, dry_run: bool) -> Iterator[tuple[TextIO | None, Callable[[dict[str, Any]], None]]]:
+    """What the commands that rewrite the vault in place share: ``--audit``'s file opened for appending (its folder
+    made), and the plan printer that shows a dry run's change lines on stdout (a real run prints only its summary)."""
+
+    def show(line: dict[str, Any]) -> None:
+        if dry_run:
+            typer.echo(json.dumps(line, ensure_ascii=False, default=str))
+
+    if audit is None:
+        yield None, show
+        return
+    path = audit.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as sink:
+        yield sink, show
 
 
 @contextmanager

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 
 import typer
 
-from brain_cli.common import DatabaseOption, VaultOption, job_session, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, audit_and_plan, job_session, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 
 
@@ -61,17 +60,7 @@ def backfill(
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
-    with contextlib.ExitStack() as stack:
-        sink = None
-        if audit is not None:
-            audit.expanduser().parent.mkdir(parents=True, exist_ok=True)
-            sink = stack.enter_context(audit.expanduser().open("a", encoding="utf-8"))
-        ready, session = stack.enter_context(job_session(settings))
-
-        def show(line: dict) -> None:
-            if dry_run:
-                typer.echo(json.dumps(line, ensure_ascii=False, default=str))
-
+    with audit_and_plan(audit, dry_run=dry_run) as (sink, show), job_session(settings) as (ready, session):
         summary = run_backfill(
             ready,
             store,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from brain_cli.common import DatabaseOption, VaultOption, job_session, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, audit_and_plan, job_session, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 
 
@@ -51,17 +51,7 @@ def repair(
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
     with contextlib.ExitStack() as stack:
-        sink = None
-        if audit is not None:
-            audit.expanduser().parent.mkdir(parents=True, exist_ok=True)
-            sink = stack.enter_context(audit.expanduser().open("a", encoding="utf-8"))
-        db = None
-        if not dry_run:  # a dry run reads only the vault
-            _, db = stack.enter_context(job_session(settings))
-
-        def show(line: dict) -> None:
-            if dry_run:
-                typer.echo(json.dumps(line, ensure_ascii=False))
-
+        sink, show = stack.enter_context(audit_and_plan(audit, dry_run=dry_run))
+        db = None if dry_run else stack.enter_context(job_session(settings))[1]  # a dry run reads only the vault
         summary = run_repair(store, db=db, dry_run=dry_run, audit=sink, progress=reporter("repair"), plan=show)
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
