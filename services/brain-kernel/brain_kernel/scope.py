@@ -222,6 +222,20 @@ class Scope:
             raise ProjectRequired("this token reaches several projects: name the project this write belongs to")
         return self.members[0]
 
+    def note_owner(self, project: str | None) -> tuple[str, str | None] | None:
+        """The (key, repo) a note (an inbox note, an ingested message) is filed under: the one named, else a restricted
+        token's own (``write_project``), else None.
+
+        A named project is looked up as the feed does: malformed 422, ambiguous
+        409, outside a restricted token's projects 403; an unknown one is kept as
+        named, so the note joins the project once it appears.
+        """
+        named = self.check(project.strip()) if project is not None and project.strip() else None
+        member = self.write_project(named.key if named else None, named.repo if named else None)
+        if member is not None:
+            return member.key, member.repo
+        return (named.key, named.repo) if named is not None else None
+
     def refuse_fleet(self, what: str) -> None:
         """OutOfScope for a restricted principal writing something that would reach every project (ADR 0033)."""
         if self.restricted:

@@ -339,7 +339,7 @@ def write_inbox(
         raise HTTPException(status_code=400, detail=f"content is longer than {MAX_INBOX_CONTENT_CHARS} characters")
     if has_lone_surrogate([title, content, tags, artifact_refs]):
         raise HTTPException(status_code=400, detail="the note holds a lone surrogate (not valid Unicode text)")
-    owner = _note_project(Scope(db, principal), project)
+    owner = Scope(db, principal).note_owner(project)
     title, content = scrub(title), scrub(content)  # secrets never reach the vault (ADR 0021)
     tag_list, ref_list = _comma_list(tags), _comma_list(artifact_refs)
     now = clock().astimezone(dt.timezone.utc)  # the file's date and `created` are both UTC
@@ -373,20 +373,6 @@ def write_inbox(
     except DBAPIError:
         db.rollback()
     return {"path": rel, "size_bytes": size, "artifact_refs": ref_list, "tags": tag_list}
-
-
-def _note_project(scope: Scope, project: str | None) -> tuple[str, str | None] | None:
-    """The (key, repo) an inbox note is filed under: the one named, else a restricted token's own (ADR 0033).
-
-    A named project is looked up as the feed does: malformed 422, ambiguous
-    409, outside a restricted token's projects 403; an unknown one is kept as
-    named, so the note joins the project once it appears.
-    """
-    named = scope.check(project.strip()) if project is not None and project.strip() else None
-    member = scope.write_project(named.key if named else None, named.repo if named else None)
-    if member is not None:
-        return member.key, member.repo
-    return (named.key, named.repo) if named is not None else None
 
 
 @router.get("/signal", response_model=Signal)

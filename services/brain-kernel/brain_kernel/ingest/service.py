@@ -72,20 +72,6 @@ class Upload:
     data: bytes
 
 
-def note_owner(scope: Scope, project: str | None) -> Owner | None:
-    """The (key, repo) a note is filed under: the one named, else a restricted token's own (ADR 0033), else None.
-
-    A named project is looked up as the feed does: malformed 422, ambiguous
-    409, outside a restricted token's projects 403; an unknown one is kept as
-    named, so the note joins the project once it appears.
-    """
-    named = scope.check(project.strip()) if project is not None and project.strip() else None
-    member = scope.write_project(named.key if named else None, named.repo if named else None)
-    if member is not None:
-        return member.key, member.repo
-    return (named.key, named.repo) if named is not None else None
-
-
 def classify(settings: Settings, message: str, *, transport: httpx.BaseTransport | None = None) -> Classified:
     """The message classified by the chat endpoint, else by the regex fallback (no endpoint, a failure, an unusable answer)."""
     if not settings.llm_base_url:
@@ -195,7 +181,7 @@ def ingest(
     owner: Owner | None = None
     if principal.restricted or (project is not None and project.strip()):
         with uow() as db:
-            owner = note_owner(Scope(db, principal), project)
+            owner = Scope(db, principal).note_owner(project)
     now = now.astimezone(dt.timezone.utc)
     batch_id = secrets.token_hex(6)
     writes = VaultWrites(vault)
