@@ -32,18 +32,17 @@ class OpenAIStub:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
-                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "port": self.client_address[1]})
-                status, payload = stub.respond(body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._record(body)  # before answering: a stub may answer by how many requests came before
+                self._send(*stub.respond(body))
 
             def do_GET(self) -> None:
-                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": None, "port": self.client_address[1]})
-                status, payload = stub.respond_get(self.path)
+                self._record(None)
+                self._send(*stub.respond_get(self.path))
+
+            def _record(self, body: Any) -> None:
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body, "port": self.client_address[1]})
+
+            def _send(self, status: int, payload: Any) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
