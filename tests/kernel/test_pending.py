@@ -23,43 +23,17 @@ from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_kernel.search.pending import mark_embedded, pending, pending_entries
 from brain_ops.embed import run_embed
+from tests.support.records import lesson_record, merged_arc_record
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
 
-def _lesson(n: int, key: str | None, repo: str | None, content: str, projects: tuple[str, ...] = ()) -> EntryRecord:
-    return EntryRecord(
-        id=f"lesson:left/reference/lessons-x.md#{n}",
-        kind="lesson",
-        vault_path="left/reference/lessons-x.md",
-        title=content,
-        content=content,
-        project=key,
-        projects=projects,
-        repo=repo,
-        occurred_at=NOW,
-    )
-
-
 RECORDS = [
-    _lesson(1, "api", "org1/api", "Pin the clock in the auth test so it stops flaking."),
-    _lesson(2, "api", "org1/api", "Retry the token refresh once before failing the request."),
-    _lesson(3, "web", "acme/web", "Update the helm chart values for the web frontend."),
-    _lesson(4, None, None, "An unattributed note about flaky auth tests."),
-    EntryRecord(
-        id="arc:clusters/2026-11-29/arc-merged.md",
-        kind="arc",
-        vault_path="clusters/2026-11-29/arc-merged.md",
-        title="Unify checkout for web and billing",
-        content="Checkout flow shared by web and billing.",
-        project="web",
-        projects=("web", "billing"),
-        repo="acme/web",
-        heat=7.5,
-        status="active",
-        occurred_at=NOW,
-        meta={"cluster_id": "arc-merged"},
-    ),
+    lesson_record(1, "api", "org1/api", "Pin the clock in the auth test so it stops flaking.", at=NOW),
+    lesson_record(2, "api", "org1/api", "Retry the token refresh once before failing the request.", at=NOW),
+    lesson_record(3, "web", "acme/web", "Update the helm chart values for the web frontend.", at=NOW),
+    lesson_record(4, None, None, "An unattributed note about flaky auth tests.", at=NOW),
+    merged_arc_record("Checkout flow shared by web and billing.", at=NOW),
     # Kinds the search index does not embed are never pending.
     EntryRecord(id="milestone:left/projects/api/BLOCKS.md#1", kind="milestone", vault_path="left/projects/api/BLOCKS.md", content="shipped", project="api"),
 ]

@@ -17,13 +17,13 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from brain_core.chunks import EmbeddingDoc
-from brain_core.entries import EntryRecord
 from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
 from brain_kernel.index.entries import touch_project, upsert_entries
 from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import OFFLINE_DIM, OfflineEmbedder
 from brain_ops.embed import run_embed
+from tests.support.records import lesson_record, merged_arc_record
 
 NOW = dt.datetime.now(dt.timezone.utc)
 
@@ -46,39 +46,13 @@ def unit(angle: float, dim: int = 256) -> list[float]:
 
 
 def _plant(db: Session) -> None:
-    def lesson(n: int, key: str | None, repo: str | None, content: str, projects: tuple[str, ...] = ()) -> EntryRecord:
-        return EntryRecord(
-            id=f"lesson:left/reference/lessons-x.md#{n}",
-            kind="lesson",
-            vault_path="left/reference/lessons-x.md",
-            title=content,
-            content=content,
-            project=key,
-            projects=projects,
-            repo=repo,
-            occurred_at=NOW,
-        )
-
     records = [
-        lesson(1, "api", "org1/api", "Pin the clock in the auth test so it stops flaking."),
-        lesson(2, "api", "org1/api", "Retry the token refresh once before failing the request."),
-        lesson(3, "web", "acme/web", "Update the helm chart values for the web frontend."),
-        lesson(4, "web", "acme/web", "The auth test in web flakes when the clock drifts."),
-        lesson(5, None, None, "An unattributed note about flaky auth tests."),
-        EntryRecord(
-            id="arc:clusters/2026-11-29/arc-merged.md",
-            kind="arc",
-            vault_path="clusters/2026-11-29/arc-merged.md",
-            title="Unify checkout for web and billing",
-            content="Checkout flow shared by web and billing; flaky auth test fixed on the way.",
-            project="web",
-            projects=("web", "billing"),
-            repo="acme/web",
-            heat=7.5,
-            status="active",
-            occurred_at=NOW,
-            meta={"cluster_id": "arc-merged"},
-        ),
+        lesson_record(1, "api", "org1/api", "Pin the clock in the auth test so it stops flaking.", at=NOW),
+        lesson_record(2, "api", "org1/api", "Retry the token refresh once before failing the request.", at=NOW),
+        lesson_record(3, "web", "acme/web", "Update the helm chart values for the web frontend.", at=NOW),
+        lesson_record(4, "web", "acme/web", "The auth test in web flakes when the clock drifts.", at=NOW),
+        lesson_record(5, None, None, "An unattributed note about flaky auth tests.", at=NOW),
+        merged_arc_record("Checkout flow shared by web and billing; flaky auth test fixed on the way.", at=NOW),
     ]
     upsert_entries(db, records)
     for key, repo in (("api", "org1/api"), ("web", "acme/web"), ("billing", "acme/billing")):
