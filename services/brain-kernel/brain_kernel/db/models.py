@@ -112,6 +112,12 @@ class Entry(Base):
         Index("ix_entries_embed_pending", "project", postgresql_where=text("embed_pending")),
         # the withdrawn ids search leaves out, read once per query (revision 0022, ADR 0048)
         Index("ix_entries_withdrawn", "id", postgresql_where=text("status IN ('retracted', 'superseded')")),
+        # the markers a session posted, for the trial's outcome counts and backfill (revision 0023)
+        Index(
+            "ix_entries_marker_session",
+            text("(metadata ->> 'session_id')"),
+            postgresql_where=text("kind IN ('lesson', 'milestone', 'decision', 'signal')"),
+        ),
     )
 
 
