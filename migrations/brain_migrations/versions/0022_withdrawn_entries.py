@@ -5,7 +5,8 @@ candidate chunk would cost a primary-key read for each of tens of thousands
 of rows in an exact ranking; instead each query reads the ids of withdrawn
 entries once, through this partial index (a handful of rows), and drops
 chunks keyed by them. The index holds only withdrawn rows, so it costs
-nothing to other writes. Built without a lock on writes (CONCURRENTLY).
+nothing to other writes. A plain CREATE INDEX: writes wait while it reads the
+table once.
 
 Revision ID: 0022
 Revises: 0021
