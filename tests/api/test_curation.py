@@ -283,3 +283,95 @@ def test_search_leaves_out_a_superseded_or_retracted_entry_and_marks_an_expired_
         [expired] = [r for r in found if r["metadata"]["entry_id"] == dated["entry_id"]]
         assert expired["metadata"]["expired"] is True
         assert not any(r["metadata"].get("expired") for r in found if r["metadata"]["entry_id"] != dated["entry_id"])
+
+
+# -- retracting a successor (ADR 0060) -------------------------------------------------------------------------
+
+
+def _states(client: TestClient, *ids: str) -> list[str]:
+    return [_entry(client, i).json()["entry"]["state"] for i in ids]
+
+
+def test_retracting_a_successor_reinstates_what_it_superseded(client, settings: Settings, db: Session) -> None:
+    old = _post(client, "lesson", "Retry the deploy three times before paging.", repo="acme/api", title="Deploy retries")
+    new = _post(client, "lesson", "Never retry a deploy: roll back and page.", repo="acme/api", title="Deploy rollback", supersedes=old["entry_id"])
+    assert _states(client, old["entry_id"], new["entry_id"]) == ["superseded", "live"]
+    log = Path(settings.vault) / old["vault_path"]
+
+    r = _retract(client, new["entry_id"], "Rollbacks lose the migration; retrying was right.")
+    assert r.status_code == 200, r.text
+    written = log.read_bytes()
+    for _ in range(2):  # the same states before and after the index is rebuilt from the vault alone
+        assert _states(client, old["entry_id"], new["entry_id"]) == ["live", "retracted"]
+        lessons = _section(_feed(client, "acme/api"), "lessons")
+        assert lessons is not None and lessons["metadata"]["entry_ids"] == [old["entry_id"]]
+        shown = _entry(client, old["entry_id"]).json()
+        assert shown["entry"]["superseded_by"] == [] and shown["entry"]["status"] is None
+        assert [e["action"] for e in shown["history"]] == ["written", "superseded", "reinstated"]
+        assert shown["history"][1]["superseded_by"] == [new["entry_id"]]
+        assert shown["history"][2]["retracted_successor"] == new["entry_id"] and shown["history"][2]["by"] == "operator"
+        _reindex_from_the_vault(settings, db)
+
+    expected = [("superseded", old["entry_id"]), ("retracted", new["entry_id"]), ("reinstated", old["entry_id"])]
+    assert [(a["action"], a["entry_id"]) for a in _audit(settings)] == expected
+    assert _audit(settings)[2]["retracted_successor"] == new["entry_id"]
+    # A retry revives nothing twice and writes nothing.
+    assert _retract(client, new["entry_id"], "Rollbacks lose the migration; retrying was right.").status_code == 200
+    assert log.read_bytes() == written and len(_audit(settings)) == 3
+    assert written.count(b'"action": "reinstated"') == 1 and written.count(b'"action": "retracted"') == 1
+
+
+def test_a_decision_keeps_its_status_while_superseded_and_another_successor_keeps_it_superseded(client, settings: Settings, db: Session) -> None:
+    old = _post(client, "decision", "Use Postgres for the queue.", repo="acme/api", title="Queue in Postgres", status="accepted")
+    path = Path(settings.vault) / old["vault_path"]
+    adr = frontmatter.parse(path.read_text()).meta["id"]
+    first = _post(client, "decision", "Use Redis streams for the queue.", repo="acme/api", title="Queue in Redis", supersedes=adr)
+    second = _post(client, "lesson", "The queue moved off Postgres.", repo="acme/api", supersedes=[old["entry_id"]])
+    meta = frontmatter.parse(path.read_text()).meta
+    assert meta["status"] == "superseded" and meta["status_before_superseded"] == "accepted"
+    first_adr = frontmatter.parse((Path(settings.vault) / first["vault_path"]).read_text()).meta["id"]
+    assert meta["superseded_by"] == [first_adr, second["entry_id"]]
+
+    assert _retract(client, first["entry_id"], "Redis was not approved.").status_code == 200
+    for _ in range(2):  # still superseded by the lesson: only the retracted successor leaves the list
+        shown = _entry(client, old["entry_id"]).json()["entry"]
+        assert shown["state"] == "superseded" and shown["superseded_by"] == [second["entry_id"]]
+        _reindex_from_the_vault(settings, db)
+    assert frontmatter.parse(path.read_text()).meta["status_before_superseded"] == "accepted"
+
+    assert _retract(client, second["entry_id"], "Nothing moved after all.").status_code == 200
+    for _ in range(2):
+        shown = _entry(client, old["entry_id"]).json()
+        assert shown["entry"]["state"] == "live" and shown["entry"]["status"] == "accepted"
+        assert shown["history"][-1]["action"] == "reinstated" and shown["history"][-1]["retracted_successor"] == second["entry_id"]
+        assert _section(_feed(client, "acme/api"), "decisions") is not None
+        _reindex_from_the_vault(settings, db)
+    meta = frontmatter.parse(path.read_text()).meta
+    assert meta["status"] == "accepted" and "status_before_superseded" not in meta and "superseded_by" not in meta
+    assert meta["reinstated_after"] == second["entry_id"] and meta["reinstated_by"] == "operator"
+    actions = [(a["action"], a["entry_id"], a.get("retracted_successor")) for a in _audit(settings)][2:]
+    assert actions == [
+        ("retracted", first["entry_id"], None),
+        ("successor_retracted", old["entry_id"], first_adr),
+        ("retracted", second["entry_id"], None),
+        ("reinstated", old["entry_id"], second["entry_id"]),
+    ]
+
+
+def test_a_retraction_that_failed_after_its_vault_writes_is_retried_without_writing_twice(client, settings: Settings) -> None:
+    old = _post(client, "lesson", "Pin the runner image.", repo="acme/api")
+    new = _post(client, "lesson", "Float the runner image.", repo="acme/api", supersedes=old["entry_id"])
+    audit = Path(settings.vault) / "audit"
+    moved = audit.with_name("audit-kept")
+    audit.rename(moved)
+    audit.write_text("a file where the audit folder should be\n")
+    r = _retract(client, new["entry_id"], "Floating broke the build.")
+    assert r.status_code == 503, r.text
+    assert _states(client, old["entry_id"], new["entry_id"]) == ["superseded", "live"]  # the index rolled back
+    audit.unlink()
+    moved.rename(audit)
+    again = _retract(client, new["entry_id"], "Floating broke the build.")
+    assert again.status_code == 200 and _states(client, old["entry_id"], new["entry_id"]) == ["live", "retracted"]
+    log = (Path(settings.vault) / old["vault_path"]).read_text()
+    assert log.count('"action": "retracted"') == 1 and log.count('"action": "reinstated"') == 1
+    assert [a["action"] for a in _audit(settings)] == ["superseded", "retracted", "reinstated"]

@@ -80,3 +80,41 @@ def test_an_audit_line_names_who_and_never_more() -> None:
     assert line.endswith("\n") and "\n" not in line[:-1]
     assert '"by": "t0123456789ab"' in line and "superseded_by" not in line
     assert curation.audit_path(AT) == "audit/curation-2026-12.jsonl"
+
+
+def test_a_log_reads_a_retracted_successor_off_its_entry_and_reinstates_it_when_none_is_left() -> None:
+    text = _lesson("Pin the digest.", "m1")
+    [entry] = records.lesson_records(text, LOG)
+    who, named = Attribution("api"), {"id": entry.id, "title": entry.title, "kind": "lesson"}
+    later = AT + dt.timedelta(hours=1)
+    for successor in ("lesson:b", "lesson:c"):
+        text += logs.render_curation_entry("superseded", named, at=AT, who=who, by="operator", successor=successor)
+    text += logs.render_curation_entry("successor_retracted", named, at=later, who=who, by="operator", successor="lesson:b")
+    [one_left] = records.lesson_records(text, LOG)
+    assert one_left.status == "superseded" and one_left.meta["superseded_by"] == ["lesson:c"] and "reinstated_at" not in one_left.meta
+    text += logs.render_curation_entry("reinstated", named, at=later, who=who, by="t0123456789ab", successor="lesson:c")
+    [back] = records.lesson_records(text, LOG)
+    assert back.status is None and "superseded_by" not in back.meta
+    assert (back.meta["reinstated_after"], back.meta["reinstated_by"], back.meta["reinstated_at"]) == ("lesson:c", "t0123456789ab", "2026-12-01T10:30:00Z")
+    assert back.meta["superseded_at"] == "2026-12-01T09:30:00Z"  # the history still shows the supersession
+    # A record naming a successor the entry never had changes nothing.
+    stray = logs.render_curation_entry("reinstated", named, at=later, who=who, by="operator", successor="lesson:zz")
+    assert records.lesson_records(text + stray, LOG) == [back]
+
+
+def test_a_files_own_status_is_kept_while_superseded_and_restored_when_reinstated() -> None:
+    meta = {"status": "accepted"}
+    first = curation.superseded_changes(meta, "ADR-0005", at=AT, by="operator")
+    assert first["status"] == "superseded" and first["status_before_superseded"] == "accepted" and first["superseded_by"] == "ADR-0005"
+    both = {**meta, **first}
+    second = curation.superseded_changes(both, "lesson:x", at=AT, by="operator")
+    assert second["superseded_by"] == ["ADR-0005", "lesson:x"] and "status_before_superseded" not in second  # kept from the first
+    both.update(second)
+    action, changes, drop = curation.unsuperseded_changes(both, "ADR-0005", at=AT, by="operator")
+    assert (action, changes, drop) == ("successor_retracted", {"superseded_by": "lesson:x"}, ())
+    both.update(changes)
+    action, changes, drop = curation.unsuperseded_changes(both, "lesson:x", at=AT, by="operator")
+    assert action == "reinstated" and changes["status"] == "accepted" and changes["reinstated_after"] == "lesson:x"
+    assert set(drop) == {"superseded_by", "status_before_superseded"}
+    _, changes, drop = curation.unsuperseded_changes({"status": "superseded", "superseded_by": "x"}, "x", at=AT, by="operator")
+    assert "status" not in changes and "status" in drop  # a signal had no status of its own: it goes

@@ -18,6 +18,7 @@ def test_remote_retract_and_supersede(served: Served) -> None:
         done = remote.brain_retract(new["entry_id"], "digests broke security updates")
         assert done["entry"]["state"] == "retracted" and [e["action"] for e in done["history"]][-1] == "retracted"
         feed = remote.brain_feed("acme/api")
-        assert not any(e["id"] == "lessons" for e in feed["entries"])  # both gone: one superseded, one retracted
+        [lessons] = [e for e in feed["entries"] if e["id"] == "lessons"]  # the successor retracted, the old one is back (ADR 0060)
+        assert lessons["metadata"]["entry_ids"] == [old["entry_id"]]
     finally:
         remote.close()

@@ -10,7 +10,13 @@ entry's own file, so ``brain reindex`` derives it from the vault alone:
   the reason, the token's name and the moment;
 - **expired**: a marker's ``attrs.valid_until`` (a date or a moment) or
   ``attrs.ttl_days``, kept with the entry as ``valid_until``; nothing is
-  written when the moment passes, the clock decides.
+  written when the moment passes, the clock decides. ``POST
+  /entries/{id}/expire`` moves that moment earlier, never later (ADR 0060).
+
+Retracting a successor takes back what it claimed (ADR 0060): each entry it
+superseded is **reinstated** (live again, a decision's own status restored)
+unless a successor still standing supersedes it too, in which case only the
+retracted successor leaves its ``superseded_by``.
 
 Superseded and retracted entries leave feeds and search; expired ones leave
 the feed and stay searchable, marked. Every action appends one line to
@@ -29,6 +35,10 @@ from brain_core.text import has_lone_surrogate_char
 from brain_core.times import iso, parse_time
 
 LIVE, SUPERSEDED, RETRACTED, EXPIRED = "live", "superseded", "retracted", "expired"
+# Actions that undo a supersession when its successor is retracted (ADR 0060): the entry is live again, or it
+# stays superseded by another successor and only the retracted one leaves its ``superseded_by``.
+REINSTATED, SUCCESSOR_RETRACTED = "reinstated", "successor_retracted"
+STATUS_BEFORE = "status_before_superseded"  # a file's own status (a decision's ``accepted``), kept while superseded
 STATES = (LIVE, SUPERSEDED, RETRACTED, EXPIRED)
 WITHDRAWN = (SUPERSEDED, RETRACTED)  # statuses that take an entry out of feeds and search
 CURATED_KINDS = ("lesson", "milestone", "signal", "decision")  # the marker kinds: what a client wrote, it may withdraw
@@ -126,6 +136,57 @@ def state_of(status: str | None, meta: Mapping[str, Any], now: dt.datetime) -> s
     return LIVE
 
 
+def expiry_moment(value: Any, now: dt.datetime) -> dt.datetime:
+    """The moment an early expiry names: ``now`` when absent; a date alone means through that day (UTC), as
+    ``attrs.valid_until`` does; CurationInvalid for anything else."""
+    if value is None:
+        return now
+    if isinstance(value, str) and value.strip() and not _CONTROL.search(value) and len(value) <= 64:
+        until, _ = expiry_attrs({"valid_until": value})
+        if until is not None:
+            return until
+    raise CurationInvalid("at must be an ISO 8601 moment or date")
+
+
+def superseded_changes(meta: Mapping[str, Any], successor: str, *, at: dt.datetime, by: str) -> dict[str, Any]:
+    """The frontmatter keys a file gets when ``successor`` supersedes it; its own status is kept the first time
+    (``status_before_superseded``) so a reinstatement can restore it (ADR 0060)."""
+    before = list(supersedes_refs(meta.get("superseded_by")))
+    names = [*before, successor] if successor not in before else before
+    changes: dict[str, Any] = {
+        "status": SUPERSEDED,
+        "superseded_by": names[0] if len(names) == 1 else names,
+        "superseded_at": iso(at),
+        "superseded_by_token": by,
+    }
+    status = meta.get("status")
+    if isinstance(status, str) and status.strip() and status.strip().lower() not in WITHDRAWN and STATUS_BEFORE not in meta:
+        changes[STATUS_BEFORE] = status
+    return changes
+
+
+def unsuperseded_changes(meta: Mapping[str, Any], successor: str, *, at: dt.datetime, by: str) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """(action, keys to set, keys to drop) when ``successor`` is retracted and no longer supersedes a file.
+
+    ``reinstated`` when no other successor is named: the status goes back to
+    what it was (``status_before_superseded``, else no status) and the file
+    says when, by whom and after which successor; ``superseded_at`` stays, so
+    the history still shows the supersession. ``successor_retracted`` when
+    others remain: only the list shrinks.
+    """
+    left = [name for name in supersedes_refs(meta.get("superseded_by")) if name != successor]
+    if left:
+        return SUCCESSOR_RETRACTED, {"superseded_by": left[0] if len(left) == 1 else left}, ()
+    changes: dict[str, Any] = {"reinstated_at": iso(at), "reinstated_by": by, "reinstated_after": successor}
+    drop: tuple[str, ...] = ("superseded_by", STATUS_BEFORE)
+    prior = meta.get(STATUS_BEFORE)
+    if isinstance(prior, str) and prior.strip():
+        changes["status"] = prior
+    else:
+        drop = (*drop, "status")
+    return REINSTATED, changes, drop
+
+
 def reason_text(reason: Any) -> str:
     """A retraction's reason as it is recorded: trimmed, required, at most ``MAX_REASON_CHARS`` characters."""
     if not isinstance(reason, str) or not reason.strip():
@@ -153,8 +214,15 @@ def audit_line(
     vault_path: str,
     reason: str | None = None,
     successor: str | None = None,
+    retracted_successor: str | None = None,
+    valid_until: str | None = None,
+    valid_until_before: str | None = None,
 ) -> str:
-    """One audit record: what (action, entry, file, project), who (a token's name, never its secret), when, why."""
+    """One audit record: what (action, entry, file, project), who (a token's name, never its secret), when, why.
+
+    ``retracted_successor`` names the successor whose retraction reinstated the
+    entry; ``valid_until`` (and the one it replaced) the moment an early expiry set.
+    """
     record = {
         "at": iso(at),
         "action": action,
@@ -164,5 +232,8 @@ def audit_line(
         "by": by or None,
         "reason": reason,
         "superseded_by": successor,
+        "retracted_successor": retracted_successor,
+        "valid_until": valid_until,
+        "valid_until_before": valid_until_before,
     }
     return json.dumps({k: v for k, v in record.items() if v is not None}, ensure_ascii=False, sort_keys=True) + "\n"

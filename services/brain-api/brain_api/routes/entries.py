@@ -66,12 +66,14 @@ class EntryView(Answer):
 class HistoryEvent(Answer):
     """One event of an entry's curation history; the keys beside action and at depend on the action."""
 
-    action: str = Field(description="written, supersedes, superseded, retracted, expires or expired.")
+    action: str = Field(description="written, supersedes, superseded, reinstated, retracted, expires or expired.")
     at: str | None
     by: str | None = None
     reason: str | None = None
     entries: list[str] | None = Field(None, description="supersedes: the entries it replaced.")
     superseded_by: list[str] | None = None
+    retracted_successor: str | None = Field(None, description="reinstated: the successor whose retraction brought it back (ADR 0060).")
+    recorded_at: str | None = Field(None, description="expires, expired: when an early expiry was recorded (at is the moment it takes effect).")
 
 
 class EntryHistory(Answer):

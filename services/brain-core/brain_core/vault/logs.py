@@ -342,16 +342,36 @@ def render_curation_entry(
     by: str,
     reason: str | None = None,
     successor: str | None = None,
+    valid_until: str | None = None,
 ) -> str:
     """A curation record appended to the log holding ``entry`` (its ``id``, ``title``, ``kind``): never an edit of it.
 
-    ``action`` is ``retracted`` or ``superseded``; the record names the entry by
-    id, says who and, for a retraction, why (the body). ``records`` reads it
-    back as the entry's state; it is no entry of its own.
+    ``action`` is ``retracted``, ``superseded`` (``successor`` replaced it),
+    ``reinstated`` or ``successor_retracted`` (``successor`` was retracted and
+    no longer supersedes it, ADR 0060) or ``expired`` (it leaves the feed at
+    ``valid_until``). The record names the entry by id and says who and, for a
+    retraction or an expiry, why (the body). ``records`` reads it back as the
+    entry's state; it is no entry of its own.
     """
-    meta = {"kind": curation.CURATION, "action": action, "entry": entry["id"], "entry_kind": entry.get("kind"), "by": by, "superseded_by": successor}
-    title = f"{action.capitalize()}: {one_line(str(entry.get('title') or entry['id']))}"
-    body = reason if reason else f"Superseded by {successor}." if successor else action.capitalize() + "."
+    meta = {
+        "kind": curation.CURATION,
+        "action": action,
+        "entry": entry["id"],
+        "entry_kind": entry.get("kind"),
+        "by": by,
+        "superseded_by": successor if action == curation.SUPERSEDED else None,
+        "successor": successor if action in (curation.REINSTATED, curation.SUCCESSOR_RETRACTED) else None,
+        "valid_until": valid_until if action == curation.EXPIRED else None,
+    }
+    title = f"{action.replace('_', ' ').capitalize()}: {one_line(str(entry.get('title') or entry['id']))}"
+    if reason:
+        body = reason
+    elif action == curation.SUPERSEDED and successor:
+        body = f"Superseded by {successor}."
+    elif action in (curation.REINSTATED, curation.SUCCESSOR_RETRACTED) and successor:
+        body = f"Its successor {successor} was retracted."
+    else:
+        body = action.capitalize() + "."
     return f"{_HEADER}{iso(at)} {_tag(who)} {title}\n{_meta_comment(meta)}\n\n{_escape_body(body)}\n\n"
 
 

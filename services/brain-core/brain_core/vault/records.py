@@ -67,7 +67,20 @@ def _entry_meta(meta: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     return out
 
 
-_CURATION_TEXT = ("retracted_reason", "retracted_by", "retracted_at", "superseded_at", "superseded_by_token")
+_CURATION_TEXT = (
+    "retracted_reason",
+    "retracted_by",
+    "retracted_at",
+    "superseded_at",
+    "superseded_by_token",
+    curation.STATUS_BEFORE,
+    "reinstated_at",
+    "reinstated_by",
+    "reinstated_after",
+    "expired_reason",
+    "expired_by",
+    "expired_recorded_at",
+)
 
 
 def _curation_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,16 +105,20 @@ def _curation_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class _Curated:
-    """What the curation records of one log say of one entry: retracted (by whom, when, why), superseded by whom."""
+    """What the curation records of one log say of one entry: retracted (by whom, when, why), superseded by whom,
+    reinstated after which retracted successor, expired early (ADR 0048, 0060)."""
 
     retracted: dict[str, str] | None = None
     successors: list[str] = field(default_factory=list)
     superseded_at: str | None = None
     superseded_by_token: str | None = None
+    reinstated: dict[str, str] | None = None
+    expired: dict[str, str] | None = None
 
 
 def _curated_entries(entries: Iterable[LogEntry], vault_path: str) -> dict[str, _Curated]:
-    """Entry id -> its state, from the curation records appended to its log (read in order; the first retraction stands)."""
+    """Entry id -> its state, from the curation records appended to its log (read in order; the first retraction
+    stands; a successor's retraction takes it off the list; the earliest expiry stands)."""
     out: dict[str, _Curated] = {}
     for entry in entries:
         meta = entry.meta
@@ -110,14 +127,27 @@ def _curated_entries(entries: Iterable[LogEntry], vault_path: str) -> dict[str, 
             continue
         at = occurred_at(entry.stamp, vault_path)
         state = out.setdefault(target, _Curated())
-        if meta.get("action") == curation.RETRACTED and state.retracted is None:
-            state.retracted = {"retracted_reason": entry.content.strip()[: curation.MAX_REASON_CHARS], "retracted_by": str(meta.get("by") or "")}
+        action = meta.get("action")
+        by = str(meta.get("by") or "")
+        if action == curation.RETRACTED and state.retracted is None:
+            state.retracted = {"retracted_reason": entry.content.strip()[: curation.MAX_REASON_CHARS], "retracted_by": by}
             if at is not None:
                 state.retracted["retracted_at"] = iso(at) or ""
-        elif meta.get("action") == curation.SUPERSEDED and isinstance(successor := meta.get("superseded_by"), str) and successor not in state.successors:
+        elif action == curation.SUPERSEDED and isinstance(successor := meta.get("superseded_by"), str) and successor not in state.successors:
+            if not state.successors:  # superseded again after a reinstatement: the new supersession's moment
+                state.superseded_at, state.superseded_by_token = iso(at), text_or_none(meta.get("by"))
             state.successors.append(successor)
-            state.superseded_at = state.superseded_at or iso(at)
-            state.superseded_by_token = state.superseded_by_token or text_or_none(meta.get("by"))
+        elif action in (curation.REINSTATED, curation.SUCCESSOR_RETRACTED) and isinstance(gone := meta.get("successor"), str) and gone in state.successors:
+            state.successors.remove(gone)
+            if not state.successors:
+                state.reinstated = {"reinstated_at": iso(at) or "", "reinstated_by": by, "reinstated_after": gone}
+        elif (
+            action == curation.EXPIRED
+            and (until := iso(parse_time(meta.get("valid_until"))))
+            and (state.expired is None or until < state.expired["valid_until"])
+        ):
+            reason = entry.content.strip()[: curation.MAX_REASON_CHARS]
+            state.expired = {"valid_until": until, "expired_reason": reason, "expired_by": by, "expired_recorded_at": iso(at) or ""}
     return out
 
 
@@ -128,13 +158,18 @@ def _with_curation(record: EntryRecord, state: _Curated | None) -> EntryRecord:
     meta = dict(record.meta)
     if state.successors:
         meta["superseded_by"] = list(state.successors)
+    if state.successors or state.reinstated:  # a reinstated entry's history still shows its supersession
         meta.update({k: v for k, v in (("superseded_at", state.superseded_at), ("superseded_by_token", state.superseded_by_token)) if v})
+    if state.reinstated and not state.successors:
+        meta.update({k: v for k, v in state.reinstated.items() if v})
+    if state.expired is not None and not (meta.get("valid_until") and meta["valid_until"] <= state.expired["valid_until"]):
+        meta.update({k: v for k, v in state.expired.items() if v})  # an early expiry never extends the entry's own
     if state.retracted is not None:
         meta.update({k: v for k, v in state.retracted.items() if v})
         return replace(record, status=curation.RETRACTED, meta=meta)
     if state.successors:
         return replace(record, status=curation.SUPERSEDED, meta=meta)
-    return record
+    return replace(record, meta=meta)
 
 
 def _log_record(kind: str, entry: LogEntry, vault_path: str, project: str | None, repo: str | None) -> EntryRecord:

@@ -29,7 +29,7 @@ from brain_core.markers import Attribution
 from brain_core.membership import signal_is_fleet
 from brain_core.redact import scrub
 from brain_core.times import iso
-from brain_core.vault import frontmatter, logs
+from brain_core.vault import frontmatter, logs, records
 from brain_core.vault.layout import LOG_KINDS
 from brain_kernel.auth import Principal
 from brain_kernel.curation import states
@@ -92,35 +92,99 @@ def adr_name(record: EntryRecord) -> str | None:
     return f"ADR-{number:04d}" if record.kind == "decision" and isinstance(number, int) and not record.meta.get("inline") else None
 
 
-def _record_state(vault: Vault, record: EntryRecord, action: str, *, at: dt.datetime, by: str, reason: str | None = None, successor: str | None = None) -> None:
-    """Write ``action`` into the entry's file: an appended record in a shared log, else the file's frontmatter status."""
+def _record_state(
+    vault: Vault,
+    record: EntryRecord,
+    action: str,
+    *,
+    at: dt.datetime,
+    by: str,
+    reason: str | None = None,
+    successor: str | None = None,
+    until: str | None = None,
+) -> str:
+    """Write ``action`` into the entry's file: an appended record in a shared log, else the file's frontmatter keys.
+
+    Returns the action written: a retracted successor's record on a file is
+    ``reinstated`` or ``successor_retracted`` by what else supersedes it.
+    """
     if not vault.exists(record.vault_path):
         raise EntryNotFound(NOT_FOUND)
     if record.kind in LOG_KINDS:
+        if action == curation.SUCCESSOR_RETRACTED:  # the log's record says which of the two it is, as the file's does
+            left = [name for name in curation.supersedes_refs(record.meta.get("superseded_by")) if name != successor]
+            action = curation.SUCCESSOR_RETRACTED if left else curation.REINSTATED
         who = Attribution(record.project, record.repo)
         entry = {"id": record.id, "title": record.title, "kind": record.kind}
-        vault.append(record.vault_path, logs.render_curation_entry(action, entry, at=at, who=who, by=by, reason=reason, successor=successor), separate=True)
-        return
-    if action == curation.RETRACTED:
-        changes: dict[str, Any] = {"status": curation.RETRACTED, "retracted_reason": reason, "retracted_by": by, "retracted_at": iso(at)}
-    else:
-        before = list(curation.supersedes_refs(record.meta.get("superseded_by")))
-        names = [*before, successor] if successor and successor not in before else before
-        changes = {"status": curation.SUPERSEDED, "superseded_by": names[0] if len(names) == 1 else names, "superseded_at": iso(at), "superseded_by_token": by}
-    vault.rewrite_locked(record.vault_path, lambda old: frontmatter.update(old, changes))
+        text = logs.render_curation_entry(action, entry, at=at, who=who, by=by, reason=reason, successor=successor, valid_until=until)
+        vault.append(record.vault_path, text, separate=True)
+        return action
+    written = action
+
+    def edit(old: str) -> str:
+        nonlocal written
+        meta = frontmatter.parse(old).meta
+        drop: tuple[str, ...] = ()
+        if action == curation.RETRACTED:
+            changes: dict[str, Any] = {"status": curation.RETRACTED, "retracted_reason": reason, "retracted_by": by, "retracted_at": iso(at)}
+        elif action == curation.SUPERSEDED:
+            changes = curation.superseded_changes(meta, successor or "", at=at, by=by)
+        elif action == curation.EXPIRED:
+            changes = {"valid_until": until, "expired_reason": reason, "expired_by": by, "expired_recorded_at": iso(at)}
+        else:
+            written, changes, drop = curation.unsuperseded_changes(meta, successor or "", at=at, by=by)
+        return frontmatter.update(old, changes, drop)
+
+    vault.rewrite_locked(record.vault_path, edit)
+    return written
 
 
-def _audit(vault: Vault, action: str, record: EntryRecord, *, at: dt.datetime, by: str, reason: str | None = None, successor: str | None = None) -> None:
+def _audit(
+    vault: Vault,
+    action: str,
+    record: EntryRecord,
+    *,
+    at: dt.datetime,
+    by: str,
+    reason: str | None = None,
+    successor: str | None = None,
+    retracted_successor: str | None = None,
+    until: str | None = None,
+    until_before: str | None = None,
+) -> None:
     line = curation.audit_line(
-        action, record.id, at=at, by=by, project=record.repo or record.project, vault_path=record.vault_path, reason=reason, successor=successor
+        action,
+        record.id,
+        at=at,
+        by=by,
+        project=record.repo or record.project,
+        vault_path=record.vault_path,
+        reason=reason,
+        successor=successor,
+        retracted_successor=retracted_successor,
+        valid_until=until,
+        valid_until_before=until_before,
     )
     vault.append(curation.audit_path(at), line)
 
 
-def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, now: dt.datetime) -> EntryRecord:
-    """Withdraw an entry from feeds and search (CurationInvalid, EntryNotFound, NotCuratable before anything is written).
+def _in_vault(vault: Vault, record: EntryRecord) -> EntryRecord:
+    """The entry as its file now says, which is ahead of the index when an earlier attempt wrote the vault and
+    then failed (its transaction rolled back): a retry reads what was written and does not write it again."""
+    try:
+        text = vault.read_text(record.vault_path)
+    except FileNotFoundError:
+        raise EntryNotFound(NOT_FOUND) from None
+    return next((r for r in records.records_for(record.vault_path, text) if r.id == record.id), record)
 
-    A second retraction of the same entry writes nothing and answers its state. The caller commits.
+
+def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, now: dt.datetime) -> EntryRecord:
+    """Withdraw an entry from feeds and search (CurationInvalid, EntryNotFound, NotCuratable before anything is written),
+    and reinstate what it superseded (ADR 0060).
+
+    A second retraction of the same entry writes nothing and answers its
+    state; a retry after a failure writes only what its file does not already
+    say. The caller commits.
     """
     why = scrub(curation.reason_text(reason))
     record = find_entry(db, ref, scope)
@@ -131,10 +195,48 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     if current.status == curation.RETRACTED:
         return current
     by = actor(scope.principal)
-    _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
-    sync_changes(db, vault, [current.vault_path])
+    written = _in_vault(vault, current)
+    if written.status != curation.RETRACTED:
+        _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
+    else:  # an earlier attempt's record stands: its reason and moment are the ones the vault keeps
+        why = written.meta.get("retracted_reason") or why
+    revived = _reinstate_superseded(db, vault, current, at=now, by=by)
+    sync_changes(db, vault, sorted({current.vault_path, *(r.vault_path for r, _ in revived)}))
     _audit(vault, curation.RETRACTED, current, at=now, by=by, reason=why)
+    name = adr_name(current) or current.id
+    for old, action in revived:
+        _audit(vault, action, old, at=now, by=by, retracted_successor=name)
     return feed_repo.entry_by_id(db, current.id) or current
+
+
+def _reinstate_superseded(db: Session, vault: Vault, successor: EntryRecord, *, at: dt.datetime, by: str) -> list[tuple[EntryRecord, str]]:
+    """Take ``successor``'s name off every entry it superseded (it is being retracted); (entry, action) of each changed.
+
+    Each entry is read under its lock and from its file (a retry finds its
+    earlier record and writes nothing twice). A retracted entry stays as it
+    is. The entries are found whatever the retracting token's scope: the
+    supersession was the successor's claim, and its retraction takes it back.
+    """
+    name = adr_name(successor) or successor.id
+    out: list[tuple[EntryRecord, str]] = []
+    for ref in successor.meta.get("supersedes") or []:
+        usable = curation.usable_ref(ref)
+        number = curation.adr_number_of(usable) if usable else None
+        found = feed_repo.decision_numbered(db, number) if number is not None else feed_repo.entry_by_id(db, usable) if usable else None
+        if found is None or found.id == successor.id:
+            continue
+        current = _lock(db, found.id)
+        if current is None or current.status == curation.RETRACTED or not vault.exists(current.vault_path):
+            continue
+        indexed = name in curation.supersedes_refs(current.meta.get("superseded_by"))
+        written = _in_vault(vault, current)
+        if name in curation.supersedes_refs(written.meta.get("superseded_by")):
+            out.append((current, _record_state(vault, written, curation.SUCCESSOR_RETRACTED, at=at, by=by, successor=name)))
+        elif indexed and written.meta.get("reinstated_after") == name:  # an earlier attempt wrote it: audit it now
+            out.append((current, curation.REINSTATED))
+        elif indexed:
+            out.append((current, curation.SUCCESSOR_RETRACTED))
+    return out
 
 
 def resolve_supersedes(db: Session, refs: Sequence[str], scope: Scope) -> list[EntryRecord]:
@@ -221,11 +323,21 @@ def history(record: EntryRecord, now: dt.datetime) -> list[dict[str, Any]]:
                 "superseded_by": list(meta["superseded_by"]),
             }
         )
+    if meta.get("reinstated_at"):  # superseded, then its successor was retracted (ADR 0060)
+        after = meta.get("reinstated_after")
+        if not meta.get("superseded_by") and meta.get("superseded_at"):
+            events.append(
+                {"action": curation.SUPERSEDED, "at": meta["superseded_at"], "by": meta.get("superseded_by_token"), "superseded_by": [after] if after else None}
+            )
+        events.append({"action": curation.REINSTATED, "at": meta["reinstated_at"], "by": meta.get("reinstated_by"), "retracted_successor": after})
     if record.status == curation.RETRACTED:
         events.append({"action": curation.RETRACTED, "at": meta.get("retracted_at"), "by": meta.get("retracted_by"), "reason": meta.get("retracted_reason")})
     if meta.get("valid_until"):
         expired = curation.state_of(None, meta, now) == curation.EXPIRED
-        events.append({"action": curation.EXPIRED if expired else "expires", "at": meta["valid_until"]})
+        event = {"action": curation.EXPIRED if expired else "expires", "at": meta["valid_until"]}
+        if meta.get("expired_reason"):  # moved earlier by POST /entries/{id}/expire: who, when and why
+            event.update(by=meta.get("expired_by"), reason=meta["expired_reason"], recorded_at=meta.get("expired_recorded_at"))
+        events.append(event)
     return sorted(events, key=lambda e: e.get("at") or "")
 
 
