@@ -59,6 +59,7 @@ embeddings.Pruned.deleted
 embeddings.Pruned.deleted_keys
 entries.EntryView.adr
 entries.EntryView.superseded_by
+entries.HistoryEvent.recorded_at
 feed.Feed.hash
 health.Health.vault_mounted
 health.Check.writable

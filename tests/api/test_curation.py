@@ -7,6 +7,7 @@ means the index's entries are deleted and ``brain reindex`` rebuilds them.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -375,3 +376,97 @@ def test_a_retraction_that_failed_after_its_vault_writes_is_retried_without_writ
     log = (Path(settings.vault) / old["vault_path"]).read_text()
     assert log.count('"action": "retracted"') == 1 and log.count('"action": "reinstated"') == 1
     assert [a["action"] for a in _audit(settings)] == ["superseded", "retracted", "reinstated"]
+
+
+# -- expire early (ADR 0060) -----------------------------------------------------------------------------------
+
+
+def _expire(client: TestClient, entry_id: str, reason: str, headers: dict[str, str] | None = None, **body: Any) -> Any:
+    return client.post(f"/entries/{quote(entry_id, safe='/:')}/expire", json={"reason": reason, **body}, headers=headers or {})
+
+
+def test_an_entry_expired_early_leaves_the_feed_stays_expired_after_a_reindex_and_a_retry_changes_nothing(
+    client, settings: Settings, db: Session, clock: ManualClock
+) -> None:
+    lesson = _post(client, "lesson", "The staging cluster is read-only this week.", repo="acme/api", ttl_days=30)
+    signal = _post(client, "signal", "Disk full on build-3.", repo="acme/api", severity="warning")
+    kept = _post(client, "lesson", "Run the migrations before the deploy.", repo="acme/api")
+    log, signal_file = Path(settings.vault) / lesson["vault_path"], Path(settings.vault) / signal["vault_path"]
+    for entry in (lesson, signal):
+        r = _expire(client, entry["entry_id"], "The freeze ended early.")
+        assert r.status_code == 200, r.text
+        assert r.json()["entry"]["state"] == "expired" and r.json()["entry"]["valid_until"] == clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+    written = log.read_bytes(), signal_file.read_bytes()
+    assert frontmatter.parse(signal_file.read_text()).meta["expired_reason"] == "The freeze ended early."
+    for _ in range(2):
+        lessons = _section(_feed(client, "acme/api"), "lessons")
+        assert lessons is not None and lessons["metadata"]["entry_ids"] == [kept["entry_id"]]
+        assert _section(_feed(client, "acme/api"), "signals") is None
+        for entry in (lesson, signal):
+            shown = _entry(client, entry["entry_id"]).json()
+            assert shown["entry"]["state"] == "expired"
+            last = shown["history"][-1]
+            assert (last["action"], last["by"], last["reason"]) == ("expired", "operator", "The freeze ended early.")
+        _reindex_from_the_vault(settings, db)
+
+    clock.advance(60)
+    for entry in (lesson, signal):  # a retry, a minute later: already expired, nothing written
+        again = _expire(client, entry["entry_id"], "The freeze ended early.")
+        assert again.status_code == 200 and again.json()["entry"]["state"] == "expired"
+    assert (log.read_bytes(), signal_file.read_bytes()) == written
+    records = _audit(settings)
+    assert [(a["action"], a["entry_id"]) for a in records] == [("expired", lesson["entry_id"]), ("expired", signal["entry_id"])]
+    assert records[0]["valid_until_before"] > records[0]["valid_until"] and "valid_until_before" not in records[1]
+
+
+def test_an_early_expiry_never_extends_an_entry(client, settings: Settings, clock: ManualClock) -> None:
+    lesson = _post(client, "lesson", "Merges are frozen.", repo="acme/api", ttl_days=2)
+    until = _entry(client, lesson["entry_id"]).json()["entry"]["valid_until"]
+    later = _expire(client, lesson["entry_id"], "later", at="2099-01-01")
+    assert later.status_code == 422 and "never extends" in later.json()["detail"][0]["msg"]
+    assert _expire(client, lesson["entry_id"], "same", at=until).status_code == 200  # already due then: nothing to write
+    bad = _expire(client, lesson["entry_id"], "bad", at="next week")
+    assert bad.status_code == 422 and "ISO 8601" in bad.json()["detail"][0]["msg"]
+    assert _expire(client, lesson["entry_id"], "").status_code == 422 and _expire(client, lesson["entry_id"], "x" * 1001).status_code == 422
+    assert _audit(settings) == []
+
+    tomorrow = (clock() + dt.timedelta(days=1)).strftime("%Y-%m-%d")
+    r = _expire(client, lesson["entry_id"], "The release moved up.", at=tomorrow)  # through that day
+    assert r.status_code == 200 and r.json()["entry"]["state"] == "live"
+    assert r.json()["entry"]["valid_until"] == (clock() + dt.timedelta(days=2)).strftime("%Y-%m-%dT00:00:00Z")
+    assert r.json()["history"][-1]["action"] == "expires" and r.json()["history"][-1]["reason"] == "The release moved up."
+    clock.advance(2 * DAY)
+    assert _entry(client, lesson["entry_id"]).json()["entry"]["state"] == "expired"
+    assert [a["action"] for a in _audit(settings)] == ["expired"]
+    assert _expire(client, "lesson:left/reference/lessons-2026-01-01.md#0000", "gone").status_code == 404
+
+
+def test_a_scoped_token_cannot_expire_another_projects_entry(scoped: tuple[TestClient, Settings]) -> None:
+    client, settings = scoped
+    theirs = _post(client, "lesson", "Web lesson.", headers=_as(ALL), repo="org2/web")
+    mine = _post(client, "lesson", "Api lesson.", headers=_as(ALL), repo="org1/api")
+    refused = _expire(client, theirs["entry_id"], "not yours", _as(API))
+    assert (refused.status_code, refused.json()) == (404, {"detail": "entry not found"})
+    assert _entry(client, theirs["entry_id"], _as(ALL)).json()["entry"]["state"] == "live"
+    done = _expire(client, mine["entry_id"], "done", _as(API))
+    assert done.status_code == 200 and done.json()["entry"]["state"] == "expired"
+    assert [(a["action"], a["entry_id"]) for a in _audit(settings)] == [("expired", mine["entry_id"])]
+
+
+def test_an_expiry_that_failed_after_its_vault_write_is_retried_without_writing_twice(client, settings: Settings, clock: ManualClock) -> None:
+    lesson = _post(client, "lesson", "Pin the runner image.", repo="acme/api")
+    audit = Path(settings.vault) / "audit"
+    audit.mkdir(exist_ok=True)
+    moved = audit.with_name("audit-kept")
+    audit.rename(moved)
+    audit.write_text("a file where the audit folder should be\n")
+    r = _expire(client, lesson["entry_id"], "The pin is gone.", at="2099-01-01")
+    assert r.status_code == 503, r.text
+    assert _entry(client, lesson["entry_id"]).json()["entry"]["valid_until"] is None  # the index rolled back
+    audit.unlink()
+    moved.rename(audit)
+    clock.advance(60)
+    again = _expire(client, lesson["entry_id"], "Retried.", at="2098-01-01")
+    assert again.status_code == 200 and again.json()["entry"]["valid_until"] == "2099-01-02T00:00:00Z"  # the first attempt's record stands
+    assert (Path(settings.vault) / lesson["vault_path"]).read_text().count('"action": "expired"') == 1
+    assert [(a["action"], a["reason"]) for a in _audit(settings)] == [("expired", "The pin is gone.")]

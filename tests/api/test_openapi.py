@@ -19,7 +19,15 @@ from tests.support.harness import make_settings
 JSON = "application/json"
 # Operations whose success is a redirect, never a 2xx: the sign-in forms.
 REDIRECTS = {"POST /ui/signin", "POST /ui/signout"}
-LOOKUPS = {"GET /entries/{entry_id}", "POST /entries/{entry_id}/retract", "GET /vault/read", "GET /arcs/{cluster_id}", "GET /by-key/{key}", "GET /ui/project"}
+LOOKUPS = {
+    "GET /entries/{entry_id}",
+    "POST /entries/{entry_id}/retract",
+    "POST /entries/{entry_id}/expire",
+    "GET /vault/read",
+    "GET /arcs/{cluster_id}",
+    "GET /by-key/{key}",
+    "GET /ui/project",
+}
 PROJECT_LOOKUPS = {
     "GET /feed",
     "GET /entries",
@@ -37,6 +45,7 @@ SCOPE_REFUSALS = {
     "GET /feed",
     "GET /entries",
     "POST /entries/{entry_id}/retract",
+    "POST /entries/{entry_id}/expire",
     "GET /vault/search",
     "POST /vault/write_inbox",
     "POST /ingest",
@@ -241,6 +250,8 @@ def test_real_answers_match_their_documented_models(client: TestClient, settings
         ("GET", "/feed", "/feed?project=nobody/none", {}),
         ("GET", "/feed", "/feed?project=acme/app&format=provenance", {}),
         ("GET", "/entries", "/entries?project=acme/app", {}),
+        ("GET", "/entries/{entry_id}", f"/entries/{entry_id.replace('#', '%23')}", {}),
+        ("POST", "/entries/{entry_id}/expire", f"/entries/{entry_id.replace('#', '%23')}/expire", {"json": {"reason": "stale", "at": "2099-01-01"}}),
         ("GET", "/entries/{entry_id}", f"/entries/{entry_id.replace('#', '%23')}", {}),
         ("POST", "/entries/{entry_id}/retract", f"/entries/{entry_id.replace('#', '%23')}/retract", {"json": {"reason": "wrong"}}),
         ("GET", "/entries/{entry_id}", f"/entries/{entry_id.replace('#', '%23')}", {}),

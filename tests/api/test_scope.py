@@ -205,6 +205,15 @@ def _retract(w: World) -> None:
     assert w.post(API, f"/entries/{quote(mine, safe='/:')}/retract", {"reason": "wrong"}).status_code == 200
 
 
+def _expire(w: World) -> None:
+    theirs = f"decision:{w.files['web']}"
+    refused = w.post(API, f"/entries/{theirs}/expire", {"reason": "not mine"})
+    missing = w.post(API, "/entries/decision:left/decisions/ADR-9999-none.md/expire", {"reason": "nothing"})
+    assert (refused.status_code, refused.json()) == (missing.status_code, missing.json()) == (404, {"detail": "entry not found"})
+    mine = w.post(API, "/marker", {"type": "lesson", "content": "an api lesson that no longer holds"}).json()["entry_id"]
+    assert w.post(API, f"/entries/{quote(mine, safe='/:')}/expire", {"reason": "over"}).status_code == 200
+
+
 def _ingest(w: World) -> None:
     own = w.client.post("/ingest", data={"message": "an api note on caching"}, headers=w.as_(API))
     assert own.status_code == 200 and own.json()["project"] == "org1/api", own.text
@@ -238,6 +247,7 @@ PROBES: dict[str, Callable[[World], None]] = {
     "GET /entries": _entries,
     "GET /entries/{entry_id}": _entries,
     "POST /entries/{entry_id}/retract": _retract,
+    "POST /entries/{entry_id}/expire": _expire,
     "POST /ingest": _ingest,
     "POST /ingest_with_files": _ingest,
 }
@@ -264,7 +274,18 @@ NO_MEMORY = {
     "POST /ui/signout": "clears its own cookie",
     "GET /ui/style.css": "a stylesheet",
 }
-MCP_SCOPED = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed", "brain_marker", "brain_ingest", "brain_retract", "brain_supersede"}
+MCP_SCOPED = {
+    "kb_search",
+    "kb_brief",
+    "brain_search_arcs",
+    "brain_get_arc",
+    "brain_feed",
+    "brain_marker",
+    "brain_ingest",
+    "brain_retract",
+    "brain_expire",
+    "brain_supersede",
+}
 MCP_NO_MEMORY = {"brain_tick": "queues a tick"}
 
 
@@ -339,6 +360,7 @@ def test_restricted_tokens_reach_only_their_projects_over_mcp(world: World) -> N
         assert ingested["chunks_sent"] == 1 and ingested["results"][0]["detail"]["project"] == "org2/web"
         theirs = f"decision:{world.files['web']}"
         assert tools.brain_retract(k, theirs, "not mine", principal=api) == {"error": "entry not found"}
+        assert tools.brain_expire(k, theirs, "not mine", principal=api) == {"error": "entry not found"}
         assert tools.brain_supersede(k, theirs, "decision", "mine now", principal=api) == {"error": "entry not found"}
         own = tools.brain_marker(k, "lesson", "an mcp lesson to replace", principal=web)["entry_id"]
         assert tools.brain_supersede(k, own, "lesson", "the mcp lesson, replaced", principal=web)["supersedes"] == [own]

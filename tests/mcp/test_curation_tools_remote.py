@@ -1,4 +1,4 @@
-"""brain_retract and brain_supersede through a kernel's HTTP API (``brain mcp --remote``): the answers the in-process tools give."""
+"""brain_retract, brain_expire and brain_supersede through a kernel's HTTP API (``brain mcp --remote``): the answers the in-process tools give."""
 
 from __future__ import annotations
 
@@ -20,5 +20,9 @@ def test_remote_retract_and_supersede(served: Served) -> None:
         feed = remote.brain_feed("acme/api")
         [lessons] = [e for e in feed["entries"] if e["id"] == "lessons"]  # the successor retracted, the old one is back (ADR 0060)
         assert lessons["metadata"]["entry_ids"] == [old["entry_id"]]
+        assert remote.brain_expire(missing, "why")["error"] == "entry not found"
+        expired = remote.brain_expire(old["entry_id"], "the base image is gone")
+        assert expired["entry"]["state"] == "expired" and expired["history"][-1]["reason"] == "the base image is gone"
+        assert not any(e["id"] == "lessons" for e in remote.brain_feed("acme/api")["entries"])
     finally:
         remote.close()

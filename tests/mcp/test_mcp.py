@@ -48,6 +48,7 @@ TOOLS = {
     "brain_feed",
     "brain_marker",
     "brain_retract",
+    "brain_expire",
     "brain_supersede",
 }
 READ_ONLY = {"kb_search", "kb_brief", "brain_search_arcs", "brain_get_arc", "brain_feed"}

@@ -81,6 +81,10 @@ class Backend(Protocol):
         """``POST /entries/{entry_id}/retract``'s answer: the entry withdrawn and its history (ADR 0048)."""
         ...
 
+    def brain_expire(self, entry_id: str, reason: str) -> dict[str, Any]:
+        """``POST /entries/{entry_id}/expire``'s answer: the entry expired now and its history (ADR 0060)."""
+        ...
+
     def brain_supersede(self, entry_id: str, type: str, content: str, attrs: Any) -> dict[str, Any]:
         """A marker that takes ``entry_id``'s place (``POST /marker`` with ``attrs.supersedes``), refused for an entry it cannot curate."""
         ...
@@ -213,7 +217,8 @@ class Marker(Open):
 
 
 class Curated(Open):
-    """`brain_retract`'s answer: `POST /entries/{entry_id}/retract`'s, the entry as it now stands and its history."""
+    """`brain_retract`'s and `brain_expire`'s answer: `POST /entries/{entry_id}/retract`'s or `/expire`'s, the entry as it
+    now stands and its history."""
 
     entry: dict[str, Any]
     history: list[Any]

@@ -7,7 +7,7 @@ with ``brain_mcp.answers``, so a tool answers the same JSON as in-process
 ``brain_get_arc`` ``GET /by-key/{id}`` (upstream's form) with ``GET
 /arcs/{id}`` and ``GET /vault/read``; ``brain_tick`` ``POST /tick`` and ``GET /tick/{id}``;
 ``brain_feed`` and the resources ``GET /feed``; ``brain_marker`` ``POST
-/marker``; ``brain_ingest`` ``POST /ingest``, once per slice. ``kb_brief`` searches the kernel and asks the LLM this machine's
+/marker``; ``brain_retract`` and ``brain_expire`` ``POST /entries/{id}/retract`` and ``/expire``; ``brain_ingest`` ``POST /ingest``, once per slice. ``kb_brief`` searches the kernel and asks the LLM this machine's
 settings name (the kernel has no brief route). The token is the client
 file's: the kernel answers as that token's principal.
 
@@ -297,6 +297,11 @@ class Remote:
     @answers_refusals
     def brain_retract(self, entry_id: str, reason: str) -> dict[str, Any]:
         path = f"/entries/{urllib.parse.quote(entry_id, safe='/:')}/retract"
+        return self.json_of("POST", path, self.send("POST", path, json={"reason": reason}))
+
+    @answers_refusals
+    def brain_expire(self, entry_id: str, reason: str) -> dict[str, Any]:
+        path = f"/entries/{urllib.parse.quote(entry_id, safe='/:')}/expire"
         return self.json_of("POST", path, self.send("POST", path, json={"reason": reason}))
 
     @answers_refusals

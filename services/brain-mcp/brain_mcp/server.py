@@ -74,7 +74,7 @@ INSTRUCTIONS = (
     "The team's memory: arcs (threads of work ranked by heat), lessons, decisions, milestones and signals, "
     "per project. Search with kb_search or brain_search_arcs, open an arc with brain_get_arc, read the feed with "
     "brain_feed, record what you learned with brain_marker, replace or withdraw a wrong entry with brain_supersede or "
-    "brain_retract."
+    "brain_retract, end one that no longer holds with brain_expire."
 )
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # brain_core.markers.MARKER_TYPES, spelled out: a schema's enum is read from a Literal.
@@ -83,7 +83,7 @@ MarkerType = Literal["lesson", "milestone", "signal", "decision"]
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 MARKER = WRITE.model_copy(update={"idempotent_hint": True})  # the same body twice writes it once
-RETRACT = WRITE.model_copy(update={"idempotent_hint": True})  # a second retraction of an entry changes nothing
+RETRACT = WRITE.model_copy(update={"idempotent_hint": True})  # a second retraction (or expiry) of an entry changes nothing
 # A tool's result with its output schema: the SDK publishes the model's schema and checks every success against it.
 KbSearchResult = Annotated[CallToolResult, answers.KbSearch]
 KbBriefResult = Annotated[CallToolResult, answers.KbBrief]
@@ -228,6 +228,13 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         metadata gave (or ADR-NNNN for a decision), `reason` why (at most 1000 characters). The vault keeps it,
         marked retracted. Returns JSON {entry, history}; an entry outside your projects is "entry not found"."""
         return _reply(b.brain_retract(entry_id, reason))
+
+    @tool(RETRACT)
+    def brain_expire(entry_id: str, reason: str) -> CuratedResult:
+        """Expire an entry now: it leaves feeds and stays searchable, marked expired; for what was true and no longer
+        is (a freeze that ended, a workaround no longer needed). `entry_id` as for brain_retract, `reason` why (at most
+        1000 characters). Returns JSON {entry, history}; an entry outside your projects is "entry not found"."""
+        return _reply(b.brain_expire(entry_id, reason))
 
     @tool(MARKER)
     def brain_supersede(entry_id: str, type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> MarkerResult:

@@ -39,7 +39,7 @@ from brain_core.textsearch import tokens
 from brain_kernel import marker_service
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.clock import Clock, utc_now
-from brain_kernel.curation.tools import retract_tool, supersede_tool
+from brain_kernel.curation.tools import expire_tool, retract_tool, supersede_tool
 from brain_kernel.db.engine import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.feed import feed_repo
@@ -390,6 +390,12 @@ def brain_retract(k: Kernel, entry_id: str, reason: str, *, principal: Principal
 
 
 @answers_errors
+def brain_expire(k: Kernel, entry_id: str, reason: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """Expire an entry now, as ``POST /entries/{id}/expire`` does (ADR 0060): ``{entry, history}``."""
+    return expire_tool(k.sessions, k.vault, entry_id, reason, principal=principal, now=k.clock())
+
+
+@answers_errors
 def brain_supersede(k: Kernel, entry_id: str, type: str, content: str, attrs: Any = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
     """Post a marker that takes ``entry_id``'s place (``POST /marker`` with ``attrs.supersedes``); its answer."""
     return supersede_tool(k.sessions, k.vault, k.settings, entry_id, type, content, attrs, principal=principal, now=k.clock(), locator=k.locator)
@@ -431,6 +437,9 @@ class Local:
 
     def brain_retract(self, entry_id: str, reason: str) -> dict[str, Any]:
         return brain_retract(self.kernel, entry_id, reason, principal=self.principal())
+
+    def brain_expire(self, entry_id: str, reason: str) -> dict[str, Any]:
+        return brain_expire(self.kernel, entry_id, reason, principal=self.principal())
 
     def brain_supersede(self, entry_id: str, type: str, content: str, attrs: Any) -> dict[str, Any]:
         return brain_supersede(self.kernel, entry_id, type, content, attrs, principal=self.principal())

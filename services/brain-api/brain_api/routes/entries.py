@@ -1,4 +1,5 @@
-"""``GET /entries``, ``GET /entries/{entry_id}``, ``POST /entries/{entry_id}/retract``: curation (ADR 0048).
+"""``GET /entries``, ``GET /entries/{entry_id}``, ``POST /entries/{entry_id}/retract`` and ``/expire``: curation
+(ADR 0048, 0060).
 
 An entry is named by its stable id (``kind:vault_path[#anchor]``, what
 ``POST /marker`` answers as ``entry_id`` and feed metadata carry; percent-encode
@@ -31,6 +32,17 @@ class RetractIn(BaseModel):
     """Body of ``POST /entries/{entry_id}/retract``."""
 
     reason: StrictStr = Field(..., min_length=1, max_length=MAX_REASON_CHARS, description="Why the entry is withdrawn (recorded in the vault).")
+
+
+class ExpireIn(BaseModel):
+    """Body of ``POST /entries/{entry_id}/expire``."""
+
+    reason: StrictStr = Field(..., min_length=1, max_length=MAX_REASON_CHARS, description="Why the entry expires early (recorded in the vault).")
+    at: StrictStr | None = Field(
+        None,
+        max_length=64,
+        description="When it expires: an ISO 8601 moment, or a date (through that day, UTC); default now. Never later than its valid_until.",
+    )
 
 
 class Retracted(Answer):
@@ -145,5 +157,24 @@ def retract_entry(entry_id: EntryId, body: RetractIn, uow: UnitOfWorkDep, vault:
     except service.NotCuratable as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     except OSError as exc:  # as a marker's: the index rolled back, and a retry records the retraction whole
+        raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
+    return service.answer_of(record, now)
+
+
+@router.post("/entries/{entry_id:path}/expire", response_model=EntryHistory, responses=errors(403, described=NOT_FOUND))
+def expire_entry(entry_id: EntryId, body: ExpireIn, uow: UnitOfWorkDep, vault: VaultDep, clock: ClockDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Expire an entry early (now, or at a given moment no later than its valid_until), recorded in the vault and the
+    audit log; it leaves the feed and stays searchable, marked. An entry already expired changes nothing (ADR 0060)."""
+    now = clock()
+    try:
+        with uow() as db:
+            record = service.expire(db, vault, entry_id, body.reason, body.at, scope=Scope(db, principal), now=now)
+    except service.EntryNotFound as exc:
+        raise _not_found(exc) from None
+    except CurationInvalid as exc:
+        raise _invalid(exc, "body") from None
+    except service.NotCuratable as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from None
+    except OSError as exc:  # as a retraction's: the index rolled back, and a retry records the expiry whole
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
     return service.answer_of(record, now)

@@ -28,7 +28,7 @@ from brain_core.entries import KINDS, EntryRecord
 from brain_core.markers import Attribution
 from brain_core.membership import signal_is_fleet
 from brain_core.redact import scrub
-from brain_core.times import iso
+from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter, logs, records
 from brain_core.vault.layout import LOG_KINDS
 from brain_kernel.auth import Principal
@@ -206,6 +206,43 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     name = adr_name(current) or current.id
     for old, action in revived:
         _audit(vault, action, old, at=now, by=by, retracted_successor=name)
+    return feed_repo.entry_by_id(db, current.id) or current
+
+
+def expire(db: Session, vault: Vault, ref: Any, reason: Any, at: Any = None, *, scope: Scope, now: dt.datetime) -> EntryRecord:
+    """Expire an entry early, at ``at`` (default ``now``; a date means through that day), ADR 0060.
+
+    Never later than the entry's own ``valid_until`` (CurationInvalid). An
+    entry already expired by ``now``, or already due at that very moment,
+    writes nothing and answers its state, so a retry changes nothing; a retry
+    after a failed attempt that reached the vault keeps that attempt's record
+    and writes only the audit line it lost. Refusals as a retraction's, before
+    anything is written. The caller commits.
+    """
+    why = scrub(curation.reason_text(reason))
+    moment = curation.expiry_moment(at, now)
+    record = find_entry(db, ref, scope)
+    check_curatable(record, scope)
+    current = _lock(db, record.id)
+    if current is None:
+        raise EntryNotFound(NOT_FOUND)
+    before = parse_time(current.meta.get("valid_until"))
+    if before is not None and before <= now:
+        return current
+    by = actor(scope.principal)
+    until = iso(moment)
+    written = _in_vault(vault, current)
+    if written.meta.get("valid_until") != current.meta.get("valid_until") and written.meta.get("expired_reason"):
+        meta = written.meta  # the file is ahead of the index: an earlier attempt's record stands
+        by, why, until = str(meta.get("expired_by") or by), str(meta["expired_reason"]), meta.get("valid_until")
+    elif before is not None and moment > before:
+        raise curation.CurationInvalid(f"at is later than the entry's valid_until ({iso(before)}): an early expiry never extends it")
+    elif before is not None and moment == before:
+        return current
+    else:
+        _record_state(vault, current, curation.EXPIRED, at=now, by=by, reason=why, until=until)
+    sync_changes(db, vault, [current.vault_path])
+    _audit(vault, curation.EXPIRED, current, at=now, by=by, reason=why, until=until, until_before=current.meta.get("valid_until"))
     return feed_repo.entry_by_id(db, current.id) or current
 
 

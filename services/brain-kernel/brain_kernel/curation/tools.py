@@ -1,4 +1,4 @@
-"""Curation as tools answer it (the MCP server's ``brain_retract`` and ``brain_supersede``): a dict, ``{"error": ...}`` on a refusal.
+"""Curation as tools answer it (the MCP server's ``brain_retract``, ``brain_expire`` and ``brain_supersede``): a dict, ``{"error": ...}`` on a refusal.
 
 Each call is one unit of work, as ``POST /entries/{id}/retract`` and
 ``POST /marker`` are, under the same scope rule (ADR 0033, 0048): a scoped
@@ -33,6 +33,18 @@ def retract_tool(factory: sessionmaker[Session], vault: Vault, entry_id: str, re
     try:
         with unit_of_work(factory) as db:
             record = service.retract(db, vault, entry_id, reason, scope=Scope(db, principal), now=now)
+    except REFUSALS as exc:
+        return {"error": str(exc)}
+    except OSError as exc:
+        return {"error": f"vault write failed: {exc.strerror or exc}"}
+    return service.answer_of(record, now)
+
+
+def expire_tool(factory: sessionmaker[Session], vault: Vault, entry_id: str, reason: str, *, principal: Principal, now: dt.datetime) -> dict[str, Any]:
+    """Expire an entry now: ``{entry, history}`` as ``POST /entries/{id}/expire`` answers, or ``{"error": ...}``."""
+    try:
+        with unit_of_work(factory) as db:
+            record = service.expire(db, vault, entry_id, reason, scope=Scope(db, principal), now=now)
     except REFUSALS as exc:
         return {"error": str(exc)}
     except OSError as exc:
