@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from brain_cli.cli import app
@@ -231,3 +232,19 @@ def test_the_settings_read_the_names_upstreams_compose_and_charts_set(monkeypatc
     assert (s.tick_interval_seconds, s.tick_drain_interval_seconds) == (7200, 30)
     assert (s.extract_hour, s.extract_since, s.extract_min_turns) == (4, "26h", 5)
     assert (s.event_bus_stream, s.event_bus_topic, s.event_bus_db, s.stale_signal_days) == ("events:brain", "agentibrain-system", 11, 3)
+
+
+def test_the_vault_can_be_upstreams_nfs_share_mounted_as_it_is(helm: Path, kubeval: Path, tmp_path: Path) -> None:
+    """Upstream's charts mounted the vault from NFS (nfsVault, extraVolumes): vault.source does the same, with no PVC."""
+    nfs = ["--set", "vault.source.nfs.server=nfs.example.internal", "--set", "vault.source.nfs.path=/export/vault"]
+    docs = _render(helm, CHART, "-f", str(MINIMAL), *nfs, "--set", "vault.accessModes={ReadWriteMany}", "--set", "api.replicas=2")
+    assert not _by_kind(docs, "PersistentVolumeClaim")
+    mounted = {name: next(v for v in pod["volumes"] if v["name"] == "vault") for name, pod in _pod_specs(docs) if name != "brain-migrate"}
+    assert set(mounted) >= {"brain-api", "brain-mcp", "brain-tick", "brain-tick-drain", "brain-extract", "brain-embed"}
+    assert all(v == {"name": "vault", "nfs": {"server": "nfs.example.internal", "path": "/export/vault"}} for v in mounted.values())
+    path = tmp_path / "nfs.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    done = _run(kubeval, "--strict", "--quiet", path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    both = _run(helm, "template", "brain", CHART, "-f", MINIMAL, *nfs, "--set", "vault.existingClaim=shared-vault")
+    assert both.returncode != 0 and "vault.existingClaim and vault.source both name the vault" in both.stderr

@@ -99,8 +99,12 @@ affinity:
 volumes:
   {{- if not .noVault }}
   - name: vault
+    {{- with $root.Values.vault.source }}
+    {{- toYaml . | nindent 4 }}
+    {{- else }}
     persistentVolumeClaim:
       claimName: {{ include "brain.vaultClaim" $root }}
+    {{- end }}
   {{- end }}
   - name: tmp
     emptyDir:
