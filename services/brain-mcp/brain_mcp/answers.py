@@ -57,19 +57,24 @@ def to_json(answer: dict[str, Any]) -> str:
 class Backend(Protocol):
     """Who answers the tools: each method returns the tool's answer, or ``{"error": ...}``."""
 
-    def kb_search(self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None) -> dict[str, Any]: ...
+    # The memory reads take the optional ``session_id`` of the session asking: their pull record names it (ADR 0061).
+    def kb_search(
+        self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None, session_id: str | None = None
+    ) -> dict[str, Any]: ...
 
-    def kb_brief(self, query: str, limit: int, model: str) -> dict[str, Any]: ...
+    def kb_brief(self, query: str, limit: int, model: str, session_id: str | None = None) -> dict[str, Any]: ...
 
-    def brain_search_arcs(self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None) -> dict[str, Any]: ...
+    def brain_search_arcs(
+        self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None, session_id: str | None = None
+    ) -> dict[str, Any]: ...
 
-    def brain_get_arc(self, cluster_id: str) -> dict[str, Any]: ...
+    def brain_get_arc(self, cluster_id: str, session_id: str | None = None) -> dict[str, Any]: ...
 
     def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]: ...
 
     def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]: ...
 
-    def brain_feed(self, project: str | None) -> dict[str, Any]: ...
+    def brain_feed(self, project: str | None, session_id: str | None = None) -> dict[str, Any]: ...
 
     def brain_marker(self, type: str, content: str, attrs: Any) -> dict[str, Any]: ...
 
@@ -222,6 +227,47 @@ class Curated(Open):
 
     entry: dict[str, Any]
     history: list[Any]
+
+
+# -- pulls: what a memory read served, and what a control project reads instead (ADR 0061) ----------------
+
+# The one line a control project's read carries, as its memory block's (ADR 0050): the kernel answered, nothing shown.
+NO_MEMORY = "No memory is shown in this answer."
+
+
+def served_ids(answer: Mapping[str, Any]) -> list[str]:
+    """The entries a read's answer shows, in order, once each: an index hit's entry id (else its key), a vault file's
+    path, an arc's file entry (``arc:<path>``, else its cluster id), a feed item's ``entry_ids`` / ``entry_id``."""
+    out: list[str] = []
+    for hit in answer.get("results") or answer.get("hits") or []:
+        meta = hit.get("metadata") or {}
+        out.append(str(meta.get("entry_id") or hit.get("ref") or ""))
+    for arc in answer.get("arcs") or []:
+        out.append(f"arc:{arc['path']}" if arc.get("path") else str(arc.get("cluster_id") or ""))
+    if answer.get("source") in ("vault", "embeddings") and answer.get("cluster_id"):
+        meta = answer.get("metadata") or {}
+        out.append(f"arc:{answer['path']}" if answer.get("path") else str(meta.get("entry_id") or answer["cluster_id"]))
+    for bucket in ("hot_arcs", "inject_blocks", "entries"):
+        for item in answer.get(bucket) or []:
+            meta = (item.get("metadata") or {}) if isinstance(item, Mapping) else {}
+            named = meta.get("entry_ids") if isinstance(meta.get("entry_ids"), list) else [meta.get("entry_id")]
+            out.extend(str(e) for e in named if e)
+    return list(dict.fromkeys(e for e in out if e))
+
+
+def withheld(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """A read's answer for a control project: the same shape (what the output schema requires) with no memory in it, and
+    ``note`` saying so. Only the request's own words (the query, the cluster id) and what names no memory (the
+    project, the feed's scope and moment) are kept."""
+    if "entries" in answer:  # a feed; a project's also lists its arcs and blocks
+        kept = {key: answer[key] for key in ("generated_at", "vault_root", "project", "scope") if key in answer}
+        lists = {key: [] for key in ("hot_arcs", "inject_blocks", "entries", "arcs", "blocks") if key in answer or key in ("hot_arcs", "inject_blocks")}
+        return {**lists, "entry_count": 0, **kept, "note": NO_MEMORY}
+    if "arcs" in answer:
+        return {"query": answer.get("query", ""), "count": 0, "arcs": [], "note": NO_MEMORY}
+    if "results" in answer:
+        return {"query": answer.get("query", ""), "count": 0, "results": [], "sources_searched": answer.get("sources_searched", []), "note": NO_MEMORY}
+    return {"cluster_id": answer.get("cluster_id", ""), "source": "vault", "path": None, "content": "", "note": NO_MEMORY}
 
 
 # -- shaping, one rule for both backends -----------------------------------------------------------------

@@ -199,7 +199,9 @@ class Remote:
     # -- the tools ---------------------------------------------------------------------------------------
 
     @answers_refusals
-    def kb_search(self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None) -> dict[str, Any]:
+    def kb_search(
+        self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None, session_id: str | None = None
+    ) -> dict[str, Any]:
         if not include_artifact and not include_obsidian:
             return {"query": query, "count": 0, "results": [], "sources_searched": []}
         limit = clamp_limit(limit)
@@ -219,7 +221,7 @@ class Remote:
                 results += obsidian_hits(self.get_json("/vault/search", **params).get("results", []), limit)
         return ranked(query, results, limit, sources)
 
-    def kb_brief(self, query: str, limit: int, model: str) -> dict[str, Any]:
+    def kb_brief(self, query: str, limit: int, model: str, session_id: str | None = None) -> dict[str, Any]:
         found = self.kb_search(query, limit, True, True, 0.0, None)
         if "error" in found:
             return found
@@ -232,7 +234,9 @@ class Remote:
         return brief.compose(query, found["results"], chosen, lambda chat: complete(settings, chosen, chat))
 
     @answers_refusals
-    def brain_search_arcs(self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None) -> dict[str, Any]:
+    def brain_search_arcs(
+        self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None, session_id: str | None = None
+    ) -> dict[str, Any]:
         top_k = clamp_limit(top_k)
         arcs: list[dict[str, Any]] = []
         if query.strip():
@@ -250,7 +254,7 @@ class Remote:
         return {"query": query, "count": len(arcs), "arcs": arcs}
 
     @answers_refusals
-    def brain_get_arc(self, cluster_id: str) -> dict[str, Any]:
+    def brain_get_arc(self, cluster_id: str, session_id: str | None = None) -> dict[str, Any]:
         quoted = urllib.parse.quote(cluster_id, safe="")
         chunks = self.send("GET", f"/by-key/{quoted}", tolerate=frozenset({404}))
         found = (self.json_of("GET", "/by-key", chunks).get("chunks") or []) if chunks.status_code == 200 else []
@@ -287,7 +291,7 @@ class Remote:
         return follow_tick(job_id, str(job.get("status") or "pending"), no_ai=no_ai, wait=wait, timeout=timeout, poll=poll)
 
     @answers_refusals
-    def brain_feed(self, project: str | None) -> dict[str, Any]:
+    def brain_feed(self, project: str | None, session_id: str | None = None) -> dict[str, Any]:
         return self.get_json("/feed", project=project)
 
     @answers_refusals

@@ -170,30 +170,34 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         include_obsidian: bool = True,
         min_score: float = 0.0,
         project: str | None = None,
+        session_id: str | None = None,
     ) -> KbSearchResult:
         """Search the knowledge base: the semantic index of arcs, lessons, decisions and signals ("artifact")
         and the vault's markdown text ("obsidian"), best first, at most 2 x limit results. `project` (a short
-        key or owner/name) keeps only that project's memory. Returns JSON {query, count, results, sources_searched}."""
-        return _reply(b.kb_search(query, limit, include_artifact, include_obsidian, min_score, project))
+        key or owner/name) keeps only that project's memory; `session_id`, your session's id, if you know it.
+        Returns JSON {query, count, results, sources_searched}."""
+        return _reply(b.kb_search(query, limit, include_artifact, include_obsidian, min_score, project, session_id))
 
     @tool(READ)
-    def kb_brief(query: str, limit: int = 8, model: str = "") -> KbBriefResult:
+    def kb_brief(query: str, limit: int = 8, model: str = "", session_id: str | None = None) -> KbBriefResult:
         """Search the knowledge base and have the LLM write a short brief of the hits, with the refs most worth
         opening. Returns JSON {query, hits, brief, candidate_refs, model}; without an LLM the brief says why and
         the refs are the first three hits."""
-        return _reply(b.kb_brief(query, limit, model))
+        return _reply(b.kb_brief(query, limit, model, session_id))
 
     @tool(READ)
-    def brain_search_arcs(query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None) -> SearchArcsResult:
+    def brain_search_arcs(
+        query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None, session_id: str | None = None
+    ) -> SearchArcsResult:
         """Find arcs (threads of past work) by meaning, one result per arc, nearest first; `min_heat` keeps
         only arcs at least that hot, `project` only that project's. Returns JSON {query, count, arcs: [{cluster_id, title, region, heat, status, path, score, preview}]}."""
-        return _reply(b.brain_search_arcs(query, top_k, min_heat, min_score, project))
+        return _reply(b.brain_search_arcs(query, top_k, min_heat, min_score, project, session_id))
 
     @tool(READ)
-    def brain_get_arc(cluster_id: str) -> ArcResult:
+    def brain_get_arc(cluster_id: str, session_id: str | None = None) -> ArcResult:
         """Read one arc by its cluster_id (from brain_search_arcs or the feed's hot arcs). Returns JSON
         {cluster_id, source: "vault", path, content} (the first 2000 characters), or the error not found."""
-        return _reply(b.brain_get_arc(cluster_id))
+        return _reply(b.brain_get_arc(cluster_id, session_id))
 
     @tool(WRITE)
     def brain_ingest(content: str, title: str = "", producer: str = "agent", chunk_size: int = 200000, project: str | None = None) -> IngestResult:
@@ -210,10 +214,10 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         return _reply(b.brain_tick(no_ai, wait, timeout, source))
 
     @tool(READ)
-    def brain_feed(project: str | None = None) -> FeedResult:
+    def brain_feed(project: str | None = None, session_id: str | None = None) -> FeedResult:
         """The feed a new session reads: global, or with `project` (a short key or owner/name) that project's
         intent, hot arcs, recent lessons, decisions, milestones and signals. Returns the feed JSON."""
-        return _reply(b.brain_feed(project))
+        return _reply(b.brain_feed(project, session_id))
 
     @tool(MARKER)
     def brain_marker(type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> MarkerResult:

@@ -15,6 +15,14 @@ shared with the remote backend (``brain_mcp.remote``).
 Upstream's defects fixed here (section 8, item 16): ``brain_search_arcs``
 lists one result per arc, and ``min_score`` applies before the limit (both
 in ``brain_kernel.search.embeddings.search``).
+
+The memory reads (``kb_search``, and so ``kb_brief``; ``brain_search_arcs``,
+``brain_get_arc``, ``brain_feed``, the ``memory_block`` resource) are
+recorded as pulls (ADR 0061): one ``injections`` row each, through
+``brain_kernel.trial.records``, with the arm of the reading project. A
+control project's read answers the same shape with no memory in it
+(``brain_mcp.answers.withheld``). A read's optional ``session_id`` names the
+session asking; the record never fails the read.
 """
 
 from __future__ import annotations
@@ -32,10 +40,12 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from brain_core.chunks import PRODUCERS
+from brain_core.feed.block import LABEL_CHARS, neutral
 from brain_core.feed.envelope import stamp_answer
 from brain_core.keys import InvalidKey
 from brain_core.markers import MarkerInvalid
 from brain_core.textsearch import tokens
+from brain_core.trial import CONTROL, Assignment, control_block
 from brain_kernel import marker_service
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.clock import Clock, utc_now
@@ -43,7 +53,7 @@ from brain_kernel.curation.tools import expire_tool, retract_tool, supersede_too
 from brain_kernel.db.engine import make_engine, read_session_factory, session_factory, unit_of_work
 from brain_kernel.errors import BrainError, ConfigError
 from brain_kernel.feed import feed_repo
-from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer, project_block
+from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global_answer, project_answer, serve_project_block
 from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.ingest import service as ingest
@@ -54,6 +64,7 @@ from brain_kernel.search.file_scan import search_project, search_vault
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.llm import LLMError, chat_completion
+from brain_kernel.trial import records
 from brain_kernel.vault_store import Vault, VaultPathError
 from brain_mcp import brief
 from brain_mcp.answers import (
@@ -69,6 +80,9 @@ from brain_mcp.answers import (
     ingest_slices,
     obsidian_hits,
     ranked,
+    served_ids,
+    to_json,
+    withheld,
 )
 
 log = logging.getLogger("brain.mcp")
@@ -164,6 +178,60 @@ def _within(reach: Scope, scope: tuple[str, str | None] | None) -> list[tuple[st
     return [(m.key, m.repo) for m in reach.members] if reach.restricted and scope is None else None
 
 
+# -- pulls (ADR 0061) -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pull:
+    """A memory read about to be answered: the session asking (when it says), the project it is assigned by, its arm."""
+
+    session_id: str | None
+    project: str | None
+    repo: str | None
+    assignment: Assignment
+
+    @property
+    def withheld(self) -> bool:
+        """A control project reads no memory (ADR 0050): the answer keeps its shape and loses its memory."""
+        return self.assignment.arm == CONTROL
+
+
+def _pull(k: Kernel, db: Session, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None) -> Pull:
+    """The read's arm: by the session's stored project, else the project the read is about (a token bound to one
+    project: that one), else none (unassignable: answered as usual), as ``brain_kernel.trial.records`` assigns."""
+    key, repo = about if about is not None else (None, None)
+    if key is None and reach.restricted and len(reach.members) == 1:
+        key, repo = reach.members[0].key, reach.members[0].repo
+    key, repo = records.pull_identity(db, session_id, key, repo)
+    return Pull(session_id, key, repo, records.arm_of(k.settings, repo=repo, project=key, session_id=session_id))
+
+
+def _record_pull(k: Kernel, pull: Pull, text: str, entry_ids: list[str], *, cut: bool = False) -> None:
+    """One ``pull`` row in its own unit of work; ``records.record`` logs a failure and never raises it."""
+    served = records.Served(text, tuple(entry_ids), cut)
+    session = pull.session_id
+    records.record(
+        lambda: unit_of_work(k.sessions),
+        kind=records.PULL,
+        assignment=pull.assignment,
+        served=served,
+        session_id=session,
+        agent=records.MCP_AGENT,
+        project=pull.project,
+        repo=pull.repo,
+    )
+
+
+def _served(k: Kernel, pull: Pull, answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` as the reader gets it, without memory for a control project, and recorded (a refusal is not a read)."""
+    if "error" in answer:
+        return answer
+    if pull.withheld:
+        answer = withheld(answer)
+    _record_pull(k, pull, to_json(answer), [] if pull.withheld else served_ids(answer))
+    return answer
+
+
 # -- kb_search ------------------------------------------------------------------------------------------
 
 
@@ -196,10 +264,11 @@ def kb_search(
     include_obsidian: bool = True,
     min_score: float = 0.0,
     project: str | None = None,
+    session_id: str | None = None,
     *,
     principal: Principal = EVERYONE,
 ) -> dict[str, Any]:
-    """Search index and vault text together; ``{query, count, results, sources_searched}``."""
+    """Search index and vault text together; ``{query, count, results, sources_searched}``; a pull (ADR 0061)."""
     if not include_artifact and not include_obsidian:
         return {"query": query, "count": 0, "results": [], "sources_searched": []}
     limit = clamp_limit(limit)
@@ -207,7 +276,8 @@ def kb_search(
     results: list[dict[str, Any]] = []
     with k.reads() as db:
         known, scope, reach = _scope(db, project, principal)
-        if known and query.strip():
+        pull = _pull(k, db, reach, scope, session_id)
+        if known and query.strip() and not pull.withheld:
             # A failed source gives no hits, as upstream's did; the other still answers.
             if include_artifact:
                 try:
@@ -219,7 +289,7 @@ def kb_search(
                     results += _obsidian_hits(k, db, query, limit=limit, scope=scope, reach=reach)
                 except (OSError, SQLAlchemyError) as exc:
                     log.warning("kb_search: the vault search failed: %s", exc)
-    return ranked(query, results, limit, sources)
+    return _served(k, pull, ranked(query, results, limit, sources))
 
 
 # -- kb_brief -------------------------------------------------------------------------------------------
@@ -243,13 +313,14 @@ def complete(settings: Settings, model: str, chat: list[dict[str, str]], transpo
 
 
 @answers_errors
-def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "", *, principal: Principal = EVERYONE) -> dict[str, Any]:
-    """``kb_search`` then one chat completion: ``{query, hits, brief, candidate_refs, model}``."""
-    found = kb_search(k, query, limit=limit, principal=principal)
+def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "", session_id: str | None = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """``kb_search`` (the one pull recorded) then one chat completion: ``{query, hits, brief, candidate_refs, model}``."""
+    found = kb_search(k, query, limit=limit, session_id=session_id, principal=principal)
     if "error" in found:
         return found
     chosen = model or k.settings.llm_model or brief.DEFAULT_MODEL
-    return brief.compose(query, found["results"], chosen, lambda chat: complete(k.settings, chosen, chat, k.llm_transport))
+    answer = brief.compose(query, found["results"], chosen, lambda chat: complete(k.settings, chosen, chat, k.llm_transport))
+    return {**answer, "note": found["note"]} if "note" in found else answer  # a control project's: nothing was shown
 
 
 # -- arcs -----------------------------------------------------------------------------------------------
@@ -257,14 +328,23 @@ def kb_brief(k: Kernel, query: str, limit: int = 8, model: str = "", *, principa
 
 @answers_errors
 def brain_search_arcs(
-    k: Kernel, query: str, top_k: int = 5, min_heat: float = 0, min_score: float = 0.0, project: str | None = None, *, principal: Principal = EVERYONE
+    k: Kernel,
+    query: str,
+    top_k: int = 5,
+    min_heat: float = 0,
+    min_score: float = 0.0,
+    project: str | None = None,
+    session_id: str | None = None,
+    *,
+    principal: Principal = EVERYONE,
 ) -> dict[str, Any]:
-    """Arcs nearest the query, one result per arc, heat at least ``min_heat``: ``{query, count, arcs}``."""
+    """Arcs nearest the query, one result per arc, heat at least ``min_heat``: ``{query, count, arcs}``; a pull (ADR 0061)."""
     top_k = clamp_limit(top_k)
     arcs: list[dict[str, Any]] = []
     with k.reads() as db:
         known, scope, reach = _scope(db, project, principal)
-        if known and query.strip():
+        pull = _pull(k, db, reach, scope, session_id)
+        if known and query.strip() and not pull.withheld:
             [vector] = k.embedder.embed([query])
             hits, _ = embeddings.search(
                 db,
@@ -279,17 +359,18 @@ def brain_search_arcs(
                 within=_within(reach, scope),
             )
             arcs = arc_hits((h.as_dict() for h in hits), top_k, min_heat)
-    return {"query": query, "count": len(arcs), "arcs": arcs}
+    return _served(k, pull, {"query": query, "count": len(arcs), "arcs": arcs})
 
 
 @answers_errors
-def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+def brain_get_arc(k: Kernel, cluster_id: str, session_id: str | None = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
     """An indexed arc in upstream's embeddings form, with its file's path and content when the vault holds it; else the file alone.
 
     Upstream answered ``GET /by-key`` first (``source: embeddings``, ``metadata``,
     ``text_preview``) and read the vault only for an arc it had not embedded;
     its clients read that form, so an indexed arc answers it, and the file
     (a merged id finds the arc that absorbed it) adds ``path`` and ``content``.
+    A pull (ADR 0061), assigned by the arc's project when the session names none.
     """
     with k.reads() as db:
         reach = Scope(db, principal)
@@ -303,7 +384,9 @@ def brain_get_arc(k: Kernel, cluster_id: str, *, principal: Principal = EVERYONE
             except (OSError, VaultPathError):
                 content = None  # indexed but gone from the vault: the chunks may still tell
         chunks = [c for c in embeddings.by_key(db, cluster_id) if reach.admits_meta(*embeddings.metadata_project(c["metadata"]))]
-    return arc_answer(cluster_id, chunks, ARC_PRODUCER, record.vault_path if record is not None and content is not None else None, content)
+        pull = _pull(k, db, reach, (record.project, record.repo) if record is not None and record.project else None, session_id)
+    answer = arc_answer(cluster_id, chunks, ARC_PRODUCER, record.vault_path if record is not None and content is not None else None, content)
+    return _served(k, pull, answer)
 
 
 def brain_ingest(
@@ -348,24 +431,40 @@ def brain_tick(k: Kernel, no_ai: bool = False, wait: bool = True, timeout: float
 
 
 @answers_errors
-def brain_feed(k: Kernel, project: str | None = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
-    """The feed ``GET /feed`` answers: global, or with ``project`` that project's memory (a restricted principal: its own)."""
+def brain_feed(k: Kernel, project: str | None = None, session_id: str | None = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """The feed ``GET /feed`` answers: global, or with ``project`` that project's memory (a restricted principal: its own);
+    a pull (ADR 0061)."""
     now = k.clock()
     root = str(k.vault.root)
     with k.reads() as db:
         reach = Scope(db, principal)
         project = project if project is not None else reach.default_project()
         if project is None:
-            return global_answer(db, k.vault, now=now, scope=reach)
-        answer = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now, scope=reach)
-    return json.loads(stamp_answer(answer.body, now))
+            answer = global_answer(db, k.vault, now=now, scope=reach)
+            about = None
+        else:
+            found = project_answer(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, vault_root=root, now=now, scope=reach)
+            answer = json.loads(stamp_answer(found.body, now))
+            named = answer.get("project") or {}
+            about = (named.get("key"), named.get("repo")) if named.get("key") else None
+        pull = _pull(k, db, reach, about, session_id)
+    return _served(k, pull, answer)
 
 
 @answers_errors
-def memory_block(k: Kernel, project: str, *, principal: Principal = EVERYONE) -> dict[str, Any]:
-    """The project's memory block, as ``GET /feed?project=P&format=markdown`` renders it (ADR 0040): ``{"markdown": text}``."""
+def memory_block(k: Kernel, project: str, session_id: str | None = None, *, principal: Principal = EVERYONE) -> dict[str, Any]:
+    """The project's memory block, as ``GET /feed?project=P&format=markdown`` renders it (ADR 0040): ``{"markdown": text}``.
+
+    A pull (ADR 0061): a control project reads the neutral block a control session starts with (ADR 0050).
+    """
     with k.reads() as db:
-        text = project_block(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, now=k.clock(), scope=Scope(db, principal))
+        reach = Scope(db, principal)
+        served = serve_project_block(db, project, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, now=k.clock(), scope=reach)
+        pull = _pull(k, db, reach, (served.key, served.repo) if served.key else None, session_id)
+    text, ids, cut = served.text, list(served.entry_ids), served.cut
+    if pull.withheld:
+        text, ids, cut = control_block(neutral(project.strip(), LABEL_CHARS)), [], False
+    _record_pull(k, pull, text, ids, cut=cut)
     return {"markdown": text}
 
 
@@ -408,17 +507,21 @@ class Local:
         self.kernel = kernel
         self.principal = principal
 
-    def kb_search(self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None) -> dict[str, Any]:
-        return kb_search(self.kernel, query, limit, include_artifact, include_obsidian, min_score, project, principal=self.principal())
+    def kb_search(
+        self, query: str, limit: int, include_artifact: bool, include_obsidian: bool, min_score: float, project: str | None, session_id: str | None = None
+    ) -> dict[str, Any]:
+        return kb_search(self.kernel, query, limit, include_artifact, include_obsidian, min_score, project, session_id, principal=self.principal())
 
-    def kb_brief(self, query: str, limit: int, model: str) -> dict[str, Any]:
-        return kb_brief(self.kernel, query, limit, model, principal=self.principal())
+    def kb_brief(self, query: str, limit: int, model: str, session_id: str | None = None) -> dict[str, Any]:
+        return kb_brief(self.kernel, query, limit, model, session_id, principal=self.principal())
 
-    def brain_search_arcs(self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None) -> dict[str, Any]:
-        return brain_search_arcs(self.kernel, query, top_k, min_heat, min_score, project, principal=self.principal())
+    def brain_search_arcs(
+        self, query: str, top_k: int, min_heat: float, min_score: float, project: str | None, session_id: str | None = None
+    ) -> dict[str, Any]:
+        return brain_search_arcs(self.kernel, query, top_k, min_heat, min_score, project, session_id, principal=self.principal())
 
-    def brain_get_arc(self, cluster_id: str) -> dict[str, Any]:
-        return brain_get_arc(self.kernel, cluster_id, principal=self.principal())
+    def brain_get_arc(self, cluster_id: str, session_id: str | None = None) -> dict[str, Any]:
+        return brain_get_arc(self.kernel, cluster_id, session_id, principal=self.principal())
 
     def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]:
         return brain_ingest(self.kernel, content, title, producer, chunk_size, project, principal=self.principal())
@@ -426,8 +529,8 @@ class Local:
     def brain_tick(self, no_ai: bool, wait: bool, timeout: float, source: str) -> dict[str, Any]:
         return brain_tick(self.kernel, no_ai, wait, timeout, source)
 
-    def brain_feed(self, project: str | None) -> dict[str, Any]:
-        return brain_feed(self.kernel, project, principal=self.principal())
+    def brain_feed(self, project: str | None, session_id: str | None = None) -> dict[str, Any]:
+        return brain_feed(self.kernel, project, session_id, principal=self.principal())
 
     def brain_marker(self, type: str, content: str, attrs: Any) -> dict[str, Any]:
         return brain_marker(self.kernel, type, content, attrs, principal=self.principal())

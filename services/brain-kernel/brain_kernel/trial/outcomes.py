@@ -13,9 +13,10 @@ sources, each value labelled by how it was obtained::
   info, low and resolved; an unset severity is the default warning) and
   critical signals (critical or nuclear);
 * the injection records (estimated): how many of the entries served to the
-  session in a block or a recall its assistant's later text names, by id,
-  title or a six-word phrase (``brain_core.trial.recall_used``). Only
-  sessions with such a record get it; a control session's is 0 by design.
+  session in a block, a recall or an MCP pull that named the session (ADR
+  0061) its assistant's later text names, by id, title or a six-word phrase
+  (``brain_core.trial.recall_used``). Only sessions with such a record get
+  it; a control session's is 0 by design.
 
 The SQL of these reads and of the write lives here; the caller owns the
 transaction. The write changes a row only when its outcomes differ, so an
@@ -57,7 +58,7 @@ _MARKERS = ("lessons", "decisions", "error_signals", "critical_signals")
 _SERVED = text(
     """
     SELECT session_id, entry_ids FROM injections
-     WHERE session_id = ANY(:sids) AND kind IN ('block', 'recall')
+     WHERE session_id = ANY(:sids) AND kind IN ('block', 'recall', 'pull')
      ORDER BY id
     """
 ).bindparams(bindparam("sids", type_=ARRAY(Text)))
@@ -93,7 +94,7 @@ def _batches(ids: Sequence[str]) -> list[list[str]]:
 
 
 def injected_by_session(db: Session, session_ids: Sequence[str]) -> dict[str, list[Injected]]:
-    """The sessions among these served a block or a recall, each with the entries served (an empty list: none, as in control)."""
+    """The sessions among these served a block, a recall or a pull, each with the entries served (an empty list: none, as in control)."""
     served: dict[str, dict[str, None]] = {}
     for batch in _batches(session_ids):
         for sid, entry_ids in db.execute(_SERVED, {"sids": batch}):

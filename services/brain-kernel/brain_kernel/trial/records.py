@@ -1,11 +1,12 @@
-"""Injection records: every block or recall served to a session, and every MCP pull, as rows (ADR 0050).
+"""Injection records: every block or recall served to a session, and every MCP pull, as rows (ADR 0050, 0061).
 
-``serve`` is the one place a session's block or recall is decided and
-recorded: it assigns the session's arm (``brain_core.trial.assign``), swaps
-a control session's memory for the neutral block (or no recall), and writes
-one row holding what was served (entry ids, bytes, whether caps cut it, the
-text's hash) with the arm and the configuration that produced it. Records
-are telemetry: a failure to write one is logged and never fails the answer.
+``arm_of`` assigns a read its arm (``brain_core.trial.assign``) and
+``record`` writes one row holding what was served (entry ids, bytes,
+whether caps cut it, the text's hash) with the arm and the configuration
+that produced it; the reader swaps a control session's memory for the
+neutral block, no recall, or an MCP answer without memory. ``pull_identity``
+is the project an MCP read is assigned by. Records are telemetry: a failure
+to write one is logged and never fails the answer.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from sqlalchemy.orm import Session
 from brain_core.trial import CONTROL, Assignment, TrialConfig, assign
 from brain_kernel import event_counts
 from brain_kernel.db.models import Injection
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.settings import Settings
 
 log = logging.getLogger("brain.trial")
 
-BLOCK, RECALL = "block", "recall"  # an MCP read would be a "pull" (ADR 0050); none is recorded yet
+BLOCK, RECALL, PULL = "block", "recall", "pull"  # a pull: a memory read through an MCP tool (ADR 0061)
+MCP_AGENT = "mcp"  # the agent a pull names: the read came through the MCP server, whichever agent asked
 
 
 def trial_config(settings: Settings) -> TrialConfig:
@@ -92,6 +95,16 @@ def record(
 def arm_of(settings: Settings, *, repo: str | None, project: str | None, session_id: str | None) -> Assignment:
     """The session's arm under the current settings."""
     return assign(trial_config(settings), repo=repo, project=project, session_id=session_id)
+
+
+def pull_identity(db: Session, session_id: str | None, key: str | None, repo: str | None) -> tuple[str | None, str | None]:
+    """(project key, repo) an MCP read is assigned by (ADR 0061): the reading session's stored project when the call
+    names a session the kernel knows, else the project the read is about (``key``, ``repo``; None: none)."""
+    if session_id:
+        row = get_session(db, session_id)
+        if row is not None and (row.project or row.repo):
+            return row.project, row.repo
+    return key, repo
 
 
 # -- export and retention -----------------------------------------------------------------------------
