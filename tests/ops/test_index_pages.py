@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from sqlalchemy.orm import Session
 
 from brain_core.arcs import ArcSession, build_plan, render_arc
@@ -143,3 +144,31 @@ def test_an_obsidian_vault_gets_wiki_links_too(vault: Vault, settings: Settings,
         in api
     )
     assert "[Index](projects/org1/api/INDEX.md) · [[brain-feed/projects/org1/api/INDEX]]" in vault.read_text("brain-feed/PROJECTS.md")
+
+
+def _client_file_fallback(vault: Vault) -> dict[str, str]:
+    """What upstream's client injects from the feed folder with its file fallback (UPSTREAM.md 0.21): every top-level
+    ``brain-feed/*.md``, a file without frontmatter whole, one whose ``priority`` or ``ttl`` is not a whole number dropped."""
+    taken: dict[str, str] = {}
+    for path in sorted(vault.path("brain-feed").glob("*.md")):
+        text = path.read_text()
+        meta: dict[str, object] = {}
+        if text.startswith("---\n"):
+            block, _, text = text[4:].partition("\n---\n")
+            meta = yaml.safe_load(block) or {}
+        try:
+            int(meta.get("priority", 5))  # type: ignore[call-overload]
+            int(meta.get("ttl", 3600))  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            continue
+        taken[path.stem] = text
+    return taken
+
+
+def test_the_router_page_is_not_injected_by_upstreams_file_fallback(vault: Vault, settings: Settings, db: Session) -> None:
+    run_tick(db, vault, settings, now=NOW, use_ai=False)
+    db.commit()
+    assert vault.exists("brain-feed/PROJECTS.md")
+    taken = _client_file_fallback(vault)
+    assert "PROJECTS" not in taken
+    assert "hot-arcs" in taken and "signals" in taken  # the feed files themselves still reach the client

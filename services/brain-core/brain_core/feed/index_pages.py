@@ -24,9 +24,14 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.sections import cluster_id_of, heat_text
 from brain_core.redact import scrub
 from brain_core.text import clip_words, one_line
+from brain_core.vault import frontmatter
 from brain_core.vault.layout import PROJECTS_ROUTER_FILE, project_index_path
 
 TITLE_CHARS = 120
+# The router page sits among the feed files, and upstream's client reads every top-level ``brain-feed/*.md`` as
+# a feed entry, a file without frontmatter whole, unless its ``priority`` is not a whole number (UPSTREAM.md
+# 0.21). The page is for people: a priority of ``none`` keeps it out of every session's context.
+ROUTER_FRONTMATTER = frontmatter.render({"title": "Projects", "priority": "none"})
 # The order counts are listed in; any other kind follows, by name.
 COUNT_ORDER = ("arc", "decision", "lesson", "milestone", "signal")
 
@@ -142,7 +147,7 @@ def router_order(rows: Sequence[RouterRow]) -> list[RouterRow]:
 def render_router(rows: Sequence[RouterRow], unattributed: Mapping[str, int], unattributed_last: dt.datetime | None, *, obsidian: bool) -> str:
     """``brain-feed/PROJECTS.md``: one section per project, most recently active first; unattributed memory last."""
     here = PROJECTS_ROUTER_FILE
-    lines = ["# Projects", ""]
+    lines = [ROUTER_FRONTMATTER.rstrip("\n"), "# Projects", ""]
     for r in router_order(rows):
         lines += [
             f"## {one_line(r.id)}",
