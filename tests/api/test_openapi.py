@@ -37,6 +37,7 @@ PROJECT_LOOKUPS = {
     "POST /ingest_with_files",
     "POST /search",
     "POST /recall",
+    "POST /pulls",
     "GET /ui/project",
 }
 SCOPE_REFUSALS = {
@@ -54,6 +55,7 @@ SCOPE_REFUSALS = {
     "POST /index_artifact",
     "POST /search",
     "POST /recall",
+    "POST /pulls",
     "POST /prune",
     "POST /ui/signin",
     "POST /ui/signout",
@@ -271,6 +273,7 @@ def test_real_answers_match_their_documented_models(client: TestClient, settings
         ("POST", "/index_artifact", "/index_artifact", {"json": {"key": "doc-2", "content": "More words."}}),
         ("POST", "/search", "/search", {"json": {"query": "words", **project}}),
         ("POST", "/recall", "/recall", {"json": {"session_id": "s-1", "prompt": "the clock"}}),
+        ("POST", "/pulls", "/pulls", {"json": {"session_id": "s-1", "project": "acme/app", "entry_ids": [entry_id], "text": "{}", "withheld_text": "{}"}}),
         ("GET", "/by-key/{key}", "/by-key/doc-1", {}),
         ("POST", "/prune", "/prune", {"json": {"producer": "nobody"}}),
     ]

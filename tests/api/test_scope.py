@@ -214,6 +214,12 @@ def _expire(w: World) -> None:
     assert w.post(API, f"/entries/{quote(mine, safe='/:')}/expire", {"reason": "over"}).status_code == 200
 
 
+def _pulls(w: World) -> None:
+    body = {"project": "org2/web", "entry_ids": [], "text": "{}", "withheld_text": "{}"}
+    assert w.post(API, "/pulls", body).status_code == 403  # another project's read is not its to record
+    assert w.post(API, "/pulls", {**body, "project": "org1/api"}).json()["arm"] == "treatment"
+
+
 def _ingest(w: World) -> None:
     own = w.client.post("/ingest", data={"message": "an api note on caching"}, headers=w.as_(API))
     assert own.status_code == 200 and own.json()["project"] == "org1/api", own.text
@@ -248,6 +254,7 @@ PROBES: dict[str, Callable[[World], None]] = {
     "GET /entries/{entry_id}": _entries,
     "POST /entries/{entry_id}/retract": _retract,
     "POST /entries/{entry_id}/expire": _expire,
+    "POST /pulls": _pulls,
     "POST /ingest": _ingest,
     "POST /ingest_with_files": _ingest,
 }

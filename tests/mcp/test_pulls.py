@@ -147,3 +147,41 @@ def test_pulls_are_no_trial_sessions_but_what_they_served_counts_for_recall_used
     assert pull["arm"] == TREATMENT and pull["seed"] == seed_of("org1/api", SALT) >= 50
     assert [e.entry_id for e in served["s-api"]] == [lesson]
     assert all(arm["sessions"] == 0 and arm["without_outcomes"] == 0 for arm in report["arms"].values()) and report["periods"] == []
+
+
+# -- brain mcp --remote: the same records through POST /pulls ------------------------------------------------
+
+
+def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_memory(settings: Settings) -> None:
+    from brain_mcp.remote import Remote
+    from tests.support.harness import serve_brain
+    from tests.support.servers import stop
+
+    served = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
+    kernel = tools.Kernel.open(served)
+    try:
+        _lesson(kernel, "The api cache must be warmed before the load test.")
+        cluster_id, word = _plant(served)
+        _session(kernel, "s-api", "api", "org1/api")
+    finally:
+        kernel.close()
+    proc, base = serve_brain(served, workers=1)
+    remote = Remote(base, None)
+    try:
+        found = remote.kb_search(word, 10, True, True, 0.0, None, "s-api")
+        arc = remote.brain_get_arc(cluster_id)
+        feed = remote.brain_feed("org1/api")
+        block = remote.memory_block("org1/api")
+        wide = remote.kb_search(word, 10, True, True, 0.0, None)  # unassignable: served as usual
+    finally:
+        remote.close()
+        stop(proc, 15)
+    assert found == {"query": word, "count": 0, "results": [], "sources_searched": ["artifact", "obsidian"], "note": NO_MEMORY}
+    assert arc["note"] == NO_MEMORY and arc["content"] == "" and feed["entries"] == [] and feed["note"] == NO_MEMORY
+    assert "No memory is shown in this block." in block["markdown"] and wide["count"] > 0
+    rows = _pulls(served.database_url or "")
+    assert [(r["kind"], r["agent"], r["arm"]) for r in rows] == [("pull", "mcp", CONTROL)] * 4 + [("pull", "mcp", UNASSIGNABLE)]
+    assert (rows[0]["session_id"], rows[0]["project"], rows[0]["repo"]) == ("s-api", "api", "org1/api")
+    assert rows[1]["repo"] == "org1/api" and all(r["entry_ids"] == [] for r in rows[:4])
+    assert json.loads(rows[0]["text_served"]) == found and rows[3]["text_served"] == block["markdown"]
+    assert rows[4]["entry_ids"] == answers.served_ids(wide) and rows[4]["text_served"] is None

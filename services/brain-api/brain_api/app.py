@@ -40,7 +40,7 @@ log = logging.getLogger("brain.api")
 
 def _routers() -> list[APIRouter]:
     """Every route module's router, in registration order."""
-    from brain_api.routes import embeddings, entries, feed, health, ingest, markers, metrics, projects, sessions, tick, vault
+    from brain_api.routes import embeddings, entries, feed, health, ingest, markers, metrics, projects, pulls, sessions, tick, vault
     from brain_api.ui import pages as ui
 
     return [
@@ -54,6 +54,7 @@ def _routers() -> list[APIRouter]:
         projects.router,
         tick.router,
         embeddings.router,
+        pulls.router,
         metrics.router,
         ui.router,
     ]

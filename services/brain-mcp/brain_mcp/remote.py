@@ -11,6 +11,12 @@ with ``brain_mcp.answers``, so a tool answers the same JSON as in-process
 settings name (the kernel has no brief route). The token is the client
 file's: the kernel answers as that token's principal.
 
+Each memory read (``kb_search``, ``brain_search_arcs``, ``brain_get_arc``,
+``brain_feed``, the ``memory_block`` resource) then posts its answer to
+``POST /pulls`` with the answer a control project reads instead: the kernel
+records the pull and says which to serve (ADR 0061). A kernel that cannot
+record it (an older one, a refusal) leaves the answer as it was.
+
 A failure is an answer ``{"error": ...}``, never an exception: the kernel
 unreachable or timing out (``kernel unavailable: ...``), a refused token
 (401, with where the token comes from), a refusal with the kernel's own
@@ -29,6 +35,8 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from brain_core.chunks import PRODUCERS
+from brain_core.feed.block import LABEL_CHARS, neutral
+from brain_core.trial import control_block
 from brain_mcp import brief
 from brain_mcp.answers import (
     ARC_CONTENT_CHARS,
@@ -44,6 +52,9 @@ from brain_mcp.answers import (
     ingest_slices,
     obsidian_hits,
     ranked,
+    served_ids,
+    to_json,
+    withheld,
 )
 
 if TYPE_CHECKING:  # imported on the first call, not at start: an agent times the server's start (ADR 0043)
@@ -196,6 +207,30 @@ class Remote:
             raise Refused({"error": f"{method} {self.url}{path} did not answer a JSON object: is {self.url} a brain kernel?"})
         return body
 
+    def pulled(self, answer: dict[str, Any], hidden: dict[str, Any], *, project: str | None, session_id: str | None, text: str | None = None) -> bool:
+        """Record a read's answer as a pull (``POST /pulls``, ADR 0061): whether the kernel says to serve ``hidden``
+        (a control project's). ``text`` is what was read when it is no JSON answer (a block's markdown). Telemetry:
+        a kernel that cannot record it leaves the answer served (logged), never an error."""
+        body = {
+            "session_id": session_id,
+            "project": project,
+            "entry_ids": served_ids(answer),
+            "text": text if text is not None else to_json(answer),
+            "withheld_text": str(hidden.get("markdown")) if text is not None else to_json(hidden),
+        }
+        try:
+            return bool(self.json_of("POST", "/pulls", self.send("POST", "/pulls", json=body)).get("withheld"))
+        except Refused as exc:
+            log.warning("pull not recorded: %s", exc.answer["error"])
+            return False
+
+    def served(self, answer: dict[str, Any], *, project: str | None, session_id: str | None) -> dict[str, Any]:
+        """A read's JSON answer as the reader gets it: the kernel's arm decides, a refusal is no read."""
+        if "error" in answer:
+            return answer
+        hidden = withheld(answer)
+        return hidden if self.pulled(answer, hidden, project=project, session_id=session_id) else answer
+
     # -- the tools ---------------------------------------------------------------------------------------
 
     @answers_refusals
@@ -219,12 +254,14 @@ class Remote:
             if include_obsidian:
                 params = {"q": query[:VAULT_QUERY_CHARS], "limit": limit, "context_lines": CONTEXT_LINES, "project": project}
                 results += obsidian_hits(self.get_json("/vault/search", **params).get("results", []), limit)
-        return ranked(query, results, limit, sources)
+        return self.served(ranked(query, results, limit, sources), project=project, session_id=session_id)
 
     def kb_brief(self, query: str, limit: int, model: str, session_id: str | None = None) -> dict[str, Any]:
-        found = self.kb_search(query, limit, True, True, 0.0, None)
+        found = self.kb_search(query, limit, True, True, 0.0, None, session_id)
         if "error" in found:
             return found
+        if "note" in found:  # a control project's: nothing was shown, nothing to brief
+            return {**brief.compose(query, [], brief.DEFAULT_MODEL, lambda chat: (None, brief.NOT_CONFIGURED)), "note": found["note"]}
         settings = self.settings
         chosen = model or (settings.llm_model if settings is not None else None) or brief.DEFAULT_MODEL
         if settings is None or not settings.llm_base_url:
@@ -251,7 +288,7 @@ class Remote:
             }
             found = self.json_of("POST", "/search", self.send("POST", "/search", json=body))
             arcs = arc_hits(found.get("results", []), top_k, min_heat)
-        return {"query": query, "count": len(arcs), "arcs": arcs}
+        return self.served({"query": query, "count": len(arcs), "arcs": arcs}, project=project, session_id=session_id)
 
     @answers_refusals
     def brain_get_arc(self, cluster_id: str, session_id: str | None = None) -> dict[str, Any]:
@@ -259,14 +296,19 @@ class Remote:
         chunks = self.send("GET", f"/by-key/{quoted}", tolerate=frozenset({404}))
         found = (self.json_of("GET", "/by-key", chunks).get("chunks") or []) if chunks.status_code == 200 else []
         path = content = None
+        project = None
         arc = self.send("GET", f"/arcs/{quoted}", tolerate=frozenset({404, 422}))
         if arc.status_code == 200:
-            where = str(self.json_of("GET", "/arcs", arc).get("vault_path") or "")
+            shown = self.json_of("GET", "/arcs", arc)
+            where = str(shown.get("vault_path") or "")
+            meta = shown.get("frontmatter") if isinstance(shown.get("frontmatter"), dict) else {}
+            project = meta.get("repo") or meta.get("project")  # the arc's project assigns the read when no session does
             # At most 4 bytes a character: enough bytes for the first 2000 characters.
             read = self.send("GET", "/vault/read", params={"path": where, "max_bytes": 4 * ARC_CONTENT_CHARS}, tolerate=frozenset({404}))
             if read.status_code == 200:
                 path, content = where, str(self.json_of("GET", "/vault/read", read).get("content") or "")
-        return arc_answer(cluster_id, found, ARC_PRODUCER, path, content)
+        answer = arc_answer(cluster_id, found, ARC_PRODUCER, path, content)
+        return self.served(answer, project=project if isinstance(project, str) else None, session_id=session_id)
 
     def brain_ingest(self, content: str, title: str, producer: str, chunk_size: int, project: str | None) -> dict[str, Any]:
         @answers_refusals
@@ -292,7 +334,9 @@ class Remote:
 
     @answers_refusals
     def brain_feed(self, project: str | None, session_id: str | None = None) -> dict[str, Any]:
-        return self.get_json("/feed", project=project)
+        answer = self.get_json("/feed", project=project)
+        named = answer.get("project") if isinstance(answer.get("project"), dict) else {}
+        return self.served(answer, project=named.get("repo") or named.get("key") or project, session_id=session_id)
 
     @answers_refusals
     def brain_marker(self, type: str, content: str, attrs: Any) -> dict[str, Any]:
@@ -321,4 +365,7 @@ class Remote:
 
     @answers_refusals
     def memory_block(self, project: str) -> dict[str, Any]:
-        return {"markdown": self.send("GET", "/feed", params={"project": project, "format": "markdown"}).text}
+        text = self.send("GET", "/feed", params={"project": project, "format": "markdown"}).text
+        hidden = {"markdown": control_block(neutral(project.strip(), LABEL_CHARS))}
+        # The markdown does not name its entries: the record has its bytes and hash, and no entry ids.
+        return hidden if self.pulled({}, hidden, project=project, session_id=None, text=text) else {"markdown": text}

@@ -45,7 +45,7 @@ from brain_core.feed.envelope import stamp_answer
 from brain_core.keys import InvalidKey
 from brain_core.markers import MarkerInvalid
 from brain_core.textsearch import tokens
-from brain_core.trial import CONTROL, Assignment, control_block
+from brain_core.trial import control_block
 from brain_kernel import marker_service
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.clock import Clock, utc_now
@@ -181,48 +181,17 @@ def _within(reach: Scope, scope: tuple[str, str | None] | None) -> list[tuple[st
 # -- pulls (ADR 0061) -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Pull:
-    """A memory read about to be answered: the session asking (when it says), the project it is assigned by, its arm."""
-
-    session_id: str | None
-    project: str | None
-    repo: str | None
-    assignment: Assignment
-
-    @property
-    def withheld(self) -> bool:
-        """A control project reads no memory (ADR 0050): the answer keeps its shape and loses its memory."""
-        return self.assignment.arm == CONTROL
+def _pull(k: Kernel, db: Session, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None) -> records.Pull:
+    """The read's arm (``brain_kernel.trial.records.pull_of``)."""
+    return records.pull_of(db, k.settings, reach, about, session_id)
 
 
-def _pull(k: Kernel, db: Session, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None) -> Pull:
-    """The read's arm: by the session's stored project, else the project the read is about (a token bound to one
-    project: that one), else none (unassignable: answered as usual), as ``brain_kernel.trial.records`` assigns."""
-    key, repo = about if about is not None else (None, None)
-    if key is None and reach.restricted and len(reach.members) == 1:
-        key, repo = reach.members[0].key, reach.members[0].repo
-    key, repo = records.pull_identity(db, session_id, key, repo)
-    return Pull(session_id, key, repo, records.arm_of(k.settings, repo=repo, project=key, session_id=session_id))
-
-
-def _record_pull(k: Kernel, pull: Pull, text: str, entry_ids: list[str], *, cut: bool = False) -> None:
+def _record_pull(k: Kernel, pull: records.Pull, text: str, entry_ids: list[str], *, cut: bool = False) -> None:
     """One ``pull`` row in its own unit of work; ``records.record`` logs a failure and never raises it."""
-    served = records.Served(text, tuple(entry_ids), cut)
-    session = pull.session_id
-    records.record(
-        lambda: unit_of_work(k.sessions),
-        kind=records.PULL,
-        assignment=pull.assignment,
-        served=served,
-        session_id=session,
-        agent=records.MCP_AGENT,
-        project=pull.project,
-        repo=pull.repo,
-    )
+    records.record_pull(lambda: unit_of_work(k.sessions), pull, records.Served(text, tuple(entry_ids), cut))
 
 
-def _served(k: Kernel, pull: Pull, answer: dict[str, Any]) -> dict[str, Any]:
+def _served(k: Kernel, pull: records.Pull, answer: dict[str, Any]) -> dict[str, Any]:
     """``answer`` as the reader gets it, without memory for a control project, and recorded (a refusal is not a read)."""
     if "error" in answer:
         return answer

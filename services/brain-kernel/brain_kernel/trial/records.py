@@ -28,6 +28,7 @@ from brain_core.trial import CONTROL, Assignment, TrialConfig, assign
 from brain_kernel import event_counts
 from brain_kernel.db.models import Injection
 from brain_kernel.identity.sessions import get_session
+from brain_kernel.scope import Scope
 from brain_kernel.settings import Settings
 
 log = logging.getLogger("brain.trial")
@@ -97,14 +98,37 @@ def arm_of(settings: Settings, *, repo: str | None, project: str | None, session
     return assign(trial_config(settings), repo=repo, project=project, session_id=session_id)
 
 
-def pull_identity(db: Session, session_id: str | None, key: str | None, repo: str | None) -> tuple[str | None, str | None]:
-    """(project key, repo) an MCP read is assigned by (ADR 0061): the reading session's stored project when the call
-    names a session the kernel knows, else the project the read is about (``key``, ``repo``; None: none)."""
-    if session_id:
-        row = get_session(db, session_id)
-        if row is not None and (row.project or row.repo):
-            return row.project, row.repo
-    return key, repo
+@dataclass(frozen=True)
+class Pull:
+    """An MCP read about to be answered: the session asking (when it says), the project it is assigned by, its arm."""
+
+    session_id: str | None
+    project: str | None
+    repo: str | None
+    assignment: Assignment
+
+    @property
+    def withheld(self) -> bool:
+        """A control project reads no memory (ADR 0050): the answer keeps its shape and loses its memory."""
+        return self.assignment.arm == CONTROL
+
+
+def pull_of(db: Session, settings: Settings, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None) -> Pull:
+    """An MCP read's arm (ADR 0061): by the reading session's stored project when the call names a session the kernel
+    knows (and the scope reads), else by the project the read is about (``about``; a scope bound to one project: that
+    one), else by the session id alone, else unassignable (answered as usual), as ``arm_of`` assigns."""
+    key, repo = about if about is not None else (None, None)
+    if key is None and reach.restricted and len(reach.members) == 1:
+        key, repo = reach.members[0].key, reach.members[0].repo
+    row = get_session(db, session_id) if session_id else None
+    if row is not None and row.project and reach.allows_ref(row.project, row.repo):
+        key, repo = row.project, row.repo
+    return Pull(session_id, key, repo, arm_of(settings, repo=repo, project=key, session_id=session_id))
+
+
+def record_pull(uow: Callable[[], AbstractContextManager[Session]], pull: Pull, served: Served) -> None:
+    """One ``pull`` row (agent ``mcp``) as ``record`` writes it: logged, never raised, on a failure."""
+    record(uow, kind=PULL, assignment=pull.assignment, served=served, session_id=pull.session_id, agent=MCP_AGENT, project=pull.project, repo=pull.repo)
 
 
 # -- export and retention -----------------------------------------------------------------------------
