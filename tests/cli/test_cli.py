@@ -47,6 +47,28 @@ def test_top_level_help_lists_commands() -> None:
         assert name in result.output
 
 
+_LOADED = """
+import sys
+from brain_cli.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(" ".join(sorted(m.rsplit(".", 1)[1] for m in sys.modules if m.startswith("brain_cli.commands."))))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "loaded"),
+    [(["--version"], set()), (["status", "--help"], {"remote", "mcp"}), (["serve", "--help"], {"server"}), (["trial", "report", "--help"], {"trial"})],
+)
+def test_a_command_imports_its_own_module_and_no_other(args: list[str], loaded: set[str]) -> None:
+    """A command costs its own imports only; ``brain --help`` is the one that looks every command up (ADR 0063)."""
+    result = subprocess.run([sys.executable, "-c", _LOADED, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert set(result.stdout.splitlines()[-1].split()) == loaded  # remote's client reads mcp's client file
+
+
 def _run_brain(args: list[str], env_extra: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRAIN_", "DATABASE_URL", "POSTGRES_URL"))}
     env.update(env_extra)
