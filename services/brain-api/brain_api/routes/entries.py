@@ -12,6 +12,8 @@ answered as one that does not exist (404, ADR 0033).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
@@ -143,21 +145,28 @@ def get_entry(entry_id: EntryId, db: ReadSessionDep, clock: ClockDep, principal:
         raise _not_found(exc) from None
 
 
-@router.post("/entries/{entry_id:path}/retract", response_model=EntryHistory, responses=errors(403, described=NOT_FOUND))
-def retract_entry(entry_id: EntryId, body: RetractIn, uow: UnitOfWorkDep, vault: VaultDep, clock: ClockDep, principal: PrincipalDep) -> dict[str, Any]:
-    """Withdraw an entry from feeds and search, recorded in the vault and the audit log; a second call changes nothing."""
-    now = clock()
+@contextmanager
+def _curation_answers() -> Iterator[None]:
+    """A curation action's refusals as HTTP answers. Entered before the unit of work, so a refusal rolls the index
+    back first; a vault write that failed is a 503, and a retry records the action whole (as a marker's)."""
     try:
-        with uow() as db:
-            record = service.retract(db, vault, entry_id, body.reason, scope=Scope(db, principal), now=now)
+        yield
     except service.EntryNotFound as exc:
         raise _not_found(exc) from None
     except CurationInvalid as exc:
         raise _invalid(exc, "body") from None
     except service.NotCuratable as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
-    except OSError as exc:  # as a marker's: the index rolled back, and a retry records the retraction whole
+    except OSError as exc:
         raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
+
+
+@router.post("/entries/{entry_id:path}/retract", response_model=EntryHistory, responses=errors(403, described=NOT_FOUND))
+def retract_entry(entry_id: EntryId, body: RetractIn, uow: UnitOfWorkDep, vault: VaultDep, clock: ClockDep, principal: PrincipalDep) -> dict[str, Any]:
+    """Withdraw an entry from feeds and search, recorded in the vault and the audit log; a second call changes nothing."""
+    now = clock()
+    with _curation_answers(), uow() as db:
+        record = service.retract(db, vault, entry_id, body.reason, scope=Scope(db, principal), now=now)
     return service.answer_of(record, now)
 
 
@@ -166,15 +175,6 @@ def expire_entry(entry_id: EntryId, body: ExpireIn, uow: UnitOfWorkDep, vault: V
     """Expire an entry early (now, or at a given moment no later than its valid_until), recorded in the vault and the
     audit log; it leaves the feed and stays searchable, marked. An entry already expired changes nothing (ADR 0060)."""
     now = clock()
-    try:
-        with uow() as db:
-            record = service.expire(db, vault, entry_id, body.reason, body.at, scope=Scope(db, principal), now=now)
-    except service.EntryNotFound as exc:
-        raise _not_found(exc) from None
-    except CurationInvalid as exc:
-        raise _invalid(exc, "body") from None
-    except service.NotCuratable as exc:
-        raise HTTPException(status_code=422, detail=str(exc)) from None
-    except OSError as exc:  # as a retraction's: the index rolled back, and a retry records the expiry whole
-        raise HTTPException(status_code=503, detail=f"vault write failed: {exc.strerror or exc}") from None
+    with _curation_answers(), uow() as db:
+        record = service.expire(db, vault, entry_id, body.reason, body.at, scope=Scope(db, principal), now=now)
     return service.answer_of(record, now)
