@@ -78,7 +78,8 @@ class Settings(BaseSettings):
     # The token the client commands (brain status, feed, marker, ...) send to a running kernel; unset: the client file's.
     client_token: str | None = Field(None, validation_alias=AliasChoices("BRAIN_TOKEN"))
     host: str = Field("127.0.0.1", validation_alias=AliasChoices("BRAIN_HOST"))
-    port: int = Field(8080, validation_alias=AliasChoices("BRAIN_PORT"))
+    # A TCP port: uvicorn would take 99999 modulo 65536 and announce the number it was given.
+    port: int = Field(8080, ge=1, le=65535, validation_alias=AliasChoices("BRAIN_PORT"))
     workers: int = Field(1, ge=1, le=64, validation_alias=AliasChoices("BRAIN_WORKERS"))
     # The embedded Postgres's shared buffers (no DATABASE_URL): ``auto`` (a quarter of memory, 128 MB to 8 GB) or a size.
     embedded_shared_buffers: str = Field("auto", validation_alias=AliasChoices("BRAIN_EMBEDDED_SHARED_BUFFERS"))
