@@ -15,7 +15,7 @@ from typing import Any
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.sections import cluster_id_of
-from brain_core.text import clip_words
+from brain_core.text import clip_words, title_repeats
 
 CHUNK_CHARS = 4000
 PREVIEW_CHARS = 500
@@ -91,7 +91,7 @@ def entry_doc(record: EntryRecord) -> EmbeddingDoc | None:
         text = "\n\n".join(p for p in parts if p)
     else:
         key = record.id
-        text = record.content if not title or record.content.startswith(title) else f"{title}\n\n{record.content}"
+        text = record.content if title_repeats(title, record.content) else f"{title}\n\n{record.content}"
     metadata = {
         "kind": record.kind,
         "project": record.project,

@@ -75,6 +75,23 @@ def clip_words(text: str | None, limit: int = 80) -> str:
     return head.rstrip(" ,;:-") + "…"
 
 
+def title_repeats(title: str | None, content: str | None) -> bool:
+    """Whether ``title`` says nothing ``content`` does not: empty, or the content's start.
+
+    A marker posted without a title gets its content's first line as one,
+    clipped on a word with an ellipsis (``brain_core.markers.default_title``,
+    a heading's ``#`` dropped); a line that printed such a title and then the
+    content would say the same words twice.
+    """
+    head = one_line(title)
+    if not head:
+        return True
+    body = one_line(content)
+    starts = (body, body.lstrip("#").lstrip())
+    clipped = head[:-1].rstrip() if head.endswith("…") else None
+    return any(b.startswith(head) or (clipped and b.startswith(clipped)) for b in starts)
+
+
 def table_cell(value: Any) -> str:
     """A markdown table cell: one line, pipes escaped."""
     return one_line(str(value if value is not None else "")).replace("|", "\\|")

@@ -34,7 +34,7 @@ from brain_core.feed.project import ProjectMemory, ProjectRef, intent_parts, rea
 from brain_core.feed.repeats import counted, times
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
 from brain_core.membership import inject_is_fleet
-from brain_core.text import clip_words, one_line
+from brain_core.text import clip_words, one_line, title_repeats
 
 DEFAULT_MAX_BYTES = 6000
 MIN_MAX_BYTES = 1024
@@ -97,9 +97,9 @@ def neutral(text: str | None, limit: int = ENTRY_CHARS) -> str:
 
 
 def _titled(title: str | None, content: str | None) -> str:
-    """``title: content``, or the content alone when it already starts with the title."""
+    """``title: content``, or the content alone when the title only repeats its start."""
     head, body = one_line(title), one_line(content)
-    if not head or body.startswith(head):
+    if title_repeats(head, body):
         return body or head
     return f"{head}: {body}" if body else head
 
@@ -178,6 +178,8 @@ def _arc_line(record: EntryRecord, worktree: str | None) -> str:
 
 def _decision_line(record: EntryRecord, worktree: str | None, stale: Mapping[str, Stale] | None) -> str:
     status = f" ({neutral(record.status, 30)})" if record.status else ""
+    if record.content and title_repeats(record.title, record.content):
+        return f"- {day(record.occurred_at)} {neutral(record.content)}{status}{_tag(record, worktree, stale)}"
     return f"- {day(record.occurred_at)} {neutral(record.title, 120)}{status}{_tag(record, worktree, stale)}: {neutral(record.content)}"
 
 

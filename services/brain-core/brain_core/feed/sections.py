@@ -13,7 +13,7 @@ from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY
 from brain_core.feed.intent import ArcDigest
 from brain_core.feed.repeats import counted, times
 from brain_core.membership import inject_targets
-from brain_core.text import clip_words, int_or, one_line, table_cell
+from brain_core.text import clip_words, int_or, one_line, table_cell, title_repeats
 from brain_core.times import iso
 
 HOT_ARCS_TITLE = "Active Hot Arcs"
@@ -137,16 +137,19 @@ def lessons_markdown(lessons: Sequence[EntryRecord], *, with_project: bool = Fal
         where = f" [{lesson.repo or lesson.project or 'unattributed'}]" if with_project else ""
         title = one_line(lesson.title)
         content = one_line(lesson.content)
-        text = content if not title or content.startswith(title) else f"{title}: {content}"
+        text = content if title_repeats(title, content) else f"{title}: {content}"
         lines.append(f"- {day(lesson.occurred_at)}{where} {text}{times(count)}")
     return "\n".join(lines)
 
 
 def decisions_markdown(decisions: Sequence[EntryRecord]) -> str:
-    """One bullet per decision: date, title, status and the content clipped on a word."""
+    """One bullet per decision: date, title, status and the content clipped on a word (the title left out when it only repeats the content)."""
     lines = []
     for d in decisions:
         status = f" ({d.status})" if d.status else ""
         body = clip_words(d.content, 600)
+        if body and title_repeats(d.title, d.content):
+            lines.append(f"- {day(d.occurred_at)} {body}{status}")
+            continue
         lines.append(f"- {day(d.occurred_at)} **{one_line(d.title)}**{status}: {body}" if body else f"- {day(d.occurred_at)} **{one_line(d.title)}**{status}")
     return "\n".join(lines)
