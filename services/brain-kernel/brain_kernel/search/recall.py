@@ -41,6 +41,21 @@ def served_before(db: Session, session_id: str) -> set[str]:
     return {str(v) for v in db.execute(stmt).scalars()}
 
 
+def recall_text(hit: Hit) -> str:
+    """What a recall line quotes: an arc's summary, else its title; any other entry's searched text.
+
+    An arc is searched by a text that opens with ``Title:`` and ``Region:``
+    labels, then its markdown with the session table: its first 300
+    characters are labels and table pipes, not what the arc is about.
+    """
+    if hit.metadata.get("kind") == "arc":
+        for field in ("summary", "title"):
+            named = hit.metadata.get(field)
+            if isinstance(named, str) and named.strip():
+                return named
+    return hit.text_preview
+
+
 def select_recall(hits: Sequence[Hit], given: set[str], *, limit: int, min_score: float, max_bytes: int) -> tuple[str, tuple[str, ...]]:
     """The recall text and its entry ids ("" and none when nothing qualifies)."""
     lines: list[str] = []
@@ -52,7 +67,7 @@ def select_recall(hits: Sequence[Hit], given: set[str], *, limit: int, min_score
         ident = hit_entry_id(hit)
         if not close or ident in given or ident in ids:
             continue
-        line = f"- {neutral(hit.text_preview, LINE_CHARS)} ({neutral(hit.key, 200)})"
+        line = f"- {neutral(recall_text(hit), LINE_CHARS)} ({neutral(hit.key, 200)})"
         if size + len(line.encode()) + 1 > max_bytes:
             break
         lines.append(line)
