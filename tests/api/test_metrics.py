@@ -23,10 +23,9 @@ from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.health import StoreCollector, record_tick
 from brain_kernel.vault_store import Vault
 from brain_ops.keeper.drain import run_tick_and_warm
-from tests.support.harness import HTTP, Served, brain, serve_brain
+from tests.support.harness import HTTP, Served, brain, serve_in_thread
 from tests.support.planting import arc_session, write_arc
 from tests.support.progress_recorder import ProgressRecorder
-from tests.support.servers import stop
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -117,12 +116,13 @@ def _numeric(stats: dict) -> dict:
 
 @contextmanager
 def _serving(settings: Settings) -> Iterator[str]:
-    """``brain serve`` in a subprocess on ``settings``: its base URL."""
-    proc, base = serve_brain(settings, workers=1)
-    try:
+    """The app of ``settings`` over real HTTP: its base URL.
+
+    The token guard and the scrape's content are the subject, not a ``brain serve``
+    process (the worker tests below start those): the app runs in a thread here.
+    """
+    with serve_in_thread(settings) as base:
         yield base
-    finally:
-        stop(proc, 15)
 
 
 # -- record_tick and metrics_text -------------------------------------------------------
