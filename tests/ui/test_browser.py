@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 
 from brain_kernel.settings import Settings
-from tests.support.harness import HTTP, PlantedImage, brain, cloned_database, make_settings, serve_brain
+from tests.support.harness import HTTP, PlantedImage, brain, cloned_database, make_settings, serve_in_thread
 from tests.support.planting import PROJECTS, Planted
-from tests.support.servers import stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -61,7 +60,7 @@ class Kernel:
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, _planted_image: PlantedImage) -> Iterator[Kernel]:
-    """``brain serve`` on a copy of the planted world, with sessions and a stored dry run."""
+    """The app served over HTTP on a copy of the planted world, with sessions and a stored dry run."""
     root = tmp_path_factory.mktemp("ui-browser")
     with cloned_database(pg_admin_url, _planted_image.database_url) as url:
         settings = make_settings(root, url, tokens=[ALL, f"{API}=org1/api"])
@@ -72,8 +71,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, _planted
         stored = settings.vault / "raw" / "backfill" / "dry-run.jsonl"
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(dry.stdout)
-        proc, base = serve_brain(settings, workers=1)
-        try:
+        with serve_in_thread(settings) as base:  # the pages in a browser are the subject, not a brain serve process
             for sid, body in (
                 ("ui-s1", {"project": "org1/api", "cwd": "/home/op/dev/api"}),
                 ("ui-s2", {"repo": "acme/web", "cwd": "/home/op/dev/web"}),
@@ -86,8 +84,6 @@ def kernel(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, _planted
             drained = brain(settings, "tick-drain")  # the queue's run: what it wrote and moved shows on the keeper page
             assert drained.exit_code == 0, drained.stderr
             yield Kernel(base, settings, planted)
-        finally:
-            stop(proc, 15)
 
 
 @pytest.fixture(scope="module")
