@@ -134,7 +134,12 @@ def test_an_unknown_project_and_a_malformed_one_are_not_found(world: World) -> N
     assert client.get("/ui/project", params={"project": "nobody/here"}).status_code == 404
     assert client.get("/ui/project", params={"project": "bad key!"}).status_code == 404
     assert client.get("/ui/project", params={"project": "api"}).status_code == 409  # two repositories share the key
-    assert client.get("/ui/project").status_code == 422
+    for missing in ({}, {"project": "  "}):  # no project named: a page saying so, never the API's JSON 422
+        page = client.get("/ui/project", params=missing)
+        assert page.status_code == 404 and page.headers["content-type"].startswith("text/html"), missing
+        assert "No project named" in page.text and 'href="/ui"' in page.text, missing
+    too_long = client.get("/ui/project", params={"project": "a" * 301})
+    assert too_long.status_code == 404 and too_long.headers["content-type"].startswith("text/html")
 
 
 def test_without_a_token_every_page_sends_to_the_sign_in_form(world: World) -> None:

@@ -46,6 +46,7 @@ router = APIRouter(tags=["ui"])
 KIND_COLUMNS = ("arc", "lesson", "decision", "milestone", "signal")
 DRY_RUN_PATH = "raw/backfill/dry-run.jsonl"  # where an operator keeps a dry run's stdout for the attribution page
 DRY_RUN_MAX_BYTES = 8_000_000
+MAX_PROJECT_CHARS = 300  # a longer reference names no project (the API routes refuse it)
 DRY_RUN_COMMAND = f"brain backfill --dry-run > $BRAIN_VAULT/{DRY_RUN_PATH}"
 STYLESHEET = resources.files("brain_api.ui").joinpath("static", "ui.css").read_bytes()
 
@@ -142,7 +143,7 @@ def entry_state(record: Any, now: dt.datetime) -> str:
 @router.get(
     "/ui/project",
     response_class=HTMLResponse,
-    responses={**SIGN_IN_FIRST, **page_errors(409, described={404: "No such project (or the token may not see it)."})},
+    responses={**SIGN_IN_FIRST, **page_errors(409, described={404: "No such project (or the token may not see it), or none named."})},
     summary="The operator pages: one project",
 )
 def project_page(
@@ -150,16 +151,21 @@ def project_page(
     db: ReadSessionDep,
     clock: ClockDep,
     settings: SettingsDep,
-    project: Annotated[str, Query(min_length=1, max_length=300, description="Short key or owner/name.")],
+    # Checked here rather than by FastAPI: a person who opens the page without a project reads a page, not a JSON 422.
+    project: Annotated[str | None, Query(description="Short key or owner/name (at most 300 characters).")] = None,
     q: Annotated[str | None, Query(max_length=10_000, description="Search the project's memory (as POST /search).")] = None,
 ) -> Response:
     """A project's memory block (the connector's text), its hot arcs' heat by week, its timeline and its search."""
     principal = auth.principal_of(request)
     if principal is None:
         return _sign_in_first(request)
+    ref = (project or "").strip()
+    if not ref:
+        return _render(request, "missing.html", principal, status=404, what=None)  # as a malformed key is: a page to move on from
+    if len(ref) > MAX_PROJECT_CHARS:
+        return _not_found(request, principal, ref[:MAX_PROJECT_CHARS] + "…")
     now = clock()
     scope = Scope(db, principal)
-    ref = project.strip()
     try:
         found = scope.check(ref)  # outside the token's projects: the same page as a project that does not exist
     except (OutOfScope, InvalidKey):
