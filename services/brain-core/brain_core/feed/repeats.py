@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -97,7 +98,7 @@ def edited(a: Sequence[str], b: Sequence[str]) -> bool:
     a different fact written the same way changes one or two. The same words
     in another order are no edit.
     """
-    if collections.Counter(a) == collections.Counter(b):
+    if a == b or collections.Counter(a) == collections.Counter(b):
         return False
     shared = sum(block.size for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
     return max(len(a), len(b)) - shared <= EDITED_WORDS or 2 * shared >= EDITED_SHARE * (len(a) + len(b))
@@ -107,8 +108,10 @@ def repeat_of(records: Sequence[EntryRecord], near: Iterable[tuple[str, str]] = 
     """Each repeated lesson's id mapped to the id of its group's newest (``records`` come newest first)."""
     order = {r.id: n for n, r in enumerate(records)}
     parent = {r.id: r.id for r in records}
-    members = {r.id: [r.id] for r in records}
     words = {r.id: content_words(_text(r)) for r in records}
+    shapes = {r.id: {words[r.id]} for r in records}  # a group's distinct content words: a lesson posted 50 times is one
+    names = {r.id: named(r) for r in records}
+    apart = functools.cache(edited)  # a failed join is tried again for each near pair across the two groups
 
     def root(x: str) -> str:
         while parent[x] != x:
@@ -118,11 +121,11 @@ def repeat_of(records: Sequence[EntryRecord], near: Iterable[tuple[str, str]] = 
 
     def join(a: str, b: str) -> None:
         ra, rb = root(a), root(b)
-        if ra == rb or any(edited(words[x], words[y]) for x in members[ra] for y in members[rb]):
+        if ra == rb or any(apart(x, y) for x in shapes[ra] for y in shapes[rb]):
             return  # a lesson one edit from another is a different fact, however the group reached it
         first, second = (ra, rb) if order[ra] < order[rb] else (rb, ra)  # the newer one stays the root
         parent[second] = first
-        members[first] += members.pop(second)
+        shapes[first] |= shapes.pop(second)
 
     seen: dict[str, str] = {}
     for r in records:
@@ -131,11 +134,10 @@ def repeat_of(records: Sequence[EntryRecord], near: Iterable[tuple[str, str]] = 
             join(seen[key], r.id)
         else:
             seen[key] = r.id
-    by_id = {r.id: r for r in records}
-    pairs = sorted((min(order[a], order[b]), max(order[a], order[b])) for a, b in near if a in by_id and b in by_id)
+    pairs = sorted((min(order[a], order[b]), max(order[a], order[b])) for a, b in near if a in order and b in order)
     for x, y in pairs:  # newest pairs first, so the grouping does not depend on the order the caller found them
         a, b = records[x].id, records[y].id
-        if named(by_id[a]) == named(by_id[b]):
+        if names[a] == names[b]:
             join(a, b)
     return {r.id: root(r.id) for r in records if root(r.id) != r.id}
 
