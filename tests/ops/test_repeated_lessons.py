@@ -38,13 +38,15 @@ def _post(client: Any, contents: list[str]) -> None:
         assert client.post("/marker", json={"type": "lesson", "content": content, "attrs": {"repo": "acme/web"}}).status_code == 201
 
 
-def _tick(settings: Settings) -> None:
+def _tick(settings: Settings) -> dict[str, Any]:
+    """The tick's embed report (``embed_pending``): what a failed count of lines is read with."""
     engine = make_engine(settings.database_url or "", pooled=False)
     try:
         summary = run_tick_and_warm(engine, Vault(settings.vault), settings, use_ai=False, dry_run=False)
     finally:
         engine.dispose()
-    assert summary.embeddings["ok"] is True
+    assert summary.embeddings["ok"] is True, summary.embeddings
+    return summary.embeddings
 
 
 def _lesson_lines(client: Any) -> list[str]:
@@ -57,9 +59,9 @@ def _lesson_lines(client: Any) -> list[str]:
 def test_five_rewordings_of_one_lesson_are_one_line_with_a_count(client: Any, settings: Settings) -> None:
     _post(client, [*REWORDINGS, *OTHERS])
     before = client.get("/feed", params={"project": "acme/web"}).json()  # stored, before any vector exists
-    _tick(settings)
+    embedded = _tick(settings)
     lines = _lesson_lines(client)
-    assert len(lines) == 3, lines
+    assert len(lines) == 3, (lines, embedded)
     [grouped] = [line for line in lines if "recorded" in line]
     assert grouped.endswith("(recorded 5 times)") and any(wording[:40] in grouped for wording in REWORDINGS)
     [was] = [e for e in before["entries"] if e["id"] == "lessons"]
@@ -72,9 +74,9 @@ def test_five_rewordings_of_one_lesson_are_one_line_with_a_count(client: Any, se
 @pytest.mark.own_database
 def test_a_lesson_with_one_word_changed_keeps_its_own_line_beside_folded_rewordings(client: Any, settings: Settings) -> None:
     _post(client, [*REWORDINGS, *(sentence for pair in MINIMAL_PAIRS for sentence in pair)])
-    _tick(settings)
+    embedded = _tick(settings)
     lines = _lesson_lines(client)
-    assert len(lines) == 1 + 2 * len(MINIMAL_PAIRS), lines
+    assert len(lines) == 1 + 2 * len(MINIMAL_PAIRS), (lines, embedded)
     [grouped] = [line for line in lines if "recorded" in line]
     assert grouped.endswith("(recorded 5 times)")
     for sentence in (sentence for pair in MINIMAL_PAIRS for sentence in pair):
