@@ -93,8 +93,9 @@ def content_words(text: str) -> tuple[str, ...]:
 def edited(a: Sequence[str], b: Sequence[str]) -> bool:
     """Whether content words ``a`` and ``b`` are one sentence with a word substituted, added or removed (ADR 0065).
 
-    Their longest common subsequence is what they share in order; what either
-    holds outside it is the edit. Rewordings move and replace many words;
+    What they share in order (difflib's matching blocks, close to their
+    longest common subsequence) is kept; what either holds outside it is the
+    edit. Rewordings move and replace many words;
     a different fact written the same way changes one or two. The same words
     in another order are no edit.
     """
