@@ -181,6 +181,7 @@ def test_search_scores_hit_lines_filename_hits_and_the_all_tokens_bonus(client, 
         "filename_match": True,
         "snippets": [],
         "title": "ibex-guide",
+        "state": None,  # a note is no entry: no curation state (ADR 0064)
     }
     many = by_path["notes/many.markdown"]
     assert many["score"] == 30 and many["match_count"] == 40 and len(many["snippets"]) == 3  # capped at 30 lines, 3 snippets

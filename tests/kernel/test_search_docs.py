@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from sqlalchemy import text
@@ -28,6 +29,7 @@ from brain_kernel.identity.projects import EXACT, resolve_project
 from brain_kernel.index.rebuild import rebuild
 from brain_kernel.search import search_docs
 from brain_kernel.search.file_scan import search_project, search_vault
+from brain_kernel.search.withdrawn import withdrawn
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from tests.support.planting import arc_session, post, write_arc
@@ -214,6 +216,46 @@ def test_the_index_answers_what_the_file_scans_answer(indexed: Vault, db: Sessio
                     scans[found.key, found.repo, q, prefix, context] = [h.as_dict() for h in hits]
                 scan = scans[found.key, found.repo, q, prefix, context][:limit]
                 assert _index(db, q, prefix, limit, context, project=(found.key, found.repo)) == scan, (ref, read_limit, many, q, prefix, limit, context)
+
+
+def test_the_index_and_the_file_scan_leave_out_the_same_withdrawn_entries(client, indexed: Vault, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retracted decision file leaves whole, a retracted lesson of the shared log its own lines (ADR 0064); the index,
+    ranking every candidate or walking for the files that cap the score, answers what the scans answer."""
+    long = client.post("/marker", json={"type": "decision", "content": "retry it\n" * 40, "attrs": {"repo": "org1/api", "title": "Long"}})
+    assert long.status_code == 201  # a file that caps the score: the walk for such files must pass it by
+    db.commit()
+    decision = db.execute(text("SELECT id, vault_path FROM entries WHERE kind = 'decision' AND title <> 'Long'")).one()
+    lesson = db.execute(text("SELECT id, vault_path FROM entries WHERE kind = 'lesson' AND content LIKE '%pin the resolver%'")).one()
+    for entry_id in (decision.id, lesson.id, long.json()["entry_id"]):
+        assert client.post(f"/entries/{quote(entry_id, safe='/:')}/retract", json={"reason": "wrong"}).status_code == 200
+    hidden = withdrawn(db)
+    assert hidden.files == {decision.vault_path, long.json()["vault_path"]} and hidden.entries == {lesson.vault_path: {lesson.id}}
+    queries = ["retry", "backoff", "pin resolver", "resolver", "retry cache", "line", "cache", "a"]
+    shortcuts = []
+    real = search_docs._top_candidates
+
+    def spy(*args: Any) -> list[str] | None:
+        found = real(*args)
+        shortcuts.append(found)
+        return found
+
+    monkeypatch.setattr(search_docs, "_top_candidates", spy)
+    for many in (search_docs.MANY_CANDIDATES, 1):
+        monkeypatch.setattr(search_docs, "MANY_CANDIDATES", many)
+        monkeypatch.setattr(search_docs, "WALK_CANDIDATES", 0 if many == 1 else search_docs.WALK_CANDIDATES)  # walk, however few
+        for q, prefix, (limit, context) in itertools.product(queries, ["", "left"], ((20, 2), (1, 0), (2, 0), (200, 10))):
+            scan = [h.as_dict() for h in search_vault(indexed, tokens(q), prefix=prefix, context_lines=context, hidden=hidden)][:limit]
+            assert _index(db, q, prefix, limit, context) == scan, (many, q, prefix, limit, context)
+            every = [h.as_dict() for h in search_vault(indexed, tokens(q), prefix=prefix, context_lines=context)][:limit]
+            assert [h.as_dict() for h in search_docs.search(db, q, prefix, limit, context, include_withdrawn=True)] == every, (many, q, prefix)
+        found = resolve_project(db, "org1/api")
+        for q, context in itertools.product(queries, (0, 2, 10)):
+            scan = [h.as_dict() for h in search_project(indexed, db, found.key, found.repo, tokens(q), context_lines=context)]
+            assert _index(db, q, "", 20, context, project=(found.key, found.repo)) == scan, (many, q, context)
+    assert any(found is not None for found in shortcuts)  # the walk for files that cap the score ran, and passed them by
+    assert not any(r["path"] == decision.vault_path for r in _index(db, "backoff", "", 20, 2))
+    texts = [line for r in _index(db, "resolver", "", 20, 10) for s in r["snippets"] for line in s["snippet"].splitlines()]
+    assert "Always pin the resolver version before a retry." not in texts  # the retracted body: no hit, no context
 
 
 def test_the_route_answers_from_the_index_and_follows_writes(client, indexed: Vault, db: Session) -> None:

@@ -269,7 +269,9 @@ class Scope:
             raise OutOfScope(f"{what} is not available to a token bound to projects")
 
 
-def search_members(scope: Scope, vault: Vault, q: str, *, prefix: str = "", limit: int = 20, context_lines: int = 2) -> list[Hit]:
+def search_members(
+    scope: Scope, vault: Vault, q: str, *, prefix: str = "", limit: int = 20, context_lines: int = 2, include_withdrawn: bool = False
+) -> list[Hit]:
     """A vault search over a restricted scope's projects: each project's search, merged by rank (score, then path)."""
     from brain_kernel.search import search_docs
     from brain_kernel.search.file_scan import search_project
@@ -279,9 +281,9 @@ def search_members(scope: Scope, vault: Vault, q: str, *, prefix: str = "", limi
     merged: dict[str, Hit] = {}
     for m in scope.members:
         if use_index:
-            found = search_docs.search(scope.db, q, prefix, limit, context_lines, project=(m.key, m.repo))
+            found = search_docs.search(scope.db, q, prefix, limit, context_lines, project=(m.key, m.repo), include_withdrawn=include_withdrawn)
         else:
-            found = search_project(vault, scope.db, m.key, m.repo, wanted, prefix=prefix, context_lines=context_lines)
+            found = search_project(vault, scope.db, m.key, m.repo, wanted, prefix=prefix, context_lines=context_lines, include_withdrawn=include_withdrawn)
         for hit in found:
             if hit.path not in merged or hit.score > merged[hit.path].score:
                 merged[hit.path] = hit

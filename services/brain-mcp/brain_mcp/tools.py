@@ -61,6 +61,7 @@ from brain_kernel.scope import Scope, search_members
 from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import Embedder, EmbedderError, embedder_for
 from brain_kernel.search.file_scan import search_project, search_vault
+from brain_kernel.search.withdrawn import withdrawn
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.llm import LLMError, chat_completion
@@ -220,7 +221,7 @@ def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tup
     elif reach.restricted:
         found = search_members(reach, k.vault, query, limit=limit, context_lines=CONTEXT_LINES)
     else:
-        found = search_vault(k.vault, wanted, context_lines=CONTEXT_LINES)
+        found = search_vault(k.vault, wanted, context_lines=CONTEXT_LINES, hidden=withdrawn(db))  # ADR 0064
     return obsidian_hits((h.as_dict() for h in found), limit)
 
 

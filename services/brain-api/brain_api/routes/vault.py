@@ -17,7 +17,7 @@ import codecs
 import datetime as dt
 import re
 import secrets
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request
 from pydantic import Field
@@ -38,6 +38,7 @@ from brain_kernel.index.changes import sync_changes
 from brain_kernel.scope import Scope, search_members
 from brain_kernel.search import search_docs
 from brain_kernel.search.file_scan import SKIP_DIRS, search_project, search_vault
+from brain_kernel.search.withdrawn import NOTHING, states, withdrawn
 from brain_kernel.vault_store import Vault, VaultPathError
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep], route_class=AnsweredRoute)
@@ -88,6 +89,10 @@ class VaultHit(Answer):
     filename_match: bool
     snippets: list[Snippet]
     title: str
+    state: Literal["live", "expired", "superseded", "retracted"] | None = Field(
+        description="For a file that is one entry (a decision, a signal): its curation state (ADR 0048); an expired one is "
+        "still searched, a superseded or retracted one only with include_withdrawn (ADR 0064). Null for any other file."
+    )
 
 
 class VaultSearch(Answer):
@@ -238,11 +243,15 @@ def vault_search(
     vault: VaultDep,
     db: ReadSessionDep,
     principal: PrincipalDep,
+    clock: ClockDep,
     q: Annotated[str, Query(min_length=1, max_length=500, description="Tokens (case-insensitive substrings); a line with any is a hit.")],
     prefix: Annotated[str, Query(max_length=1000, description="Vault-relative folder (or file) to search under.")] = "",
     limit: Annotated[int, Query(ge=1, le=200, description="Most files returned.")] = 20,
     context_lines: Annotated[int, Query(ge=0, le=10, description="Lines of context either side of a hit line.")] = 2,
     project: Annotated[str | None, Query(max_length=300, description="Only this project's entries (short key or owner/name).")] = None,
+    include_withdrawn: Annotated[
+        bool, Query(description="Search superseded and retracted entries too (left out by default, as POST /search leaves them; ADR 0064).")
+    ] = False,
 ) -> dict[str, Any]:
     """Token search over .md/.markdown/.txt files with line snippets, optionally restricted to one project.
 
@@ -250,6 +259,8 @@ def vault_search(
     rebuild has indexed this vault, else by reading the files; both answer
     the same (tests/kernel/test_search_docs.py). A token bound to projects searches
     its projects' entries only (each project's search, merged by rank).
+    Superseded and retracted entries are left out unless ``include_withdrawn``:
+    a file that is one entry whole, a log entry its own lines (ADR 0064).
     """
     follower = getattr(request.app.state, "search_follower", None)
     if follower is not None:
@@ -261,30 +272,33 @@ def vault_search(
     if project is None and scope.restricted:
         if base:
             vault.path(base)  # an escaping prefix is a 400
-        hits = search_members(scope, vault, q, prefix=base, limit=limit, context_lines=context_lines)
+        hits = search_members(scope, vault, q, prefix=base, limit=limit, context_lines=context_lines, include_withdrawn=include_withdrawn)
     elif project is None:
         target = vault.path(base) if base else vault.root  # an escaping prefix is a 400
         under = "" if target == vault.root else vault.rel(target)
         # The index holds what the walk from the root reads; a prefix inside a dot or skipped
         # folder (which the walk only enters when asked for it) is read from the files.
         if search_docs.walked(under) and search_docs.indexed(db, vault):
-            hits = search_docs.search(db, q, under, limit, context_lines)
+            hits = search_docs.search(db, q, under, limit, context_lines, include_withdrawn=include_withdrawn)
         else:
-            hits = search_vault(vault, wanted, prefix=base, context_lines=context_lines)
+            hidden = NOTHING if include_withdrawn else withdrawn(db)
+            hits = search_vault(vault, wanted, prefix=base, context_lines=context_lines, hidden=hidden)
     else:
         if base:
             vault.path(base)  # an escaping prefix is a 400 here too, not an empty answer
         found = scope.check(project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's error handlers)
         if found.status == EXACT and search_docs.indexed(db, vault):
-            hits = search_docs.search(db, q, base, limit, context_lines, project=(found.key, found.repo))
+            hits = search_docs.search(db, q, base, limit, context_lines, project=(found.key, found.repo), include_withdrawn=include_withdrawn)
         elif found.status == EXACT:
-            hits = search_project(vault, db, found.key, found.repo, wanted, prefix=base, context_lines=context_lines)
+            hits = search_project(vault, db, found.key, found.repo, wanted, prefix=base, context_lines=context_lines, include_withdrawn=include_withdrawn)
+    hits = hits[:limit]
+    state = states(db, (h.path for h in hits), clock())
     return {
         "query": q,
         "prefix": prefix,
         "project": project,
-        "count": min(len(hits), limit),
-        "results": [h.as_dict() for h in hits[:limit]],
+        "count": len(hits),
+        "results": [{**h.as_dict(), "state": state.get(h.path)} for h in hits],
     }
 
 

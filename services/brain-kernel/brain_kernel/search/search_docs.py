@@ -34,7 +34,10 @@ stops at any other line); P's segments are read from its entries, so the
 cost follows P's size, not the tokens'. Without a project, a query with a
 frequent token first finds the files that must hold the answer
 (``_top_candidates``: those naming a token, and the first ones in path
-order that reach the score's cap) and ranks only those.
+order that reach the score's cap) and ranks only those. Withdrawn entries
+are left out (``brain_kernel.search.withdrawn``, ADR 0064): a file that is one
+matches nothing, a log entry's segments match nothing and no context
+reaches them.
 
 The index follows the vault through ``upsert_documents`` and
 ``delete_documents`` (for the vault writes, the keeper tick and ``brain
@@ -84,6 +87,7 @@ from brain_kernel.db.models import Entry
 from brain_kernel.feed.feed_repo import escape_like, key_owned_sql, member
 from brain_kernel.index.filestats import walk
 from brain_kernel.search.file_scan import SKIP_DIRS
+from brain_kernel.search.withdrawn import NOTHING, WITHDRAWN_FILES_SQL, WITHDRAWN_IDS_SQL, withdrawn
 from brain_kernel.vault_store import Vault
 
 BLOCK_LINES = 64  # lines per segment of a file that is not a log of entries
@@ -728,6 +732,20 @@ def _token_tests(wanted: list[str], params: dict[str, Any]) -> tuple[list[str], 
     return seg_any, name_any
 
 
+def _live(params: Mapping[str, Any], segments: bool = True) -> str:
+    """SQL conjuncts (`` AND ...``) leaving out the withdrawn: files (``d``, ``s``) and, of segments, log entries.
+
+    Each reads the withdrawn rows once per statement (a hashed subplan over the partial index
+    ``ix_entries_withdrawn``), not a bound list: thousands of ids in a list cost the planner more than
+    the search. Empty when nothing is withdrawn, so such a search runs the statements it always did.
+    """
+    col = "s.path" if segments else "d.path"
+    out = f" AND {col} NOT IN ({WITHDRAWN_FILES_SQL})" if params.get("gone_files") else ""
+    if segments and params.get("gone_ids"):
+        out += f" AND (s.entry_id IS NULL OR s.entry_id NOT IN ({WITHDRAWN_IDS_SQL}))"
+    return out
+
+
 def _under(col: str, prefix: bool) -> str:
     """A folder's files, or the one file it names (a folder and a file never share a path)."""
     return f"({col} = %(under)s OR starts_with({col}, %(under)s || '/'))" if prefix else "true"
@@ -771,16 +789,16 @@ sh AS MATERIALIZED (SELECT p.path, EXISTS (SELECT 1 FROM entries y WHERE y.vault
             # One index read per entry of P and per file P holds alone (OFFSET 0 keeps each LATERAL
             # a loop of index reads: joined, the planner would scan every segment for a few files).
             scope += """own AS MATERIALIZED (
-  SELECT s.path, s.first_line, s.lowered FROM m CROSS JOIN LATERAL (SELECT * FROM vault_segments s WHERE s.entry_id = m.id OFFSET 0) s
+  SELECT s.path, s.first_line, s.entry_id, s.lowered FROM m CROSS JOIN LATERAL (SELECT * FROM vault_segments s WHERE s.entry_id = m.id OFFSET 0) s
   UNION ALL
-  SELECT s.path, s.first_line, s.lowered FROM sh CROSS JOIN LATERAL (SELECT * FROM vault_segments s WHERE s.path = sh.path OFFSET 0) s
+  SELECT s.path, s.first_line, s.entry_id, s.lowered FROM sh CROSS JOIN LATERAL (SELECT * FROM vault_segments s WHERE s.path = sh.path OFFSET 0) s
    WHERE NOT sh.shared AND (s.entry_id IS NULL OR s.entry_id NOT IN (SELECT id FROM m))),
 """
-            segments = "own s WHERE"
+            segments = f"own s WHERE true{_live(params)} AND"
             seg_any = [f"strpos(s.lowered, %(t{i})s) > 0" for i in range(len(wanted))]
         else:
-            segments = "vault_segments s WHERE (s.entry_id IN (SELECT id FROM m) OR s.path IN (SELECT path FROM sh WHERE NOT shared)) AND"
-        names = "vault_documents d JOIN sh ON sh.path = d.path WHERE"
+            segments = f"vault_segments s WHERE (s.entry_id IN (SELECT id FROM m) OR s.path IN (SELECT path FROM sh WHERE NOT shared)){_live(params)} AND"
+        names = f"vault_documents d JOIN sh ON sh.path = d.path WHERE true{_live(params, segments=False)} AND"
         shared = "coalesce(sh.shared, false)"
         join_sh = "LEFT JOIN sh ON sh.path = d.path"
     else:
@@ -788,8 +806,8 @@ sh AS MATERIALIZED (SELECT p.path, EXISTS (SELECT 1 FROM entries y WHERE y.vault
         within = " AND s.path = ANY(%(only)s::text[])" if only else ""
         if only and not by_codes:  # a few files: their segments by path, not a frequent token's trigram bitmap over every file
             seg_any, _ = _token_tests(wanted, {})
-        segments = f"vault_segments s WHERE {_under('s.path', prefix)}{within} AND"
-        names = f"vault_documents d WHERE {_under('d.path', prefix)}{within.replace('s.path', 'd.path')} AND"
+        segments = f"vault_segments s WHERE {_under('s.path', prefix)}{within}{_live(params)} AND"
+        names = f"vault_documents d WHERE {_under('d.path', prefix)}{within.replace('s.path', 'd.path')}{_live(params, segments=False)} AND"
     return f"""WITH {scope}c AS MATERIALIZED (
   SELECT s.path, s.first_line, (SELECT count(*) FROM unnest(string_to_array(s.lowered, E'\\n')) AS x(l) WHERE {" OR ".join(hit_line)}) AS hits, {", ".join(present)}
     FROM {segments} ({" OR ".join(seg_any)})),
@@ -842,12 +860,12 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     more than ``WALK_LINES`` lines of files short of the cap first, or when every token is rare.
     """
     seg_any, name_any = _token_tests(wanted, params)
-    under_s = _under("s.path", prefix)
+    under_s = _under("s.path", prefix) + _live(params)
     counts = _candidates(conn, wanted, params, [f"{under_s} AND {test}" for test in seg_any])
     if min(counts) >= MANY_CANDIDATES:
         holding: list[str] = []
         presence = " AND " + " AND ".join(
-            f"EXISTS (SELECT 1 FROM vault_segments s WHERE s.path = w.path AND strpos(s.lowered, %(t{i})s) > 0)" for i in range(len(wanted))
+            f"EXISTS (SELECT 1 FROM vault_segments s WHERE s.path = w.path{_live(params)} AND strpos(s.lowered, %(t{i})s) > 0)" for i in range(len(wanted))
         )
         floor, bonus = MAX_LINE_SCORE + ALL_TOKENS_BONUS, ALL_TOKENS_BONUS
     elif max(counts) >= MANY_CANDIDATES:
@@ -865,7 +883,7 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     named = [
         r[0]
         for r in conn.exec_driver_sql(
-            f"""SELECT d.path FROM vault_documents d WHERE {_under("d.path", prefix)} AND ({" OR ".join(name_any)})
+            f"""SELECT d.path FROM vault_documents d WHERE {_under("d.path", prefix)}{_live(params, segments=False)} AND ({" OR ".join(name_any)})
                   AND {FILENAME_WEIGHT} * ({fname}) + least(d.lines, {MAX_LINE_SCORE}) + {bonus} >= {floor} LIMIT {NAMED_LIMIT + 1}""",
             params,
         )
@@ -875,9 +893,9 @@ def _top_candidates(conn: Any, wanted: list[str], params: dict[str, Any], prefix
     line_hit = " OR ".join(f"strpos(l, %(t{i})s) > 0" for i in range(len(wanted)))
     seg_hit = " OR ".join(_token_tests(wanted, {})[0])  # by strpos alone: within one file's segments
     test = f"""SELECT w.path, (SELECT count(*) FROM (SELECT 1 FROM vault_segments s CROSS JOIN LATERAL unnest(string_to_array(s.lowered, E'\\n')) AS x(l)
-                                     WHERE s.path = w.path AND ({seg_hit}) AND ({line_hit}) LIMIT {MAX_LINE_SCORE}) z) >= {MAX_LINE_SCORE}{presence}
+                                     WHERE s.path = w.path{_live(params)} AND ({seg_hit}) AND ({line_hit}) LIMIT {MAX_LINE_SCORE}) z) >= {MAX_LINE_SCORE}{presence}
   FROM unnest(%(batch)s::text[]) WITH ORDINALITY AS w(path, n) ORDER BY w.n"""
-    walk = f"""SELECT d.path, d.lines FROM vault_documents d WHERE d.lines >= {MAX_LINE_SCORE} AND {_under("d.path", prefix)} AND d.path COLLATE "C" > %(after)s
+    walk = f"""SELECT d.path, d.lines FROM vault_documents d WHERE d.lines >= {MAX_LINE_SCORE} AND {_under("d.path", prefix)}{_live(params, segments=False)} AND d.path COLLATE "C" > %(after)s
   ORDER BY d.path COLLATE "C" LIMIT %(batch_size)s"""
     found: list[str] = []
     after, lines, size, known = "", 0, limit + 4, set(named) | set(holding)
@@ -984,18 +1002,23 @@ def search(
     limit: int = 20,
     context_lines: int = 2,
     project: tuple[str, str | None] | None = None,
+    *,
+    include_withdrawn: bool = False,
 ) -> list[Hit]:
     """The best ``limit`` files for query ``q``, as ``vault_search.search_vault`` (or ``search_project``) ranks them.
 
     ``prefix``: without a project, a vault folder (or file) as the route
     resolves it ("" for the whole vault); with one, a prefix of entry paths,
     as ``feed_repo.project_entries`` reads it. ``project``: (key, repo) of a
-    project the caller resolved.
+    project the caller resolved. ``include_withdrawn``: superseded and
+    retracted entries count too (an operator's look; ADR 0064).
     """
     wanted = tokens(q)
     if not wanted:
         return []
     params: dict[str, Any] = {"limit": limit, "common": {}}  # common: read by ``_bounds``, not by the statements
+    hidden = NOTHING if include_withdrawn else withdrawn(session)
+    params["gone_files"], params["gone_ids"] = bool(hidden.files), bool(hidden.entries)  # which filters ``_live`` writes
     codes = index_codes(session) if any(len(token) < 3 for token in wanted) else None
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token
@@ -1029,10 +1052,12 @@ def search(
     by_codes = only is not None and sum(_estimates(conn, wanted, params)) < ONLY_BY_CODES
     sql = _statement(wanted, params, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None, by_codes=by_codes)
     ranked = conn.exec_driver_sql(sql, params).mappings().all()
-    return _hits(session, wanted, ranked, context_lines, project)
+    return _hits(session, wanted, ranked, context_lines, project, frozenset(hidden.entry_ids))
 
 
-def _hits(session: Session, wanted: list[str], ranked: Sequence[Any], context_lines: int, project: tuple[str, str | None] | None) -> list[Hit]:
+def _hits(
+    session: Session, wanted: list[str], ranked: Sequence[Any], context_lines: int, project: tuple[str, str | None] | None, gone: frozenset[str] = frozenset()
+) -> list[Hit]:
     """The result items of the ranked files: first three hit lines and their context, read from the segments around them."""
     if not ranked:
         return []
@@ -1067,11 +1092,14 @@ def _hits(session: Session, wanted: list[str], ranked: Sequence[Any], context_li
     for r in ranked:
         path = r["path"]
         lines: dict[int, str] = {}
-        keep: set[int] | None = set() if r["shared"] else None
-        for first, (entry_id, content, _) in loaded.get(path, {}).items():
+        segments = loaded.get(path, {})
+        # Context stops at another project's entry (a shared log) and at a withdrawn entry (ADR 0064).
+        keep: set[int] | None = set() if r["shared"] or any(seg[0] in gone for seg in segments.values()) else None
+        for first, (entry_id, content, _) in segments.items():
+            shown = (entry_id in own if r["shared"] else True) and entry_id not in gone
             for offset, line in enumerate(content.split("\n")):
                 lines[first + offset] = line
-                if keep is not None and entry_id in own:
+                if keep is not None and shown:
                     keep.add(first + offset)
         doc = _Lines(r["lines"], lines)
         snippets: list[dict[str, object]] = [
