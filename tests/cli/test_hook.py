@@ -441,3 +441,21 @@ def test_session_start_flags_an_entry_whose_named_file_changed_since_its_commit(
     [kept] = [line for line in block.splitlines() if f"{word} kept" in line]
     assert f"[may be stale: src/auth.py changed since {then[:7]}, 2 commits ago]" in moved
     assert "may be stale" not in kept
+
+
+def test_a_session_restarted_in_a_folder_with_no_project_forgets_the_old_project(served: Served, tmp_path: Path, repo: Path) -> None:
+    """Prompt recall draws on what the last session start resolved, never on an earlier start's project."""
+    home = _home(tmp_path, served.base)
+    session = f"restart-{time.time_ns()}"
+    remembered = home / ".local" / "state" / "brain" / "sessions" / session
+    first, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo), session_id=session))
+    assert first.returncode == 0, first.stderr
+    assert json.loads(remembered.read_text())["project"]
+    loose = tmp_path / "scratch"
+    loose.mkdir()
+    again, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(loose), session_id=session))
+    assert again.returncode == 0, again.stderr
+    assert not remembered.exists()
+    _point(home, f"http://127.0.0.1:{free_port()}")  # a restart with the kernel down knows no project either
+    hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo), session_id=session))
+    assert not remembered.exists()

@@ -125,6 +125,11 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
     project gets the fleet's block unless the client file says ``"no_project": "none"``.
     """
     session, cwd = payload.get("session_id"), payload.get("cwd")
+    remembered = _session_file(session)
+    if remembered is not None:
+        # a restarted session resolves its project afresh: what an earlier start left must not feed its prompts
+        with contextlib.suppress(OSError):
+            remembered.unlink(missing_ok=True)
     if kernel is None or not isinstance(session, str) or not session or not isinstance(cwd, str):
         return None
     where = _where(payload)
@@ -137,7 +142,6 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
         project = None
         if not kernel.fleet_block:
             return None
-    remembered = _session_file(session)
     if remembered is not None and project:
         with contextlib.suppress(OSError):
             write_atomic(remembered, {"project": project})
