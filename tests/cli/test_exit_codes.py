@@ -28,6 +28,14 @@ def _brain(folder: Path, *args: str, **extra: str) -> subprocess.CompletedProces
     return subprocess.run([sys.executable, "-m", "brain_cli", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
 
 
+def _brain_script(folder: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """The installed ``brain`` console script, as an operator types it (``python -m brain_cli`` names itself so)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(KERNEL_VARIABLES)}
+    env.update({"BRAIN_ENV_FILE": "", "HOME": str(folder), **extra})
+    script = Path(sys.executable).parent / "brain"
+    return subprocess.run([str(script), *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+
+
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -64,11 +72,36 @@ def test_a_bad_setting_or_value_is_a_usage_error(tmp_path: Path, args: list[str]
     assert _one_error_line(result).startswith(says)
 
 
-@pytest.mark.parametrize("args", [["serve", "--no-such-option"], ["no-such-command"], ["serve", "--port", "eighty"]])
-def test_a_bad_command_line_is_a_usage_error(tmp_path: Path, args: list[str]) -> None:
-    result = _brain(tmp_path, *args)
+@pytest.mark.parametrize(
+    ("args", "says", "help_of"),
+    [
+        (["serve", "--no-such-option"], "error: No such option: --no-such-option", "brain serve"),
+        (["no-such-command"], "error: No such command 'no-such-command'.", "brain"),
+        (["serv"], "error: No such command 'serv'. Did you mean 'serve', 'search'?", "brain"),
+        (
+            ["serve", "--port", "eighty"],
+            "error: Invalid value for '--port': Input should be a valid integer, unable to parse string as an integer",
+            "brain serve",
+        ),
+        (["whereis"], "error: Missing argument 'paths'.", "brain whereis"),
+        (["trial", "nosuch"], "error: No such command 'nosuch'.", "brain trial"),
+        (["trial", "report", "--bogus"], "error: No such option: --bogus", "brain trial report"),
+    ],
+)
+def test_a_bad_command_line_is_one_error_line_and_exit_2(tmp_path: Path, args: list[str], says: str, help_of: str) -> None:
+    """Click's message on one line (no box, however wide the terminal), then where the help is."""
+    result = _brain_script(tmp_path, *args, COLUMNS="40")
     assert result.returncode == 2
-    assert "Traceback" not in result.stderr and "Usage: " in result.stderr
+    assert result.stderr.splitlines() == [says, f"try: {help_of} --help"]
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["trial"]])
+def test_help_and_a_bare_group_still_print_the_help(tmp_path: Path, args: list[str]) -> None:
+    result = _brain_script(tmp_path, *args)
+    assert result.returncode == (0 if args == ["--help"] else 2)
+    assert "error:" not in result.stdout + result.stderr
+    assert "Usage: brain" in result.stdout and "Commands" in result.stdout
 
 
 def test_no_command_exits_with_a_number_of_its_own() -> None:

@@ -14,9 +14,12 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import typer
+from typer._click import Context
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 from typer.main import get_command_from_info
 from typer.models import CommandInfo
@@ -102,10 +105,36 @@ class _Commands(dict):  # type: ignore[type-arg]
         return [self[name] for name in self]
 
 
+@contextmanager
+def _usage_in_one_line() -> Iterator[None]:
+    """A command line click refuses: one ``error:`` line, a ``try:`` line and exit 2 (ADR 0058, docs/cli.md).
+
+    Typer (which carries its own click, hence ``typer._click``) would draw a box of five or six lines around click's message; the
+    help that ``brain`` or a group prints when given no command passes through.
+    """
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise
+    except UsageError as refused:
+        where = refused.ctx.command_path if refused.ctx is not None else "brain"
+        message = " ".join(refused.format_message().split())
+        typer.echo(f"error: {message}\ntry: {where} --help", err=True)
+        raise typer.Exit(refused.exit_code) from None
+
+
 class _LazyGroup(TyperGroup):
     """A Typer group whose commands come from ``table``, each built on first use (ADR 0063)."""
 
     table: ClassVar[dict[str, Loader]] = {}
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any) -> Context:
+        with _usage_in_one_line():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: Context) -> Any:
+        with _usage_in_one_line():  # an unknown command, or a bad option of the command it runs
+            return super().invoke(ctx)
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
