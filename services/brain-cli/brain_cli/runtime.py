@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from brain_cli.exits import Failure
+from brain_cli.ports import check_listen
 from brain_kernel.db.embedded import EmbeddedPostgres, raise_on_sigterm
 from brain_kernel.db.engine import check_reachable, make_engine
 from brain_kernel.errors import ConfigError
@@ -77,6 +78,7 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Setti
 def serve(settings: Settings) -> None:
     """Scaffold the vault, open the database, run the server until interrupted."""
     logging.config.dictConfig(logging_config(settings.log_format))
+    check_listen(settings.host, settings.port, "--port or BRAIN_PORT")  # before the database starts and migrates
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
         _banner(ready)
