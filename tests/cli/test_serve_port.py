@@ -64,3 +64,26 @@ def test_serve_on_a_port_in_use_is_one_runtime_error_line_and_starts_nothing(tmp
         f"error: port {taken} on 127.0.0.1 is already in use: stop what listens there, or choose another port with --port or BRAIN_PORT"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # the embedded database never started
+
+
+@pytest.mark.parametrize(
+    ("port", "says"),
+    [
+        ("99999", "error: invalid setting port: Input should be less than or equal to 65535"),
+        ("0", "error: invalid setting port: Input should be greater than or equal to 1"),
+    ],
+)
+def test_mcp_over_http_bounds_its_port_as_serve_does(tmp_path: Path, port: str, says: str) -> None:
+    result = _brain(tmp_path, "mcp", "--http", "--port", port)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [says]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing under the per-user data folder either
+
+
+def test_mcp_over_http_on_a_port_in_use_is_one_runtime_error_line(tmp_path: Path, taken: int) -> None:
+    result = _brain(tmp_path, "mcp", "--http", "--port", str(taken))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: port {taken} on 127.0.0.1 is already in use: stop what listens there, or choose another port with --port"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

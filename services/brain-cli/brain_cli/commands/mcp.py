@@ -131,6 +131,12 @@ def mcp(
 
     # The per-user folder before the flags: a --vault given wins, and only the environment's choices are kept.
     settings = load_settings(env_file=False).in_user_data_dir().with_overrides(vault=vault, database_url=database_url)
+    if http:
+        from brain_cli.ports import check_listen
+
+        # One rule for a port (Settings.port, 1..65535), as brain serve's: uvicorn would listen on 99999 modulo 65536.
+        port = settings.with_overrides(port=port).port
+        check_listen(host, port, "--port")
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
         run(ready, http=http, host=host, port=port)
