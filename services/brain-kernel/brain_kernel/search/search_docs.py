@@ -87,7 +87,7 @@ from brain_kernel.db.models import Entry
 from brain_kernel.feed.feed_repo import escape_like, key_owned_sql, member
 from brain_kernel.index.filestats import walk
 from brain_kernel.search.file_scan import SKIP_DIRS
-from brain_kernel.search.withdrawn import NOTHING, WITHDRAWN_FILES_SQL, WITHDRAWN_IDS_SQL, withdrawn
+from brain_kernel.search.withdrawn import NOTHING, withdrawn
 from brain_kernel.vault_store import Vault
 
 BLOCK_LINES = 64  # lines per segment of a file that is not a log of entries
@@ -735,14 +735,15 @@ def _token_tests(wanted: list[str], params: dict[str, Any]) -> tuple[list[str], 
 def _live(params: Mapping[str, Any], segments: bool = True) -> str:
     """SQL conjuncts (`` AND ...``) leaving out the withdrawn: files (``d``, ``s``) and, of segments, log entries.
 
-    Each reads the withdrawn rows once per statement (a hashed subplan over the partial index
-    ``ix_entries_withdrawn``), not a bound list: thousands of ids in a list cost the planner more than
-    the search. Empty when nothing is withdrawn, so such a search runs the statements it always did.
+    The sets are the search's one read of the withdrawn rows, bound as arrays and unnested into a
+    hashed subplan: a bound ``<> ALL`` list costs the planner per element (thousands of ids cost more
+    than the search), and a subquery over ``entries`` would read the rows again in every statement and
+    in every file the walk tests. Empty when nothing is withdrawn: the statements are the ones they were.
     """
     col = "s.path" if segments else "d.path"
-    out = f" AND {col} NOT IN ({WITHDRAWN_FILES_SQL})" if params.get("gone_files") else ""
+    out = f" AND {col} NOT IN (SELECT unnest(%(gone_files)s::text[]))" if params.get("gone_files") else ""
     if segments and params.get("gone_ids"):
-        out += f" AND (s.entry_id IS NULL OR s.entry_id NOT IN ({WITHDRAWN_IDS_SQL}))"
+        out += " AND (s.entry_id IS NULL OR s.entry_id NOT IN (SELECT unnest(%(gone_ids)s::text[])))"
     return out
 
 
@@ -1018,7 +1019,10 @@ def search(
         return []
     params: dict[str, Any] = {"limit": limit, "common": {}}  # common: read by ``_bounds``, not by the statements
     hidden = NOTHING if include_withdrawn else withdrawn(session)
-    params["gone_files"], params["gone_ids"] = bool(hidden.files), bool(hidden.entries)  # which filters ``_live`` writes
+    if hidden.files:
+        params["gone_files"] = sorted(hidden.files)
+    if hidden.entries:
+        params["gone_ids"] = hidden.entry_ids
     codes = index_codes(session) if any(len(token) < 3 for token in wanted) else None
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token

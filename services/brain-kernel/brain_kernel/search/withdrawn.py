@@ -29,9 +29,6 @@ from brain_kernel.curation.states import now_text
 # a read of the withdrawn rows only, whatever the size of the index.
 _STATUSES = ", ".join(f"'{s}'" for s in WITHDRAWN)
 _WITHDRAWN_ROWS = f"SELECT id, kind, vault_path FROM entries WHERE status IN ({_STATUSES})"
-# The same sets as subqueries a search statement filters by (``search_docs._live``).
-WITHDRAWN_IDS_SQL = f"SELECT w.id FROM entries w WHERE w.status IN ({_STATUSES})"
-WITHDRAWN_FILES_SQL = f"SELECT w.vault_path FROM entries w WHERE w.status IN ({_STATUSES}) AND w.id = w.kind || ':' || w.vault_path"
 # By primary key: a day's log holds a thousand rows under one vault_path, and a log is no one entry anyway.
 _FILE_STATES = "SELECT id, status, metadata ->> 'valid_until' FROM entries WHERE id = ANY(:ids)"
 ONE_ENTRY_KINDS = ("decision", "signal")  # the curated kinds (ADR 0048) whose file is one entry
