@@ -10,6 +10,7 @@ are met by what it sees.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +47,13 @@ def test_every_reader_of_the_version_says_brain_kernel_version(client) -> None: 
     assert chart["appVersion"] == version
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     assert "version" not in project and project["dynamic"] == ["version"]
+
+
+def test_brain_init_ships_the_repositorys_env_example_unchanged() -> None:
+    """The repository's .env.example is the template's one source; the package's copy must say the same."""
+    shipped = REPO_ROOT / "services" / "brain-cli" / "brain_cli" / "env.example"
+    assert shipped.read_text() == (REPO_ROOT / ".env.example").read_text(), "copy .env.example to services/brain-cli/brain_cli/env.example"
+    assert "brain_cli" in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
 
 
 # The import packages the wheel must hold, each with every file of its source folder (package data included).
@@ -116,6 +124,16 @@ def test_the_wheel_installs_into_a_fresh_venv_and_serves(tmp_path: Path, pg_admi
     assert all(Path(path).is_relative_to(tmp_path / "venv") for path in where.stdout.split()), where.stdout
     brain = tmp_path / "venv" / "bin" / "brain"
     assert _run(brain, "--version", env=env).stdout == f"brain {version}\n"
+
+    # brain init in an empty folder, far from any checkout: the wheel carries the template.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    init_env = {**env, "HOME": str(tmp_path / "home"), "BRAIN_ENV_FILE": ""}
+    initialised = json.loads(_run(brain, "init", "--no-vault", cwd=empty, env=init_env).stdout)
+    assert initialised["created"] and "BRAIN_TOKENS" in initialised["generated"]
+    written = (empty / ".env").read_text()
+    assert "=__GENERATE__" not in written and "BRAIN_TOKENS=" in written
+    assert sorted(p.name for p in empty.iterdir()) == [".env"]
 
     # An empty database: the wheel's migrations build the schema from nothing.
     name = f"w_{uuid.uuid4().hex[:16]}"

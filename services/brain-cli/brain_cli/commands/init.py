@@ -3,7 +3,7 @@
 Upstream's bootstrap (UPSTREAM.md 6) replaced each ``__GENERATE__`` of its
 template with 32 random bytes as hex and scaffolded ``./vault`` without
 overwriting; this does the same from the repository's ``.env.example``, the
-one list of the stack's variables. A rerun is safe: every variable an
+one list of the stack's variables, which brain ships as ``brain_cli/env.example``. A rerun is safe: every variable an
 existing ``.env`` sets keeps its value (secrets are never regenerated, so the
 database volume's password still matches), variables the template gained
 since are added, and lines the template does not know are kept at the end.
@@ -107,6 +107,17 @@ def render_env(template: str, existing: Mapping[str, str], machine: Mapping[str,
     return out
 
 
+def shipped_template() -> str:
+    """The template brain ships: a copy of the repository's ``.env.example`` (a test keeps the two identical).
+
+    Package data, so a pip-installed ``brain init`` works in any folder; the
+    repository's file stays the one that is edited.
+    """
+    from importlib.resources import files
+
+    return files("brain_cli").joinpath("env.example").read_text(encoding="utf-8")
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file + rename), readable by the owner only."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -155,7 +166,11 @@ def write_helm_values(path: Path, new_secret: Callable[[], str]) -> dict[str, ob
 @operator_errors
 def init(
     env_file: Path = typer.Option(Path(".env"), "--env-file", help="The env file to write (kept values survive a rerun). Example: --env-file .env"),
-    template: Path = typer.Option(Path(".env.example"), "--template", help="The documented template it is made from. Example: --template .env.example"),
+    template: Path = typer.Option(
+        None,
+        "--template",
+        help="The documented template it is made from (default: the one brain ships, the repository's .env.example). Example: --template .env.example",
+    ),
     vault: Path = typer.Option(
         None, "--vault", help="Host vault folder to scaffold (default: VAULT_ROOT_HOST of the env file, else ./vault). Example: --vault ~/vault"
     ),
@@ -195,8 +210,8 @@ def init(
     if helm_values is not None:
         typer.echo(json.dumps(write_helm_values(helm_values, lambda: secrets.token_hex(32))))
         return
-    if not template.is_file():
-        fail(f"{template}: template not found (run brain init in the repository checkout, or pass --template)")
+    if template is not None and not template.is_file():
+        fail(f"{template}: template not found")
     settings = load_settings()
     existing = parse_env(env_file.read_text(encoding="utf-8")) if env_file.is_file() else {}
     # Containers never run as root: run as root here, they get the image's user, who is given the vault.
@@ -208,7 +223,9 @@ def init(
         "CLAUDE_DIR_HOST": str(settings.resolved_claude_dir),
         "CODEX_DIR_HOST": str(settings.resolved_codex_dir),
     }
-    rendered = render_env(template.read_text(encoding="utf-8"), existing, machine, lambda: secrets.token_hex(32))
+    rendered = render_env(
+        template.read_text(encoding="utf-8") if template is not None else shipped_template(), existing, machine, lambda: secrets.token_hex(32)
+    )
     env_file.parent.mkdir(parents=True, exist_ok=True)
     _write_private(env_file, rendered.text)
     summary: dict[str, object] = {
