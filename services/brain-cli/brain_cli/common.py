@@ -111,10 +111,42 @@ def job_engine(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Se
             engine.dispose()
 
 
+def output_file(path: Path, flag: str) -> Path:
+    """``path`` (``~`` expanded) for a command to write; ConfigError when its folder does not exist.
+
+    A mistyped folder is the operator's to fix (exit 2, ADR 0058): making it
+    would leave the output where nobody looks, and folders behind on a dry run.
+    """
+    path = path.expanduser()
+    if not path.parent.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist")
+    return path
+
+
+class _AuditOnFirstLine:
+    """A dry run's audit file, created when its first line comes: a dry run with nothing to change writes nothing."""
+
+    def __init__(self, path: Path, make_folder: bool) -> None:
+        self.path, self.make_folder = path, make_folder
+        self.file: TextIO | None = None
+
+    def write(self, text: str) -> int:
+        if self.file is None:
+            if self.make_folder:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = self.path.open("a", encoding="utf-8")
+        return self.file.write(text)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+
 @contextmanager
-def audit_and_plan(audit: Path | None, *, dry_run: bool) -> Iterator[tuple[TextIO | None, Callable[[dict[str, Any]], None]]]:
+def audit_and_plan(audit: Path | None, *, dry_run: bool, make_folder: bool = False) -> Iterator[tuple[TextIO | None, Callable[[dict[str, Any]], None]]]:
     """What the commands that rewrite the vault in place share: ``--audit``'s file opened for appending (its folder
-    made), and the plan printer that shows a dry run's change lines on stdout (a real run prints only its summary)."""
+    must exist unless ``make_folder``), and the plan printer that shows a dry run's change lines on stdout (a real
+    run prints only its summary). A dry run creates the file, and a folder made for it, with its first line only."""
 
     def show(line: dict[str, Any]) -> None:
         if dry_run:
@@ -123,8 +155,17 @@ def audit_and_plan(audit: Path | None, *, dry_run: bool) -> Iterator[tuple[TextI
     if audit is None:
         yield None, show
         return
-    path = audit.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = audit.expanduser() if make_folder else output_file(audit, "--audit")
+    if dry_run:
+        lazy = _AuditOnFirstLine(path, make_folder)
+        try:
+            yield lazy, show  # type: ignore[misc]
+        finally:
+            if lazy.file is not None:
+                lazy.file.close()
+        return
+    if make_folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as sink:
         yield sink, show
 

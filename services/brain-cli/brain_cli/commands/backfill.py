@@ -60,7 +60,8 @@ def backfill(
 
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
-    with audit_and_plan(audit, dry_run=dry_run) as (sink, show), job_session(settings) as (ready, session):
+    # docs/operations.md's flow audits to raw/backfill/ in the vault, a folder the scaffold does not make.
+    with audit_and_plan(audit, dry_run=dry_run, make_folder=True) as (sink, show), job_session(settings) as (ready, session):
         summary = run_backfill(
             ready,
             store,

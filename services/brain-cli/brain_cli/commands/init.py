@@ -26,7 +26,7 @@ from pathlib import Path
 import typer
 import yaml
 
-from brain_cli.common import fail, load_settings, operator_errors
+from brain_cli.common import fail, load_settings, operator_errors, output_file
 from brain_kernel.settings import PLACEHOLDER_SECRET as PLACEHOLDER
 from brain_kernel.vault_store import Vault
 
@@ -157,7 +157,6 @@ def write_helm_values(path: Path, new_secret: Callable[[], str]) -> dict[str, ob
         config["BRAIN_TRIAL_SALT"] = new_secret()
         generated.append("config.BRAIN_TRIAL_SALT")
     if generated:
-        path.parent.mkdir(parents=True, exist_ok=True)
         header = "# brain init --helm-values: secrets generated once; keep this file out of version control.\n"
         _write_private(path, header + yaml.safe_dump(values, sort_keys=False))
     return {"helm_values": str(path), "created": not existing, "generated": generated}
@@ -208,8 +207,9 @@ def init(
     Example: brain init && docker compose up -d
     """
     if helm_values is not None:
-        typer.echo(json.dumps(write_helm_values(helm_values, lambda: secrets.token_hex(32))))
+        typer.echo(json.dumps(write_helm_values(output_file(helm_values, "--helm-values"), lambda: secrets.token_hex(32))))
         return
+    env_file = output_file(env_file, "--env-file")
     if template is not None and not template.is_file():
         fail(f"{template}: template not found")
     settings = load_settings()
@@ -226,7 +226,6 @@ def init(
     rendered = render_env(
         template.read_text(encoding="utf-8") if template is not None else shipped_template(), existing, machine, lambda: secrets.token_hex(32)
     )
-    env_file.parent.mkdir(parents=True, exist_ok=True)
     _write_private(env_file, rendered.text)
     summary: dict[str, object] = {
         "env_file": str(env_file),
