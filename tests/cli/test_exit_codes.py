@@ -63,13 +63,15 @@ def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) ->
         (["migrate", "--database-url", "mysql://x@y/z"], {}, "error: DATABASE_URL must point at PostgreSQL, not mysql"),
         (["migrate"], {"BRAIN_PORT": "eighty"}, "error: invalid setting BRAIN_PORT: Input should be a valid integer"),
         (["tick-drain", "--vault", "/no-such-vault"], {}, "error: vault folder /no-such-vault does not exist"),
+        (["reindex", "--vault", "a-file"], {}, "error: vault {folder}/a-file is not a folder"),
         (["status", "--url", "ftp://kernel"], {}, "error: --url 'ftp://kernel' is not an http:// or https:// URL"),
     ],
 )
 def test_a_bad_setting_or_value_is_a_usage_error(tmp_path: Path, args: list[str], env: dict[str, str], says: str) -> None:
+    (tmp_path / "a-file").write_text("not a vault\n")
     result = _brain(tmp_path, *args, **env)
     assert result.returncode == 2
-    assert _one_error_line(result).startswith(says)
+    assert _one_error_line(result).startswith(says.format(folder=tmp_path))
 
 
 @pytest.mark.parametrize(

@@ -89,8 +89,10 @@ def load_settings(*, env_file: bool = True, **overrides: Any) -> Settings:
 
 
 def open_vault(path: Path) -> Vault:
-    """The vault at ``path``; ConfigError when the folder does not exist."""
+    """The vault at ``path``; ConfigError when the folder does not exist or is not a folder."""
     vault = Vault(path)
+    if vault.root.exists() and not vault.root.is_dir():
+        raise ConfigError(f"vault {vault.root} is not a folder")
     if not vault.root.is_dir():
         raise ConfigError(f"vault folder {vault.root} does not exist")
     return vault
