@@ -40,6 +40,17 @@ def test_every_command_has_help_text() -> None:
                 assert param.help, f"brain {name} option {param.name} has no help"
 
 
+def test_every_command_and_group_help_shows_an_example() -> None:
+    """docs/cli.md: every command's --help has an example, a group's (brain trial) and its commands' included."""
+    for name, command in _commands().items():
+        subcommands = dict(getattr(command, "commands", {}))
+        for path, each in [([name], command), *(([name, sub], subcommand) for sub, subcommand in subcommands.items())]:
+            shown = runner.invoke(app, [*path, "--help"])
+            assert shown.exit_code == 0, shown.output
+            assert "Example: " in shown.output, f"brain {' '.join(path)} --help shows no example"
+            assert "Example: " in (each.help or "")
+
+
 def test_top_level_help_lists_commands() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0

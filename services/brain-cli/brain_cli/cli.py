@@ -183,7 +183,12 @@ def _options(
 app.callback()(_options)
 
 
-trial_app = typer.Typer(name="trial", cls=_TrialGroup, help="The holdout trial: does memory help? (docs/trial.md)", no_args_is_help=True)
+trial_app = typer.Typer(
+    name="trial",
+    cls=_TrialGroup,
+    help="The holdout trial: does memory help? (docs/trial.md)\n\nExample: brain trial report --since 30d",
+    no_args_is_help=True,
+)
 app.add_typer(trial_app)
 
 
