@@ -108,10 +108,11 @@ def render_env(template: str, existing: Mapping[str, str], machine: Mapping[str,
 
 
 def shipped_template() -> str:
-    """The template brain ships: a copy of the repository's ``.env.example`` (a test keeps the two identical).
+    """The template brain ships, package data so a pip-installed ``brain init`` works in any folder.
 
-    Package data, so a pip-installed ``brain init`` works in any folder; the
-    repository's file stays the one that is edited.
+    It is the one file: the repository's ``.env.example`` is a link to it, so
+    compose users copy the same text (the image's build context holds only
+    ``services/``, so the link points this way).
     """
     from importlib.resources import files
 
