@@ -60,13 +60,18 @@ def actor(principal: Principal) -> str:
     return principal.name or OPERATOR
 
 
+def _entry_named(db: Session, ref: Any) -> EntryRecord | None:
+    """The entry ``ref`` names (an entry id, or ``ADR-NNNN`` for a decision file), whatever the scope; None when none."""
+    usable = curation.usable_ref(ref)
+    if usable is None:
+        return None
+    number = curation.adr_number_of(usable)
+    return feed_repo.decision_numbered(db, number) if number is not None else feed_repo.entry_by_id(db, usable)
+
+
 def find_entry(db: Session, ref: Any, scope: Scope) -> EntryRecord:
     """The entry ``ref`` names (an entry id, or ``ADR-NNNN`` for a decision file); EntryNotFound when none the scope reads."""
-    usable = curation.usable_ref(ref)
-    record = None
-    if usable is not None:
-        number = curation.adr_number_of(usable)
-        record = feed_repo.decision_numbered(db, number) if number is not None else feed_repo.entry_by_id(db, usable)
+    record = _entry_named(db, ref)
     if record is None or not scope.admits(record):
         raise EntryNotFound(NOT_FOUND)
     return record
@@ -257,9 +262,7 @@ def _reinstate_superseded(db: Session, vault: Vault, successor: EntryRecord, *, 
     name = adr_name(successor) or successor.id
     out: list[tuple[EntryRecord, str]] = []
     for ref in successor.meta.get("supersedes") or []:
-        usable = curation.usable_ref(ref)
-        number = curation.adr_number_of(usable) if usable else None
-        found = feed_repo.decision_numbered(db, number) if number is not None else feed_repo.entry_by_id(db, usable) if usable else None
+        found = _entry_named(db, ref)
         if found is None or found.id == successor.id:
             continue
         current = _lock(db, found.id)
