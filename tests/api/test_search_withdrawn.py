@@ -148,18 +148,33 @@ def test_a_withdrawn_lesson_of_a_shared_log_matches_nothing_and_no_snippet_shows
         assert [s["text"] for s in everything[0]["snippets"]][1] == "Rotate the zebrakey every week.", params
 
 
+def _caught_up(client: TestClient) -> None:
+    """The app's search follower has indexed what it wrote: the tool, like another process, reads the index (one pass behind)."""
+    follower = getattr(client.app.state, "search_follower", None)
+    assert follower is None or follower.flush()
+
+
 def test_kb_search_leaves_a_retracted_decision_out_in_process(kernel: tuple[TestClient, Settings]) -> None:
     client, settings = kernel
     first, second = _decisions(client, settings)
     k = tools.Kernel.open(settings)
     try:
+        _caught_up(client)
         for project in (None, "acme/widget"):
             found = tools.kb_search(k, QUERY, include_artifact=False, project=project)
             assert [r["ref"] for r in found["results"]] == [second["vault_path"]], project
         _retract(client, _adr(settings, second), "fifteen minutes logged everyone out")
+        _caught_up(client)
         for project in (None, "acme/widget"):
             found = tools.kb_search(k, QUERY, include_artifact=False, project=project)
             assert [r["ref"] for r in found["results"]] == [first["vault_path"]] and "fifteen" not in str(found), project
+            assert found["results"][0]["metadata"] == {"state": "live"}, project
+        r = client.post(f"/entries/{quote(_adr(settings, first), safe='/:')}/expire", json={"reason": "tokens are now opaque"}, headers=_as(ALL))
+        assert r.status_code == 200, r.text
+        _caught_up(client)
+        for project in (None, "acme/widget"):
+            [hit] = tools.kb_search(k, QUERY, include_artifact=False, project=project)["results"]
+            assert (hit["ref"], hit["metadata"]) == (first["vault_path"], {"state": "expired"}), project  # still found, and said to be stale
     finally:
         k.close()
 
@@ -177,5 +192,9 @@ def test_kb_search_leaves_a_retracted_decision_out_over_http(served: Served) -> 
         for project in (None, "acme/widget"):
             found = remote.kb_search(QUERY, 10, False, True, 0.0, project)
             assert [r["ref"] for r in found["results"]] == [first["vault_path"]] and "fifteen" not in str(found), project
+            assert found["results"][0]["metadata"] == {"state": "live"}, project
+        remote.brain_expire(first["entry_id"], "tokens are now opaque")
+        [hit] = remote.kb_search(QUERY, 10, False, True, 0.0, "acme/widget")["results"]
+        assert hit["metadata"] == {"state": "expired"}
     finally:
         remote.close()

@@ -43,13 +43,11 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.membership import belongs, holds_unnamed, key_is_unique, signal_is_fleet
-from brain_core.textsearch import Hit, tokens
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.errors import BrainError
 from brain_kernel.feed.feed_repo import arc_by_cluster_id, records_at
 from brain_kernel.identity.pins import pins
 from brain_kernel.identity.projects import AMBIGUOUS, EXACT, AmbiguousProject, ProjectLookup, known_projects, lookup_project
-from brain_kernel.vault_store import Vault
 
 
 class OutOfScope(BrainError):
@@ -267,24 +265,3 @@ class Scope:
         """OutOfScope for a restricted principal: ``what`` reaches every project's memory."""
         if self.restricted:
             raise OutOfScope(f"{what} is not available to a token bound to projects")
-
-
-def search_members(
-    scope: Scope, vault: Vault, q: str, *, prefix: str = "", limit: int = 20, context_lines: int = 2, include_withdrawn: bool = False
-) -> list[Hit]:
-    """A vault search over a restricted scope's projects: each project's search, merged by rank (score, then path)."""
-    from brain_kernel.search import search_docs
-    from brain_kernel.search.file_scan import search_project
-
-    use_index = search_docs.indexed(scope.db, vault)
-    wanted = tokens(q)
-    merged: dict[str, Hit] = {}
-    for m in scope.members:
-        if use_index:
-            found = search_docs.search(scope.db, q, prefix, limit, context_lines, project=(m.key, m.repo), include_withdrawn=include_withdrawn)
-        else:
-            found = search_project(vault, scope.db, m.key, m.repo, wanted, prefix=prefix, context_lines=context_lines, include_withdrawn=include_withdrawn)
-        for hit in found:
-            if hit.path not in merged or hit.score > merged[hit.path].score:
-                merged[hit.path] = hit
-    return sorted(merged.values(), key=lambda h: (-h.score, h.path))

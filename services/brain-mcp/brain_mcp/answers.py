@@ -307,7 +307,8 @@ def obsidian_hits(files: Iterable[Mapping[str, Any]], limit: int) -> list[dict[s
             "normalized_score": f["score"] / best,
             "preview": "\n---\n".join(str(s["snippet"]) for s in f.get("snippets", [])[:OBSIDIAN_PREVIEW_SNIPPETS])[:OBSIDIAN_PREVIEW_CHARS],
             "match_count": f.get("match_count"),
-            "metadata": {},
+            # A file that is one entry says whether it is live or expired (withdrawn ones are left out; ADR 0064).
+            "metadata": {"state": f["state"]} if f.get("state") else {},
         }
         for f in found
     ]

@@ -44,7 +44,6 @@ from brain_core.feed.block import LABEL_CHARS, neutral
 from brain_core.feed.envelope import stamp_answer
 from brain_core.keys import InvalidKey
 from brain_core.markers import MarkerInvalid
-from brain_core.textsearch import tokens
 from brain_core.trial import control_block
 from brain_kernel import marker_service
 from brain_kernel.auth import EVERYONE, Principal
@@ -57,11 +56,9 @@ from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, global
 from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.ingest import service as ingest
-from brain_kernel.scope import Scope, search_members
-from brain_kernel.search import embeddings
+from brain_kernel.scope import Scope
+from brain_kernel.search import embeddings, vault_text
 from brain_kernel.search.embedders import Embedder, EmbedderError, embedder_for
-from brain_kernel.search.file_scan import search_project, search_vault
-from brain_kernel.search.withdrawn import withdrawn
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.llm import LLMError, chat_completion
@@ -215,14 +212,8 @@ def _artifact_hits(
 
 
 def _obsidian_hits(k: Kernel, db: Session, query: str, *, limit: int, scope: tuple[str, str | None] | None, reach: Scope) -> list[dict[str, Any]]:
-    wanted = tokens(query)
-    if scope is not None:
-        found = search_project(k.vault, db, scope[0], scope[1], wanted, context_lines=CONTEXT_LINES)
-    elif reach.restricted:
-        found = search_members(reach, k.vault, query, limit=limit, context_lines=CONTEXT_LINES)
-    else:
-        found = search_vault(k.vault, wanted, context_lines=CONTEXT_LINES, hidden=withdrawn(db))  # ADR 0064
-    return obsidian_hits((h.as_dict() for h in found), limit)
+    # The route's own search (index or files, withdrawn entries left out: ADR 0064), so both answer alike.
+    return obsidian_hits(vault_text.search(reach, k.vault, query, now=k.clock(), project=scope, limit=limit, context_lines=CONTEXT_LINES), limit)
 
 
 @answers_errors

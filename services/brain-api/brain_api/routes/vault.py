@@ -29,16 +29,14 @@ from brain_core.feed.alert import alert_state
 from brain_core.markers import has_lone_surrogate
 from brain_core.redact import scrub
 from brain_core.text import slugify
-from brain_core.textsearch import Hit, tokens
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import INBOX_DIR
 from brain_kernel.feed import feed_repo
 from brain_kernel.identity.projects import EXACT
 from brain_kernel.index.changes import sync_changes
-from brain_kernel.scope import Scope, search_members
-from brain_kernel.search import search_docs
-from brain_kernel.search.file_scan import SKIP_DIRS, search_project, search_vault
-from brain_kernel.search.withdrawn import NOTHING, states, withdrawn
+from brain_kernel.scope import Scope
+from brain_kernel.search import vault_text
+from brain_kernel.search.file_scan import SKIP_DIRS
 from brain_kernel.vault_store import Vault, VaultPathError
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep], route_class=AnsweredRoute)
@@ -255,50 +253,35 @@ def vault_search(
 ) -> dict[str, Any]:
     """Token search over .md/.markdown/.txt files with line snippets, optionally restricted to one project.
 
-    Served from the search index (``brain_kernel.search.search_docs``) once a full
-    rebuild has indexed this vault, else by reading the files; both answer
-    the same (tests/kernel/test_search_docs.py). A token bound to projects searches
-    its projects' entries only (each project's search, merged by rank).
-    Superseded and retracted entries are left out unless ``include_withdrawn``:
-    a file that is one entry whole, a log entry its own lines (ADR 0064).
+    ``brain_kernel.search.vault_text`` answers it, as it answers ``kb_search``:
+    from the search index or the files, a token bound to projects searching
+    only theirs. Superseded and retracted entries are left out unless
+    ``include_withdrawn``: a file that is one entry whole, a log entry its own
+    lines (ADR 0064).
     """
     follower = getattr(request.app.state, "search_follower", None)
     if follower is not None:
         follower.flush()  # markers this process acknowledged are searchable (another process may lag one pass)
-    wanted = tokens(q)
     base = _rel(prefix).rstrip("/")
-    hits: list[Hit] = []
     scope = Scope(db, principal)
-    if project is None and scope.restricted:
-        if base:
-            vault.path(base)  # an escaping prefix is a 400
-        hits = search_members(scope, vault, q, prefix=base, limit=limit, context_lines=context_lines, include_withdrawn=include_withdrawn)
-    elif project is None:
-        target = vault.path(base) if base else vault.root  # an escaping prefix is a 400
-        under = "" if target == vault.root else vault.rel(target)
-        # The index holds what the walk from the root reads; a prefix inside a dot or skipped
-        # folder (which the walk only enters when asked for it) is read from the files.
-        if search_docs.walked(under) and search_docs.indexed(db, vault):
-            hits = search_docs.search(db, q, under, limit, context_lines, include_withdrawn=include_withdrawn)
-        else:
-            hidden = NOTHING if include_withdrawn else withdrawn(db)
-            hits = search_vault(vault, wanted, prefix=base, context_lines=context_lines, hidden=hidden)
-    else:
+    resolved = None
+    if project is not None:
         if base:
             vault.path(base)  # an escaping prefix is a 400 here too, not an empty answer
         found = scope.check(project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's error handlers)
-        if found.status == EXACT and search_docs.indexed(db, vault):
-            hits = search_docs.search(db, q, base, limit, context_lines, project=(found.key, found.repo), include_withdrawn=include_withdrawn)
-        elif found.status == EXACT:
-            hits = search_project(vault, db, found.key, found.repo, wanted, prefix=base, context_lines=context_lines, include_withdrawn=include_withdrawn)
-    hits = hits[:limit]
-    state = states(db, (h.path for h in hits), clock())
+        resolved = (found.key, found.repo) if found.status == EXACT else None
+    results = []
+    if project is None or resolved is not None:
+        # An escaping prefix raises VaultPathError: a 400 (the app's error handler).
+        results = vault_text.search(
+            scope, vault, q, now=clock(), project=resolved, prefix=base, limit=limit, context_lines=context_lines, include_withdrawn=include_withdrawn
+        )
     return {
         "query": q,
         "prefix": prefix,
         "project": project,
-        "count": len(hits),
-        "results": [{**h.as_dict(), "state": state.get(h.path)} for h in hits],
+        "count": len(results),
+        "results": results,
     }
 
 

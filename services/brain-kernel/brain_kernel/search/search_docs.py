@@ -28,7 +28,7 @@ lines, the tokens it holds and its filename hits; files are ranked by
 upstream's score and path (code-point order, ``COLLATE "C"``) and only the
 ``limit`` best are built, with snippets from the few segments around their
 first three hit lines. With a project, only P's entries count, as in
-``vault_search.search_project``: whole files P alone holds, and in files
+``file_scan.search_project``: whole files P alone holds, and in files
 shared with other projects only the segments of P's own entries (context
 stops at any other line); P's segments are read from its entries, so the
 cost follows P's size, not the tokens'. Without a project, a query with a
@@ -1006,7 +1006,7 @@ def search(
     *,
     include_withdrawn: bool = False,
 ) -> list[Hit]:
-    """The best ``limit`` files for query ``q``, as ``vault_search.search_vault`` (or ``search_project``) ranks them.
+    """The best ``limit`` files for query ``q``, as ``file_scan.search_vault`` (or ``search_project``) ranks them.
 
     ``prefix``: without a project, a vault folder (or file) as the route
     resolves it ("" for the whole vault); with one, a prefix of entry paths,
