@@ -28,9 +28,9 @@ from tests.support.crash import Server, burst_and_kill, lesson_contents, retry_a
 
 pytestmark = pytest.mark.slow
 
-BURST = 300
+BURST = 150
 THREADS = 16
-KILL_AFTER = 100  # acknowledged writes before the SIGKILL
+KILL_AFTER = 50  # acknowledged writes before the SIGKILL
 ATTEMPTS = 3  # cycles tried until a kill lands while a write is inside the server
 
 
