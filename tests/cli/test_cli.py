@@ -80,6 +80,39 @@ def test_a_command_imports_its_own_module_and_no_other(args: list[str], loaded: 
     assert set(result.stdout.splitlines()[-1].split()) == loaded  # remote's client reads mcp's client file
 
 
+_HEAVY = """
+import sys
+from brain_cli.cli import main
+try:
+    main()
+except SystemExit as exc:
+    print("exit", exc.code)
+print(" ".join(sorted(m for m in ("brain_ops", "brain_mcp.server", "brain_mcp.remote", "brain_api", "brain_cli.runtime", "alembic") if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tick-drain", "--vault", "/no-such-vault"],
+        ["reindex", "--vault", "/no-such-vault"],
+        ["repair", "--dry-run", "--vault", "/no-such-vault"],
+        ["serve", "--port", "99999"],
+        ["mcp", "--http", "--port", "99999"],
+        ["mcp", "--remote", "ftp://kernel"],
+        ["migrate", "--to", "0001"],
+    ],
+)
+def test_a_bad_setting_fails_before_the_commands_own_modules_load(args: list[str], tmp_path: Path) -> None:
+    """A mistyped flag or setting costs the settings' check only, not the server's or the job's imports (ADR 0063)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BRAIN_", "DATABASE_URL", "POSTGRES_URL"))}
+    env.update({"BRAIN_ENV_FILE": "", "BRAIN_PORT": "eighty"} if args[0] == "migrate" else {"BRAIN_ENV_FILE": ""})
+    result = subprocess.run([sys.executable, "-c", _HEAVY, *args], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    exit_line, loaded = result.stdout.splitlines()[-2:]
+    assert exit_line == "exit 2", result.stderr
+    assert loaded == "", result.stderr
+
+
 def _run_brain(args: list[str], env_extra: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRAIN_", "DATABASE_URL", "POSTGRES_URL"))}
     env.update(env_extra)

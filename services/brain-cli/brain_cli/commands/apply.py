@@ -31,10 +31,11 @@ def apply(
 
     Example: brain apply --ai-output brain-feed/ticks/2026-11-29T12-00-00Z-ai-output.md --dry-run
     """
-    from brain_ops.keeper.apply import apply_ai_output
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.keeper.apply import apply_ai_output
+
     text = ai_output.read_text(encoding="utf-8")
 
     with job_session(settings) as (ready, session):

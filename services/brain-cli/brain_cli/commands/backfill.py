@@ -56,10 +56,11 @@ def backfill(
 
     Example: brain backfill --dry-run --audit /vault/raw/backfill/audit-dry.jsonl
     """
-    from brain_ops.backfill.run import run_backfill
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.backfill.run import run_backfill
+
     # docs/operations.md's flow audits to raw/backfill/ in the vault, a folder the scaffold does not make.
     with audit_and_plan(audit, dry_run=dry_run, make_folder=True) as (sink, show), job_session(settings) as (ready, session):
         summary = run_backfill(

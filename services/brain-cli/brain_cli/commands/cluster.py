@@ -60,9 +60,10 @@ def cluster(
 
     Example: brain extract --since 24h | brain cluster --out-dir ./vault
     """
+    settings = load_settings(database_url=database_url)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_ops.cluster import run_cluster
 
-    settings = load_settings(database_url=database_url)
     data = _read_bundle(bundle)
     target = out_dir or settings.vault
     progress = reporter("cluster")

@@ -31,10 +31,10 @@ def tick_drain(
 
     Example: brain tick-drain --vault /srv/vault
     """
-    from brain_ops.keeper.drain import drain
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.keeper.drain import drain
 
     with job_engine(settings) as (ready, engine):
         summary = drain(engine, store, ready, progress=reporter("tick-drain"))

@@ -25,10 +25,11 @@ def embed(
 
     Example: brain embed --prune
     """
+    settings = load_settings(database_url=database_url)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_kernel.search.embedders import embedder_for
     from brain_ops.embed import run_embed
 
-    settings = load_settings(database_url=database_url)
     with job_session(settings) as (ready, db):
         summary = run_embed(db, embedder_for(ready), force_all=force_all, prune=prune, force_dim=ready.embed_dim_force_migrate, progress=reporter("embed"))
     typer.echo(json.dumps(summary.as_dict()))

@@ -44,9 +44,10 @@ def extract(
 
     Example: brain extract --since 24h --min-turns 5 > bundle.json
     """
+    settings = load_settings(database_url=database_url)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_ops.extract import parse_when, run_extract
 
-    settings = load_settings(database_url=database_url)
     window = {"since": parse_when(since), "until": parse_when(until)}
     options = {"claude_dir": claude_dir, "codex_dir": codex_dir, "project": project, "min_turns": min_turns, "progress": reporter("extract")}
     if settings.database_url:

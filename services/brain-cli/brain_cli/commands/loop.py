@@ -44,8 +44,6 @@ def ops_loop(
 
     Example: brain ops-loop --vault /vault --tick-interval 3600 --drain-interval 30
     """
-    from brain_ops.loop import run_loop
-
     settings = load_settings(
         vault=vault,
         database_url=database_url,
@@ -54,6 +52,8 @@ def ops_loop(
         extract_hour=extract_hour,
     )
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.loop import run_loop
 
     progress = reporter("ops-loop")
     with job_engine(settings) as (ready, engine):

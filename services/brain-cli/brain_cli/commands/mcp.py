@@ -112,11 +112,12 @@ def mcp(
             raise ConfigError("--remote serves stdio only: run brain mcp --http on the kernel's host instead")
         if vault is not None or database_url is not None:
             raise ConfigError("--remote opens no vault or database: drop --vault and --database-url")
+        base, token, path = remote_kernel(url or "", client_file)
+        settings = load_settings(env_file=False)
+        # Once the URL, the client file and the settings hold (ADR 0063).
         from brain_mcp.remote import Remote
         from brain_mcp.server import run_remote
 
-        base, token, path = remote_kernel(url or "", client_file)
-        settings = load_settings(env_file=False)
         backend = Remote(base, token, token_source=str(path), settings=settings)
         try:
             run_remote(settings, backend)
@@ -125,10 +126,6 @@ def mcp(
         return
     if client_file is not None or url is not None:
         raise ConfigError("a URL and --client-file go with --remote: brain mcp --remote URL")
-    from brain_cli.runtime import open_database
-    from brain_kernel.vault_store import Vault
-    from brain_mcp.server import run
-
     # The per-user folder before the flags: a --vault given wins, and only the environment's choices are kept.
     settings = load_settings(env_file=False).in_user_data_dir().with_overrides(vault=vault, database_url=database_url)
     if http:
@@ -137,6 +134,11 @@ def mcp(
         # One rule for a port (Settings.port, 1..65535), as brain serve's: uvicorn would listen on 99999 modulo 65536.
         port = settings.with_overrides(port=port).port
         check_listen(host, port, "--port")
+    # Once the settings and the port hold: a bad one fails before these modules load (ADR 0063).
+    from brain_cli.runtime import open_database
+    from brain_kernel.vault_store import Vault
+    from brain_mcp.server import run
+
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
         run(ready, http=http, host=host, port=port)

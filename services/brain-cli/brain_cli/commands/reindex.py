@@ -28,10 +28,11 @@ def reindex(
 
     Example: BRAIN_VAULT=./vault brain reindex
     """
-    from brain_kernel.index.rebuild import rebuild
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_kernel.index.rebuild import rebuild
+
     with job_session(settings) as (_, session):
         summary = rebuild(session, store, progress=reporter("reindex"), key_ttl_seconds=settings.idempotency_ttl_seconds)
     typer.echo(json.dumps(summary.as_dict()))

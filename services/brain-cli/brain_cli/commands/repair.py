@@ -46,10 +46,11 @@ def repair(
 
     Example: brain repair --dry-run --audit repair-dry.jsonl
     """
-    from brain_ops.repair import run_repair
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.repair import run_repair
+
     with contextlib.ExitStack() as stack:
         sink, show = stack.enter_context(audit_and_plan(audit, dry_run=dry_run))
         db = None if dry_run else stack.enter_context(job_session(settings))[1]  # a dry run reads only the vault

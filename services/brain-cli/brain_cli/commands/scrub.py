@@ -39,10 +39,11 @@ def scrub(
 
     Example: brain scrub --dry-run --audit scrub-dry.jsonl
     """
-    from brain_ops.scrub import run_scrub
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.scrub import run_scrub
+
     with contextlib.ExitStack() as stack:
         sink, show = stack.enter_context(audit_and_plan(audit, dry_run=dry_run))
         db = None if dry_run else stack.enter_context(job_session(settings))[1]  # a dry run reads only the vault

@@ -26,9 +26,10 @@ def serve(
 
     Example: brain serve --port 8080 --vault ./vault
     """
+    settings = load_settings(host=host, port=port, vault=vault, database_url=database_url, workers=workers)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_cli.runtime import serve as run_server
 
-    settings = load_settings(host=host, port=port, vault=vault, database_url=database_url, workers=workers)
     run_server(settings)
 
 
@@ -44,12 +45,13 @@ def migrate(
 
     Example: DATABASE_URL=postgresql://brain@db/brain brain migrate
     """
+    settings = load_settings(database_url=database_url)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from alembic.util import CommandError
 
     from brain_cli.runtime import open_database
     from brain_migrations.runner import head_revision, migrate_to
 
-    settings = load_settings(database_url=database_url)
     if to is None:
         with open_database(settings, migrate=True):
             typer.echo(json.dumps({"migrated": True, "revision": head_revision()}))

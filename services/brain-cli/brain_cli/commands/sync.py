@@ -31,9 +31,10 @@ def sync(
 
     Example: brain sync --vault /srv/vault --remote origin
     """
+    settings = load_settings(vault=vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_ops.vault_sync import sync_vault
 
-    settings = load_settings(vault=vault)
     summary = sync_vault(open_vault(settings.vault), remote=remote or settings.sync_remote or "origin", dry_run=dry_run)
     typer.echo(json.dumps(summary.as_dict()))
     if not summary.ok:

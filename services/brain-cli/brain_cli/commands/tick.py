@@ -69,10 +69,10 @@ def tick(
         return
     if wait or url is not None:
         raise ConfigError("--wait and --url go with --remote: brain tick --remote --wait")
-    from brain_ops.keeper.drain import run_tick_and_warm
-
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_ops.keeper.drain import run_tick_and_warm
 
     progress = reporter("tick")
     with job_engine(settings) as (ready, engine):

@@ -43,11 +43,12 @@ def report(
 
     Example: brain trial report --since 30d
     """
+    settings = load_settings(database_url=database_url)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_kernel.trial.records import trial_config
     from brain_kernel.trial.report import Period, render_text, trial_report
     from brain_ops.extract import parse_when
 
-    settings = load_settings(database_url=database_url)
     current = Period.of(trial_config(settings))
     period = Period(
         current.control_percent if control_percent is None else control_percent,
@@ -72,10 +73,11 @@ def export(
 
     Example: brain trial export --since 30d --out injections.jsonl
     """
+    settings = load_settings(database_url=database_url)
+    # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_kernel.trial.records import export_jsonl
     from brain_ops.extract import parse_when
 
-    settings = load_settings(database_url=database_url)
     with job_session(settings) as (_, db):
         if out is None:
             count = export_jsonl(db, sys.stdout, since=parse_when(since))
