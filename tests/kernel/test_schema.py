@@ -12,7 +12,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from brain_kernel.db.engine import normalise_url
+from brain_kernel.db.engine import normalise_url, text_array
 from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_kernel.settings import Settings
 from brain_migrations.runner import alembic_config, current_revision, head_revision
@@ -100,3 +100,10 @@ def test_brain_migrate_to_an_older_revision_rolls_back_and_plain_migrate_returns
         engine.dispose()
     unknown = brain(settings, "migrate", "--to", "9999")
     assert unknown.exit_code == 2 and "cannot migrate to 9999" in unknown.stderr
+
+
+def test_an_array_literal_holds_any_text_as_bound(tx: Session) -> None:
+    values = ["plain", "a,comma", "{braces}", 'a "quote"', "back\\slash", "trailing\\", "", "NULL", " spaced ", "é ✓", "x" * 3000]
+    got = tx.connection().exec_driver_sql("SELECT %(a)s::text[]", {"a": text_array(values)}).scalar()
+    assert got == values
+    assert tx.connection().exec_driver_sql("SELECT cardinality(%(a)s::text[])", {"a": text_array([])}).scalar() == 0

@@ -6,7 +6,7 @@ session, services and repositories use it, and the entry point commits.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, create_engine, text
@@ -148,3 +148,14 @@ def restore_indexes(session: Session, ddl: list[str]) -> None:
         session.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
     for definition in ddl:
         session.execute(text(definition))
+
+
+def text_array(values: Iterable[str]) -> str:
+    """``values`` as one Postgres array literal, to bind where the statement casts it (``%(p)s::text[]``).
+
+    psycopg adapts a Python list element by element, about 3 µs each: 6 ms for
+    the 2,000 withdrawn ids a search binds, in every statement that names them,
+    against 0.8 ms for this one string (bench/bench_withdrawn.py). Each element
+    is quoted, so commas, braces, quotes and backslashes stay in it.
+    """
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"

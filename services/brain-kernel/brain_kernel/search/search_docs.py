@@ -82,7 +82,7 @@ from brain_core.textsearch import (
 from brain_core.vault.layout import LOG_KINDS, is_tombstone, kind_of_path
 from brain_core.vault.logs import split_log
 from brain_core.vault.records import entry_line_spans
-from brain_kernel.db.engine import defer_indexes, restore_indexes
+from brain_kernel.db.engine import defer_indexes, restore_indexes, text_array
 from brain_kernel.db.models import Entry
 from brain_kernel.feed.feed_repo import escape_like, key_owned_sql, member
 from brain_kernel.index.filestats import walk
@@ -735,7 +735,8 @@ def _token_tests(wanted: list[str], params: dict[str, Any]) -> tuple[list[str], 
 def _live(params: Mapping[str, Any], segments: bool = True) -> str:
     """SQL conjuncts (`` AND ...``) leaving out the withdrawn: files (``d``, ``s``) and, of segments, log entries.
 
-    The sets are the search's one read of the withdrawn rows, bound as arrays and unnested into a
+    The sets are the search's one read of the withdrawn rows, bound as array literals
+    (``text_array``: a list costs psycopg per element, in every statement) and unnested into a
     hashed subplan: a bound ``<> ALL`` list costs the planner per element (thousands of ids cost more
     than the search), and a subquery over ``entries`` would read the rows again in every statement and
     in every file the walk tests. Empty when nothing is withdrawn: the statements are the ones they were.
@@ -1020,9 +1021,9 @@ def search(
     params: dict[str, Any] = {"limit": limit, "common": {}}  # common: read by ``_bounds``, not by the statements
     hidden = NOTHING if include_withdrawn else withdrawn(session)
     if hidden.files:
-        params["gone_files"] = sorted(hidden.files)
+        params["gone_files"] = text_array(sorted(hidden.files))
     if hidden.entries:
-        params["gone_ids"] = hidden.entry_ids
+        params["gone_ids"] = text_array(hidden.entry_ids)
     codes = index_codes(session) if any(len(token) < 3 for token in wanted) else None
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token
