@@ -82,4 +82,4 @@ def test_a_lesson_with_one_word_changed_keeps_its_own_line_beside_folded_rewordi
     for sentence in (sentence for pair in MINIMAL_PAIRS for sentence in pair):
         assert [line for line in lines if sentence in line and "recorded" not in line], sentence
     block = client.get("/feed", params={"project": "acme/web", "format": "markdown"}).text
-    assert "(recorded 2 times)" not in block and "(recorded 5 times)" in block
+    assert "(recorded 2 times)" not in block and "(recorded 5 times)" in block, (block, lines, embedded)
