@@ -185,3 +185,50 @@ def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_
     assert rows[1]["repo"] == "org1/api" and all(r["entry_ids"] == [] for r in rows[:4])
     assert json.loads(rows[0]["text_served"]) == found and rows[3]["text_served"] == block["markdown"]
     assert rows[4]["entry_ids"] == answers.served_ids(wide) and rows[4]["text_served"] is None
+
+
+def test_a_read_naming_no_project_takes_the_arm_of_the_folder_the_server_runs_in(settings: Settings) -> None:
+    settings = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
+    kernel = tools.Kernel.open(settings)
+    try:
+        _lesson(kernel, "The api cache must be warmed before the load test.")
+        _cluster_id, word = _plant(settings)
+    finally:
+        kernel.close()
+    answers_of: dict[str | None, dict[str, Any]] = {}
+    for folder in ("org1/api", "nobody/elsewhere", None):  # the repository's, one the kernel never saw, none (ADR 0066)
+        in_folder = tools.Kernel.open(settings, folder=folder)
+        try:
+            answers_of[folder] = tools.kb_search(in_folder, word)
+        finally:
+            in_folder.close()
+    assert answers_of["org1/api"]["count"] == 0 and answers_of["org1/api"]["note"] == NO_MEMORY
+    assert answers_of["nobody/elsewhere"]["count"] > 0 and answers_of[None]["count"] > 0  # unassignable: answered as usual
+    rows = _pulls(settings.database_url or "")
+    assert [(r["arm"], r["project"], r["repo"]) for r in rows] == [(CONTROL, "api", "org1/api"), (UNASSIGNABLE, None, None), (UNASSIGNABLE, None, None)]
+
+
+def test_a_remote_read_sends_its_folder_and_the_kernel_assigns_it(settings: Settings) -> None:
+    from brain_mcp.remote import Remote
+    from tests.support.harness import serve_brain
+    from tests.support.servers import stop
+
+    served = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
+    kernel = tools.Kernel.open(served)
+    try:
+        _lesson(kernel, "The api cache must be warmed before the load test.")
+        _cluster_id, word = _plant(served)
+    finally:
+        kernel.close()
+    proc, base = serve_brain(served, workers=1)
+    in_repo, elsewhere = Remote(base, None, folder="org1/api"), Remote(base, None, folder="not a project!")
+    try:
+        withheld = in_repo.kb_search(word, 10, True, True, 0.0, None)
+        usual = elsewhere.kb_search(word, 10, True, True, 0.0, None)  # a folder the kernel cannot name: a hint ignored, no refusal
+    finally:
+        in_repo.close()
+        elsewhere.close()
+        stop(proc, 15)
+    assert withheld["count"] == 0 and withheld["note"] == NO_MEMORY and usual["count"] > 0
+    rows = _pulls(served.database_url or "")
+    assert [(r["arm"], r["project"], r["repo"]) for r in rows] == [(CONTROL, "api", "org1/api"), (UNASSIGNABLE, None, None)]

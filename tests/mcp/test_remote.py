@@ -262,3 +262,30 @@ def test_the_token_is_sent_a_refused_one_is_the_tools_error_and_so_is_a_kernel_s
     for key in ("stopped", "stopped_search"):
         failed, down, structured = answers[key]
         assert failed and structured is None and down["error"].startswith("kernel unavailable"), down
+
+
+def test_a_remote_server_started_in_a_worktree_reads_by_its_repositorys_arm(settings: Settings, tmp_path: Path, repo: Path) -> None:
+    """A read naming no project and no session takes the arm of the repository the agent started the server in (ADR 0066)."""
+    from tests.support.gitrepo import add_worktree
+
+    control = settings.with_overrides(trial_control_percent=100, trial_salt="pepper-0123456789")  # every assignable read is control
+    _cluster_id, word = _plant(control)
+    worktree = add_worktree(repo, tmp_path / "wt" / "api-feature", "feature")
+    (tmp_path / "plain").mkdir()
+    proc, base = serve_brain(control, workers=1)
+    env = _client_env(tmp_path, base)
+    found: dict[str, Any] = {}
+
+    async def session(cwd: Path) -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "brain_cli", "mcp", "--remote"], env=env, cwd=str(cwd))
+        with (tmp_path / f"mcp-{cwd.name}.err").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=30) as client:
+                found[cwd.name] = (await _answer(client, "kb_search", {"query": word}))[1]
+
+    try:
+        anyio.run(session, worktree)
+        anyio.run(session, tmp_path / "plain")  # no repository: the read is unassignable and answered as usual
+    finally:
+        stop(proc, 15)
+    assert found["api-feature"]["count"] == 0 and found["api-feature"]["note"] == "No memory is shown in this answer.", found
+    assert found["plain"]["count"] > 0 and "note" not in found["plain"]

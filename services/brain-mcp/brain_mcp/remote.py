@@ -123,8 +123,10 @@ class Remote:
         token_source: str = "the client file",
         settings: Any = None,
         transport: httpx.BaseTransport | None = None,
+        folder: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.folder = folder  # the project of the folder this server runs in: sent with each pull (ADR 0066)
         self.token_source = token_source
         self.settings = settings  # brain_kernel.settings.Settings: the LLM kb_brief asks, if any
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -218,6 +220,8 @@ class Remote:
             "text": text if text is not None else to_json(answer),
             "withheld_text": str(hidden.get("markdown")) if text is not None else to_json(hidden),
         }
+        if self.folder:  # a kernel before ADR 0066 ignores the field
+            body["folder"] = self.folder
         try:
             return bool(self.json_of("POST", "/pulls", self.send("POST", "/pulls", json=body)).get("withheld"))
         except Refused as exc:

@@ -335,15 +335,19 @@ def http_app(server: MCPServer, settings: Settings, *, host: str = DEFAULT_HOST)
     return BearerAuth(Transports(streamable, sse), settings.token_entries)
 
 
-def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve until stdin closes (stdio) or the process is stopped (HTTP, with uvicorn)."""
+def run(settings: Settings, *, http: bool = False, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, folder: str | None = None) -> None:
+    """Serve until stdin closes (stdio) or the process is stopped (HTTP, with uvicorn).
+
+    ``folder``: the project of the folder a stdio server was started in (the agent's repository), which assigns a
+    read's trial arm when the read names no project and no session the kernel knows (ADR 0066).
+    """
     # Plain log lines on stderr, set before the SDK's own setup (which then leaves them): stdout carries
     # the protocol alone over stdio, and there stderr is the agent's log, so warnings only.
     level: LogLevel = "INFO" if http else "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from brain_mcp.tools import Kernel
 
-    kernel = Kernel.open(settings)
+    kernel = Kernel.open(settings, folder=None if http else folder)  # an HTTP server serves every folder's agents
     try:
         server = build_server(settings, kernel=kernel, log_level=level)
         if http:

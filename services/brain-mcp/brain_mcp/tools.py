@@ -108,9 +108,10 @@ class Kernel:
     locator: TranscriptLocator
     clock: Clock = utc_now
     llm_transport: httpx.BaseTransport | None = None
+    folder: str | None = None  # the project of the folder a stdio server runs in: a read's arm when nothing else says (ADR 0066)
 
     @classmethod
-    def open(cls, settings: Settings, *, clock: Clock = utc_now, llm_transport: httpx.BaseTransport | None = None) -> Kernel:
+    def open(cls, settings: Settings, *, clock: Clock = utc_now, llm_transport: httpx.BaseTransport | None = None, folder: str | None = None) -> Kernel:
         """The kernel of ``settings``, whose ``database_url`` must answer (the CLI opens and migrates it)."""
         if not settings.database_url:
             raise ConfigError("brain mcp needs a database: set DATABASE_URL or let brain mcp start the embedded one")
@@ -126,6 +127,7 @@ class Kernel:
             locator=TranscriptLocator(settings.resolved_claude_dir, settings.resolved_codex_dir),
             clock=clock,
             llm_transport=llm_transport,
+            folder=folder,
         )
 
     def close(self) -> None:
@@ -181,7 +183,7 @@ def _within(reach: Scope, scope: tuple[str, str | None] | None) -> list[tuple[st
 
 def _pull(k: Kernel, db: Session, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None) -> records.Pull:
     """The read's arm (``brain_kernel.trial.records.pull_of``)."""
-    return records.pull_of(db, k.settings, reach, about, session_id)
+    return records.pull_of(db, k.settings, reach, about, session_id, folder=k.folder)
 
 
 def _record_pull(k: Kernel, pull: records.Pull, text: str, entry_ids: list[str], *, cut: bool = False) -> None:

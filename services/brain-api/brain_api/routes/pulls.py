@@ -33,6 +33,12 @@ class PullIn(BaseModel):
 
     session_id: StrictStr | None = Field(None, min_length=1, max_length=300, description="The session asking, when the tool call named it.")
     project: StrictStr | None = Field(None, max_length=300, description="Short key or owner/name slug the read was about, if any.")
+    folder: StrictStr | None = Field(
+        None,
+        max_length=300,
+        description="The project of the folder the MCP server runs in (an owner/name slug): the read's arm when it names no project and no "
+        "session the kernel knows (ADR 0066). A hint: unknown, ambiguous or out of scope, it is ignored.",
+    )
     entry_ids: list[StrictStr] = Field(default_factory=list, max_length=MAX_ENTRY_IDS, description="The entries the answer shows.")
     text: StrictStr = Field(..., max_length=MAX_TEXT_CHARS, description="The answer as served with memory (its JSON, or a block's markdown).")
     withheld_text: StrictStr = Field(..., max_length=MAX_TEXT_CHARS, description="The answer a control project reads instead.")
@@ -53,7 +59,7 @@ def post_pull(body: PullIn, db: ReadSessionDep, settings: SettingsDep, principal
     if body.project is not None and body.project.strip():
         found = reach.check(body.project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)
         about = (found.key, found.repo) if found.status == EXACT else None
-    pull = records.pull_of(db, settings, reach, about, body.session_id)
+    pull = records.pull_of(db, settings, reach, about, body.session_id, folder=body.folder)
     served = records.Served(body.withheld_text, ()) if pull.withheld else records.Served(body.text, tuple(body.entry_ids))
     records.record_pull(uow, pull, served)
     return {"arm": pull.assignment.arm, "withheld": pull.withheld}

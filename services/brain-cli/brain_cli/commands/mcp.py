@@ -37,6 +37,14 @@ def read_client_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def folder_project() -> str | None:
+    """The project of the folder this server was started in, by git (an agent starts it in its repository; ADR 0066)."""
+    from brain_cli.hook.identity import local_identity
+
+    found = local_identity(str(Path.cwd()))
+    return found.get("repo") or found.get("project")
+
+
 def remote_kernel(remote: str, client_file: Path | None) -> tuple[str, str | None, Path]:
     """(URL, token, client file) of ``--remote``: the URL given, else the client file's; the client file's token, sent only to its own URL."""
     path = (client_file or default_client_file()).expanduser()
@@ -118,7 +126,7 @@ def mcp(
         from brain_mcp.remote import Remote
         from brain_mcp.server import run_remote
 
-        backend = Remote(base, token, token_source=str(path), settings=settings)
+        backend = Remote(base, token, token_source=str(path), settings=settings, folder=folder_project())
         try:
             run_remote(settings, backend)
         finally:
@@ -141,4 +149,4 @@ def mcp(
 
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
-        run(ready, http=http, host=host, port=port)
+        run(ready, http=http, host=host, port=port, folder=None if http else folder_project())

@@ -24,11 +24,13 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from brain_core.keys import InvalidKey
 from brain_core.trial import CONTROL, Assignment, TrialConfig, assign
 from brain_kernel import event_counts
 from brain_kernel.db.models import Injection
+from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.identity.sessions import get_session
-from brain_kernel.scope import Scope
+from brain_kernel.scope import OutOfScope, Scope
 from brain_kernel.settings import Settings
 
 log = logging.getLogger("brain.trial")
@@ -113,17 +115,34 @@ class Pull:
         return self.assignment.arm == CONTROL
 
 
-def pull_of(db: Session, settings: Settings, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None) -> Pull:
+def pull_of(
+    db: Session, settings: Settings, reach: Scope, about: tuple[str | None, str | None] | None, session_id: str | None, *, folder: str | None = None
+) -> Pull:
     """An MCP read's arm (ADR 0061): by the reading session's stored project when the call names a session the kernel
     knows (and the scope reads), else by the project the read is about (``about``; a scope bound to one project: that
-    one), else by the session id alone, else unassignable (answered as usual), as ``arm_of`` assigns."""
+    one), else by ``folder``, the project of the folder the stdio server runs in (ADR 0066), else by the session id
+    alone, else unassignable (answered as usual), as ``arm_of`` assigns."""
     key, repo = about if about is not None else (None, None)
     if key is None and reach.restricted and len(reach.members) == 1:
         key, repo = reach.members[0].key, reach.members[0].repo
+    if key is None and folder:
+        key, repo = folder_project(reach, folder) or (None, None)
     row = get_session(db, session_id) if session_id else None
     if row is not None and row.project and reach.allows_ref(row.project, row.repo):
         key, repo = row.project, row.repo
     return Pull(session_id, key, repo, arm_of(settings, repo=repo, project=key, session_id=session_id))
+
+
+def folder_project(reach: Scope, folder: str) -> tuple[str, str | None] | None:
+    """The project a folder's reference names, when the kernel knows it as one and the scope reads it; else None.
+
+    A hint, never a refusal: a folder outside the scope, unknown or ambiguous only leaves the read unassigned.
+    """
+    try:
+        found = reach.check(folder)
+    except (OutOfScope, InvalidKey, AmbiguousProject):
+        return None
+    return (found.key, found.repo) if found.status == EXACT else None
 
 
 def record_pull(uow: Callable[[], AbstractContextManager[Session]], pull: Pull, served: Served) -> None:
