@@ -276,16 +276,21 @@ def test_a_remote_server_started_in_a_worktree_reads_by_its_repositorys_arm(sett
     env = _client_env(tmp_path, base)
     found: dict[str, Any] = {}
 
-    async def session(cwd: Path) -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "brain_cli", "mcp", "--remote"], env=env, cwd=str(cwd))
-        with (tmp_path / f"mcp-{cwd.name}.err").open("w") as errlog:
+    async def session(label: str, cwd: Path, project_dir: Path | None = None) -> None:
+        agent_env = {k: v for k, v in env.items() if k != "CLAUDE_PROJECT_DIR"}  # the suite may itself run under an agent
+        if project_dir is not None:
+            agent_env["CLAUDE_PROJECT_DIR"] = str(project_dir)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "brain_cli", "mcp", "--remote"], env=agent_env, cwd=str(cwd))
+        with (tmp_path / f"mcp-{label}.err").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=30) as client:
-                found[cwd.name] = (await _answer(client, "kb_search", {"query": word}))[1]
+                found[label] = (await _answer(client, "kb_search", {"query": word}))[1]
 
     try:
-        anyio.run(session, worktree)
-        anyio.run(session, tmp_path / "plain")  # no repository: the read is unassignable and answered as usual
+        anyio.run(session, "worktree", worktree)
+        anyio.run(session, "plain", tmp_path / "plain")  # no repository: the read is unassignable and answered as usual
+        anyio.run(session, "named", tmp_path / "plain", worktree)  # started elsewhere, the project named by Claude Code's variable
     finally:
         stop(proc, 15)
-    assert found["api-feature"]["count"] == 0 and found["api-feature"]["note"] == "No memory is shown in this answer.", found
+    assert found["worktree"]["count"] == 0 and found["worktree"]["note"] == "No memory is shown in this answer.", found
     assert found["plain"]["count"] > 0 and "note" not in found["plain"]
+    assert found["named"]["count"] == 0 and found["named"]["note"] == "No memory is shown in this answer."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,11 @@ def read_client_file(path: Path) -> dict[str, Any]:
 
 
 def folder_project() -> str | None:
-    """The project of the folder this server was started in, by git (an agent starts it in its repository; ADR 0066)."""
+    """The project of the folder this server serves, by git (ADR 0066): ``CLAUDE_PROJECT_DIR`` when the agent sets it
+    (Claude Code names the session's project to the servers it starts), else the folder it was started in."""
     from brain_cli.hook.identity import local_identity
 
-    found = local_identity(str(Path.cwd()))
+    found = local_identity(os.environ.get("CLAUDE_PROJECT_DIR") or str(Path.cwd()))
     return found.get("repo") or found.get("project")
 
 
