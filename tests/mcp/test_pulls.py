@@ -49,6 +49,21 @@ def _lesson(kernel: tools.Kernel, content: str) -> str:
     return str(written["entry_id"])
 
 
+def _control_with_memory(settings: Settings, *, session: bool = False) -> tuple[Settings, str, str]:
+    """Settings with every assignable read in control, and org1/api's lesson and arc planted (its session ``s-api`` too,
+    when asked): (settings, the arc's cluster id, the word that finds it)."""
+    control = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
+    kernel = tools.Kernel.open(control)
+    try:
+        _lesson(kernel, "The api cache must be warmed before the load test.")
+        cluster_id, word = _plant(control)
+        if session:
+            _session(kernel, "s-api", "api", "org1/api")
+    finally:
+        kernel.close()
+    return control, cluster_id, word
+
+
 def test_every_memory_read_is_a_pull_with_what_it_served_and_no_trial_changes_no_answer(settings: Settings) -> None:
     settings = settings.with_overrides(trial_salt=SALT)  # a salt, no percentage: every project is treated
     kernel = tools.Kernel.open(settings)
@@ -157,14 +172,7 @@ def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_
     from tests.support.harness import serve_brain
     from tests.support.servers import stop
 
-    served = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
-    kernel = tools.Kernel.open(served)
-    try:
-        _lesson(kernel, "The api cache must be warmed before the load test.")
-        cluster_id, word = _plant(served)
-        _session(kernel, "s-api", "api", "org1/api")
-    finally:
-        kernel.close()
+    served, cluster_id, word = _control_with_memory(settings, session=True)
     proc, base = serve_brain(served, workers=1)
     remote = Remote(base, None)
     try:
@@ -188,13 +196,7 @@ def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_
 
 
 def test_a_read_naming_no_project_takes_the_arm_of_the_folder_the_server_runs_in(settings: Settings) -> None:
-    settings = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
-    kernel = tools.Kernel.open(settings)
-    try:
-        _lesson(kernel, "The api cache must be warmed before the load test.")
-        _cluster_id, word = _plant(settings)
-    finally:
-        kernel.close()
+    settings, _cluster_id, word = _control_with_memory(settings)
     answers_of: dict[str | None, dict[str, Any]] = {}
     for folder in ("org1/api", "nobody/elsewhere", None):  # the repository's, one the kernel never saw, none (ADR 0066)
         in_folder = tools.Kernel.open(settings, folder=folder)
@@ -213,13 +215,7 @@ def test_a_remote_read_sends_its_folder_and_the_kernel_assigns_it(settings: Sett
     from tests.support.harness import serve_brain
     from tests.support.servers import stop
 
-    served = settings.with_overrides(trial_control_percent=100, trial_salt=SALT)
-    kernel = tools.Kernel.open(served)
-    try:
-        _lesson(kernel, "The api cache must be warmed before the load test.")
-        _cluster_id, word = _plant(served)
-    finally:
-        kernel.close()
+    served, _cluster_id, word = _control_with_memory(settings)
     proc, base = serve_brain(served, workers=1)
     in_repo, elsewhere = Remote(base, None, folder="org1/api"), Remote(base, None, folder="not a project!")
     try:
