@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     user_home: Path = Field(default_factory=Path.home, validation_alias=AliasChoices("BRAIN_USER_HOME", "HOME"))
     # The base of the per-user data folder ``brain mcp`` keeps its vault and database in (ADR 0041).
     data_home: Path | None = Field(None, validation_alias=AliasChoices("XDG_DATA_HOME"))
+    # The project folder an agent names to the stdio MCP servers it starts (Claude Code sets it); ``brain mcp``
+    # takes a read's trial arm from its repository when the read names none (ADR 0066).
+    agent_project_dir: Path | None = Field(None, validation_alias=AliasChoices("CLAUDE_PROJECT_DIR"))
     catalog_path: Path | None = Field(None, validation_alias=AliasChoices("BRAIN_CATALOG"))
     layout_patterns: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_LAYOUT_PATTERNS),

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from brain_cli.common import DatabaseOption, load_settings, operator_errors
 from brain_cli.hook.kernel import config_dir
 from brain_kernel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from brain_kernel.settings import Settings
 
 CLIENT_FILE = "client.json"
 
@@ -38,12 +40,12 @@ def read_client_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def folder_project() -> str | None:
+def folder_project(settings: Settings) -> str | None:
     """The project of the folder this server serves, by git (ADR 0066): ``CLAUDE_PROJECT_DIR`` when the agent sets it
     (Claude Code names the session's project to the servers it starts), else the folder it was started in."""
     from brain_cli.hook.identity import local_identity
 
-    found = local_identity(os.environ.get("CLAUDE_PROJECT_DIR") or str(Path.cwd()))
+    found = local_identity(str(settings.agent_project_dir or Path.cwd()))
     return found.get("repo") or found.get("project")
 
 
@@ -128,7 +130,7 @@ def mcp(
         from brain_mcp.remote import Remote
         from brain_mcp.server import run_remote
 
-        backend = Remote(base, token, token_source=str(path), settings=settings, folder=folder_project())
+        backend = Remote(base, token, token_source=str(path), settings=settings, folder=folder_project(settings))
         try:
             run_remote(settings, backend)
         finally:
@@ -151,4 +153,4 @@ def mcp(
 
     Vault(settings.vault).scaffold()
     with open_database(settings, migrate=True) as ready:
-        run(ready, http=http, host=host, port=port, folder=None if http else folder_project())
+        run(ready, http=http, host=host, port=port, folder=None if http else folder_project(ready))
