@@ -44,6 +44,7 @@ CHART_MANAGED = {
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
     "XDG_DATA_HOME",  # where `brain mcp` keeps its data on a developer's machine (ADR 0041): nothing for a pod
     "BRAIN_TOKEN",  # the client commands' token on an operator's machine: nothing for a pod
+    "CLAUDE_PROJECT_DIR",  # set by Claude Code for a stdio `brain mcp` (ADR 0066): nothing for a pod
 }  # fmt: skip
 
 
