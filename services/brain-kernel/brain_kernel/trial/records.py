@@ -125,11 +125,11 @@ def pull_of(
     key, repo = about if about is not None else (None, None)
     if key is None and reach.restricted and len(reach.members) == 1:
         key, repo = reach.members[0].key, reach.members[0].repo
-    if key is None and folder:
-        key, repo = folder_project(reach, folder) or (None, None)
     row = get_session(db, session_id) if session_id else None
     if row is not None and row.project and reach.allows_ref(row.project, row.repo):
         key, repo = row.project, row.repo
+    elif key is None and folder:  # looked up only when nothing else names the project
+        key, repo = folder_project(reach, folder) or (None, None)
     return Pull(session_id, key, repo, arm_of(settings, repo=repo, project=key, session_id=session_id))
 
 
