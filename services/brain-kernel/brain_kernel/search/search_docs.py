@@ -1020,10 +1020,11 @@ def search(
         return []
     params: dict[str, Any] = {"limit": limit, "common": {}}  # common: read by ``_bounds``, not by the statements
     hidden = NOTHING if include_withdrawn else withdrawn(session)
+    gone = hidden.entry_ids
     if hidden.files:
         params["gone_files"] = text_array(sorted(hidden.files))
-    if hidden.entries:
-        params["gone_ids"] = text_array(hidden.entry_ids)
+    if gone:
+        params["gone_ids"] = text_array(gone)
     codes = index_codes(session) if any(len(token) < 3 for token in wanted) else None
     for i, token in enumerate(wanted):
         params[f"t{i}"] = token
@@ -1057,7 +1058,7 @@ def search(
     by_codes = only is not None and sum(_estimates(conn, wanted, params)) < ONLY_BY_CODES
     sql = _statement(wanted, params, project is not None, "under" in params, member_sql, by_project=by_project, only=only is not None, by_codes=by_codes)
     ranked = conn.exec_driver_sql(sql, params).mappings().all()
-    return _hits(session, wanted, ranked, context_lines, project, frozenset(hidden.entry_ids))
+    return _hits(session, wanted, ranked, context_lines, project, frozenset(gone))
 
 
 def _hits(

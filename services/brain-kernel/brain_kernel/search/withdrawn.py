@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from brain_core.curation import WITHDRAWN
+from brain_core.curation import WITHDRAWN, state_of
 from brain_core.entries import entry_id
 from brain_core.textsearch import lines_of
 from brain_core.vault.layout import kind_of_path
 from brain_core.vault.records import entry_line_spans
-from brain_kernel.curation.states import now_text
 
 # ``status IN (...)`` as written, so the partial index ``ix_entries_withdrawn`` (revision 0022) answers it:
 # a read of the withdrawn rows only, whatever the size of the index.
@@ -79,14 +78,5 @@ def states(session: Session, paths: Iterable[str], now: dt.datetime) -> dict[str
     ids = {entry_id(kind, path): path for path in paths if (kind := kind_of_path(path)) in ONE_ENTRY_KINDS}
     if not ids:
         return {}
-    moment = now_text(now)
-    out = {}
-    for found, status, valid_until in session.execute(text(_FILE_STATES), {"ids": sorted(ids)}):
-        path = ids[found]
-        if status in WITHDRAWN:
-            out[path] = status
-        elif valid_until is not None and valid_until <= moment:
-            out[path] = "expired"
-        else:
-            out[path] = "live"
-    return out
+    rows = session.execute(text(_FILE_STATES), {"ids": sorted(ids)})
+    return {ids[found]: state_of(status, {"valid_until": valid_until}, now) for found, status, valid_until in rows}
