@@ -19,12 +19,12 @@ from brain_kernel.identity.resolver import clear_git_caches
 from brain_kernel.index.changes import SyncSummary
 from brain_kernel.index.entries import ReindexSummary, entry_rows
 from brain_kernel.log_format import JsonFormatter
+from brain_kernel.search.embed_run import EmbedSummary
 from brain_kernel.search.words import WordsDumper
 from brain_kernel.settings import child_environment
 from brain_mcp.answers import Feed, Ingest, KbBrief, KbSearch, SearchHit, Tick
 from brain_ops.amygdala_watch import AmygdalaSummary
 from brain_ops.backfill.summary import BackfillSummary
-from brain_ops.embed import EmbedSummary
 from brain_ops.keeper.tick import TickSummary
 from brain_ops.scrub import ScrubSummary
 from brain_ops.vault_sync import GitInit, GitSyncSummary

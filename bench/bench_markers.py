@@ -17,7 +17,13 @@ working tree does; every answer must name the folder's project.
 ``--compare`` runs both kinds on one server, alternating batches (``--rounds``
 of each), and prints the medians and the ratio.
 
+``--embed-follow SECONDS`` sets the server's embed follower (ADR 0067; 0 turns
+it off): run it with 0 and 1 alternately to see what embedding in the API
+costs the writes. With it on, the run also prints ``searchable_s``, the time
+from the last answer until no lesson waits for its vector.
+
 Run: .venv/bin/python -m bench.bench_markers [--lessons 3000] [--concurrency 32] [--workers 4] [--cwd-only | --compare [--rounds 3]]
+     [--embed-follow SECONDS]
 """
 
 from __future__ import annotations
@@ -154,6 +160,22 @@ def check(settings: Settings, database_url: str, run_id: str, bodies: list[dict]
     }
 
 
+def _searchable_after(database_url: str, timeout: float = 600.0) -> float | None:
+    """Seconds until no entry waits for its vector (the server's followers embedding what was posted), None past ``timeout``."""
+    engine = create_engine(normalise_url(database_url))
+    started = time.perf_counter()
+    try:
+        with engine.connect() as conn:
+            while time.perf_counter() - started < timeout:
+                if not conn.execute(text("SELECT count(*) FROM entries WHERE embed_pending")).scalar_one():
+                    return round(time.perf_counter() - started, 2)
+                conn.rollback()
+                time.sleep(0.1)
+    finally:
+        engine.dispose()
+    return None
+
+
 def run(args: argparse.Namespace, database_url: str, tmp: Path) -> list[dict]:
     """One server; each batch of ``--lessons`` in its mode (alternating with ``--compare``), then every batch checked."""
     modes = (
@@ -161,9 +183,11 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> list[dict]:
     )
     folders = build_folders(tmp / "home", args.projects) if "cwd-only" in modes else []
     expected_project = dict(folders)
-    settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=database_url)
+    follow = {} if args.embed_follow is None else {"embed_follow_seconds": args.embed_follow}
+    settings = Settings.explicit(vault=tmp / "vault", home=tmp / ".brain", user_home=tmp / "home", database_url=database_url, **follow)
     proc, base = start_server(settings, args.workers)
     batches = []
+    searchable_s = None
     try:
         warm_id = uuid.uuid4().hex[:8]
         warm = [{"type": "lesson", "content": f"warm-up {warm_id} {n}", "attrs": {"project": "bench"}} for n in range(100)]
@@ -173,6 +197,8 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> list[dict]:
             bodies = lesson_bodies(args, run_id, folders, mode == "cwd-only")
             wall, latencies, responses = asyncio.run(post_all(base, bodies, args.concurrency))
             batches.append((mode, run_id, bodies, wall, latencies, responses))
+        if settings.embed_follow_seconds > 0:
+            searchable_s = _searchable_after(database_url)
     finally:
         stop(proc)
     results = []
@@ -188,6 +214,8 @@ def run(args: argparse.Namespace, database_url: str, tmp: Path) -> list[dict]:
                 "p50_ms": round(pct(latencies, 50), 1),
                 "p95_ms": round(pct(latencies, 95), 1),
                 "p99_ms": round(pct(latencies, 99), 1),
+                "embed_follow_s": settings.embed_follow_seconds,
+                "searchable_s": searchable_s,
                 **check(settings, database_url, run_id, bodies, responses, expected_project),
             }
         )
@@ -203,6 +231,7 @@ def main() -> None:
     parser.add_argument("--cwd-only", action="store_true", help="lessons carry only attrs.cwd (a folder of a real repository), no project")
     parser.add_argument("--compare", action="store_true", help="alternate batches naming the project and cwd-only batches on one server")
     parser.add_argument("--rounds", type=int, default=3, help="with --compare: batches of each mode")
+    parser.add_argument("--embed-follow", type=float, default=None, help="the server's BRAIN_EMBED_FOLLOW_SECONDS (0: off; default: the setting's)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-markers-") as tmp_name, fresh_database("bench-markers") as url:
         tmp = Path(tmp_name)

@@ -230,8 +230,8 @@ def drain_job(ctx: JobContext) -> dict[str, Any]:
 
 def embed_job(ctx: JobContext) -> dict[str, Any]:
     """``brain embed --prune``: only new and changed entries; chunks of entries gone are dropped."""
+    from brain_kernel.search.embed_run import run_embed
     from brain_kernel.search.embedders import embedder_for
-    from brain_ops.embed import run_embed
 
     with unit_of_work(session_factory(ctx.engine)) as session:
         summary = run_embed(session, embedder_for(ctx.settings), prune=True, force_dim=ctx.settings.embed_dim_force_migrate)

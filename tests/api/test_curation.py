@@ -267,8 +267,8 @@ def test_concurrent_retractions_of_one_entry_record_it_once(served) -> None:
 
 @pytest.mark.own_database  # the vector column takes the offline model's width
 def test_search_leaves_out_a_superseded_or_retracted_entry_and_marks_an_expired_one(client, settings: Settings, db: Session) -> None:
+    from brain_kernel.search.embed_run import run_embed
     from brain_kernel.search.embedders import embedder_for
-    from brain_ops.embed import run_embed
 
     old = _post(client, "lesson", "Retry the deploy three times before paging the on-call.", repo="acme/api")
     new = _post(client, "lesson", "Never retry a deploy: roll back and page the on-call.", repo="acme/api", supersedes=old["entry_id"])

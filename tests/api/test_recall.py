@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 from brain_api.app import create_app
 from brain_core.trial import seed_of
 from brain_kernel.db.engine import normalise_url
+from brain_kernel.search.embed_run import run_embed
 from brain_kernel.search.embedders import embedder_for
-from brain_ops.embed import run_embed
 from tests.support.harness import make_settings
 
 SALT = "pepper-0123456789"

@@ -11,8 +11,8 @@ from typing import Any
 from brain_core.jsonable import SORTED_KEYS, JobSummary, json_object, to_json
 from brain_core.textsearch import Hit
 from brain_kernel.index.entries import ReindexSummary
+from brain_kernel.search.embed_run import EmbedSummary
 from brain_ops.backfill.run import BackfillSummary
-from brain_ops.embed import EmbedSummary
 from brain_ops.scrub import ScrubSummary
 
 

@@ -1,7 +1,7 @@
 """What the search index lags (``brain_kernel.search.pending``): counted by project and scope, cleared by embedding.
 
 Entries are written through the index's upsert, as every writer's rows are;
-the embed run (``brain_ops.embed.run_embed``) uses a deterministic
+the embed run (``brain_kernel.search.embed_run.run_embed``) uses a deterministic
 embedder of the index column's width (what is embedded is counted here, not
 what it means). The count is read from the partial index of pending rows,
 so its plan is checked as well as its figures.
@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 from brain_core.entries import EntryRecord
 from brain_kernel.index.entries import touch_project, upsert_entries
 from brain_kernel.search import embeddings
+from brain_kernel.search.embed_run import run_embed
 from brain_kernel.search.embedders import OFFLINE_DIM
 from brain_kernel.search.pending import mark_embedded, pending, pending_entries
-from brain_ops.embed import run_embed
 from tests.support.records import lesson_record, merged_arc_record
 
 NOW = dt.datetime.now(dt.timezone.utc)

@@ -21,8 +21,8 @@ from brain_kernel.db.models import ContentEmbedding
 from brain_kernel.errors import ConfigError
 from brain_kernel.index.entries import touch_project, upsert_entries
 from brain_kernel.search import embeddings
+from brain_kernel.search.embed_run import run_embed
 from brain_kernel.search.embedders import OFFLINE_DIM, OfflineEmbedder
-from brain_ops.embed import run_embed
 from tests.support.records import lesson_record, merged_arc_record
 
 NOW = dt.datetime.now(dt.timezone.utc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from brain_kernel.search.follower import SearchFollower
+from brain_kernel.search.follower import Follower
 
 
 def test_paths_handed_over_during_a_pass_are_indexed_together_in_the_next() -> None:
@@ -17,7 +17,7 @@ def test_paths_handed_over_during_a_pass_are_indexed_together_in_the_next() -> N
             started.set()
             assert release.wait(5)
 
-    follower = SearchFollower(follow)
+    follower = Follower(follow)
     follower.notify("left/reference/lessons-2026-12-01.md")
     assert started.wait(5)
     assert not follower.flush(timeout=0.01)  # a pass is running: not yet
@@ -39,11 +39,11 @@ def test_a_failing_pass_is_logged_and_the_next_one_runs(caplog) -> None:
         if paths == ["bad.md"]:
             raise RuntimeError("database gone")
 
-    follower = SearchFollower(follow)
+    follower = Follower(follow)
     follower.notify("bad.md")
     assert follower.flush(timeout=5)
     follower.notify("good.md")
     assert follower.flush(timeout=5)
     follower.close()
     assert calls == [["bad.md"], ["good.md"]]
-    assert "search index not brought up to 1 file(s)" in caplog.text
+    assert "brain-search-follow: 1 path(s) not followed" in caplog.text

@@ -59,6 +59,8 @@ def make_settings(tmp_path: Path, database_url: str | None, **overrides: object)
         "user_home": tmp_path / "home",
         "claude_dir": tmp_path / "home" / ".claude" / "projects",
         "codex_dir": tmp_path / "home" / ".codex",
+        # Off unless a test is about it: a pass a moment after each marker would race what tests count as pending.
+        "embed_follow_seconds": 0,
     }
     values.update(overrides)
     (tmp_path / "home").mkdir(exist_ok=True)

@@ -27,12 +27,12 @@ from brain_core.progress import SILENT, Prefixed, Progress
 from brain_kernel.clock import utc_now
 from brain_kernel.db.engine import read_session_factory, session_factory, unit_of_work
 from brain_kernel.feed.answers import warm
+from brain_kernel.search.embed_run import TICK_LOCK_WAIT_S, embed_pending
 from brain_kernel.search.pending import pending
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.tick_queue import TickJob
 from brain_kernel.vault_store import Vault
-from brain_ops.embed import embed_pending
 from brain_ops.keeper.events import publish_tick
 from brain_ops.keeper.tick import TickSummary, run_tick
 
@@ -72,7 +72,7 @@ def run_tick_and_warm(
     source: str = "brain-cli",
 ) -> TickSummary:
     """One keeper tick in its own transaction, then (unless a dry run) the active projects' feed answers stored
-    and the entries the search index lags embedded (``brain_ops.embed.embed_pending``, in its own transaction).
+    and the entries the search index lags embedded (``brain_kernel.search.embed_run.embed_pending``, in its own transaction).
 
     Its health (timing, outcome, arcs scanned, the keeper's stats) is recorded
     in ``tick_runs`` afterwards, in a short transaction of its own, whether the
@@ -116,7 +116,7 @@ def run_tick_and_warm(
             # Never raises: a failure is reported, retried next tick. Before the feed answers are stored, since a
             # lesson's vector groups it with its repeats in the feed (ADR 0048), which no entry column shows.
             progress.say("embedding the entries written since the last tick")
-            summary.embeddings = embed_pending(engine, settings, waiting=waiting, progress=progress)
+            summary.embeddings = embed_pending(engine, settings, waiting=waiting, lock_wait_s=TICK_LOCK_WAIT_S, progress=progress)
             progress.say("storing the project feed answers")
             with read_session_factory(engine)() as session:
                 summary.feed_answers = warm(session, summary.active_projects, vault_root=str(vault.root), now=now or utc_now())

@@ -173,7 +173,7 @@ class TickSummary(JobSummary):
     skipped: list[str] = field(default_factory=list)
     index: dict[str, Any] = field(default_factory=dict)
     feed_answers: dict[str, int] = field(default_factory=dict)  # ``brain tick`` fills it after the commit (project_feeds.warm)
-    embeddings: dict[str, Any] = field(default_factory=dict)  # the embed step after the commit (``brain_ops.embed.embed_pending``)
+    embeddings: dict[str, Any] = field(default_factory=dict)  # the embed step after the commit (``brain_kernel.search.embed_run.embed_pending``)
     notes: list[str] = field(default_factory=list)
 
 

@@ -30,8 +30,9 @@ from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.marker_service import search_follow
 from brain_kernel.release import version
 from brain_kernel.scope import OutOfScope, ProjectRequired
+from brain_kernel.search.embed_run import embed_follow
 from brain_kernel.search.embedders import embedder_for
-from brain_kernel.search.follower import SearchFollower
+from brain_kernel.search.follower import Follower
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault, VaultPathError
 
@@ -81,8 +82,9 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
             except DBAPIError as exc:  # the database is down: it answers 503 per request, pins as last written
                 log.warning("catalog pins not refreshed: %s", str(exc.orig or exc).splitlines()[0])
         yield
-        if app.state.search_follower is not None:
-            app.state.search_follower.close()
+        for follower in (app.state.search_follower, app.state.embed_follower):
+            if follower is not None:
+                follower.close()
         if app.state.engine is not None:
             app.state.engine.dispose()
         http_client.close()  # the process's LLM and embeddings clients: a worker stopped by a signal runs no atexit
@@ -97,7 +99,13 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     app.state.engine = make_engine(settings.database_url) if settings.database_url else None
     app.state.session_factory = session_factory(app.state.engine) if app.state.engine is not None else None
     app.state.read_session_factory = read_session_factory(app.state.engine) if app.state.engine is not None else None
-    app.state.search_follower = SearchFollower(search_follow(app.state.session_factory, app.state.vault)) if app.state.session_factory is not None else None
+    app.state.search_follower = Follower(search_follow(app.state.session_factory, app.state.vault)) if app.state.session_factory is not None else None
+    # Markers embedded a moment after they are written, off the request, with the embedder searches use (ADR 0067).
+    app.state.embed_follower = (
+        Follower(embed_follow(app.state.engine, settings, app.state.embedder), interval=settings.embed_follow_seconds, drain=False, name="brain-embed-follow")
+        if app.state.engine is not None and settings.embed_follow_seconds > 0
+        else None
+    )
 
     @app.exception_handler(VaultPathError)
     async def _vault_path(request: Request, exc: VaultPathError) -> JSONResponse:

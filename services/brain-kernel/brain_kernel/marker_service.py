@@ -288,7 +288,7 @@ def search_follow(factory: sessionmaker[Session], vault: Vault) -> Callable[[lis
 
     Not in a marker's transaction: every marker to one day's log takes that
     log's document row, so holding it through each marker's commit queued them
-    all. The API hands paths to a ``search_follow.SearchFollower`` (one pass for
+    all. The API hands paths to a ``search.follower.Follower`` (one pass for
     a burst); the document is read again under its row, so a pass indexes
     whatever was appended before it.
     """

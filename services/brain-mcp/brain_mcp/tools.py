@@ -58,7 +58,9 @@ from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.ingest import service as ingest
 from brain_kernel.scope import Scope
 from brain_kernel.search import embeddings, vault_text
+from brain_kernel.search.embed_run import embed_follow
 from brain_kernel.search.embedders import Embedder, EmbedderError, embedder_for
+from brain_kernel.search.follower import Follower
 from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.ticks.llm import LLMError, chat_completion
@@ -109,6 +111,7 @@ class Kernel:
     clock: Clock = utc_now
     llm_transport: httpx.BaseTransport | None = None
     folder: str | None = None  # the project of the folder a stdio server runs in: a read's arm when nothing else says (ADR 0066)
+    embed_follower: Follower | None = None  # its markers embedded a moment after they are written (ADR 0067)
 
     @classmethod
     def open(cls, settings: Settings, *, clock: Clock = utc_now, llm_transport: httpx.BaseTransport | None = None, folder: str | None = None) -> Kernel:
@@ -117,13 +120,16 @@ class Kernel:
             raise ConfigError("brain mcp needs a database: set DATABASE_URL or let brain mcp start the embedded one")
         # A small pool: agents often run one stdio server per session, each holding its idle connections.
         engine = make_engine(settings.database_url, pool_size=2)
+        embedder = embedder_for(settings)  # the offline model loads on first use
+        follow = settings.embed_follow_seconds
         return cls(
             settings=settings,
             vault=Vault(settings.vault),
             engine=engine,
             sessions=session_factory(engine),
             reads=read_session_factory(engine),
-            embedder=embedder_for(settings),  # the offline model loads on first use
+            embedder=embedder,
+            embed_follower=Follower(embed_follow(engine, settings, embedder), interval=follow, drain=False, name="brain-embed-follow") if follow > 0 else None,
             locator=TranscriptLocator(settings.resolved_claude_dir, settings.resolved_codex_dir),
             clock=clock,
             llm_transport=llm_transport,
@@ -131,7 +137,9 @@ class Kernel:
         )
 
     def close(self) -> None:
-        """Close the engine's connections."""
+        """Stop the embed follower (what it has not begun is left to the tick), then close the engine's connections."""
+        if self.embed_follower is not None:
+            self.embed_follower.close()
         self.engine.dispose()
 
 
@@ -442,6 +450,8 @@ def brain_marker(k: Kernel, type: str, content: str, attrs: Any = None, *, princ
     except OSError as exc:  # the reservation stays pending: a retry finds whatever reached the vault
         return {"error": f"vault write failed: {exc.strerror or exc}"}
     marker_service.follow_marker(k.sessions, k.vault, outcome)  # the search index, after the commit
+    if k.embed_follower is not None and marker_service.written_path(outcome):
+        k.embed_follower.notify("marker")
     return outcome.body
 
 

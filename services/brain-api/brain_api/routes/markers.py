@@ -10,7 +10,8 @@ the original response with ``idempotent_replay: true`` (and
 client's outbox is never wedged. The answer adds ``project``. The work is
 ``brain_kernel.marker_service.post_marker`` inside the request's transaction,
 opened and committed on the handler's own thread; the search index follows
-the file after the commit, off the request (``brain_kernel.search.follower``).
+the file after the commit, off the request (``brain_kernel.search.follower``),
+and the entry is embedded a moment later (ADR 0067).
 """
 
 from __future__ import annotations
@@ -102,4 +103,6 @@ def post_marker(
     path = marker_service.written_path(outcome)
     if path and request.app.state.search_follower is not None:  # indexed for search after the commit, off this request
         request.app.state.search_follower.notify(path)
+    if path and request.app.state.embed_follower is not None:  # and embedded a moment later (ADR 0067)
+        request.app.state.embed_follower.notify(path)
     return JSONResponse(outcome.body, status_code=outcome.status_code)

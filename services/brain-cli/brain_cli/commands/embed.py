@@ -1,4 +1,4 @@
-"""``brain embed``: the index's entries into the search index, only what changed (``brain_ops.embed``)."""
+"""``brain embed``: the index's entries into the search index, only what changed (``brain_kernel.search.embed_run``)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def embed(
     """
     settings = load_settings(database_url=database_url)
     # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
+    from brain_kernel.search.embed_run import run_embed
     from brain_kernel.search.embedders import embedder_for
-    from brain_ops.embed import run_embed
 
     with job_session(settings) as (ready, db):
         summary = run_embed(db, embedder_for(ready), force_all=force_all, prune=prune, force_dim=ready.embed_dim_force_migrate, progress=reporter("embed"))

@@ -128,6 +128,23 @@ def store(
     session.connection().exec_driver_sql(_STORE, params)
 
 
+_TOUCH = (
+    "INSERT INTO feed_changes (scope, xid) SELECT DISTINCT s, pg_current_xact_id()::text::bigint "
+    "FROM entries e CROSS JOIN LATERAL unnest(e.projects) AS s WHERE e.id = ANY(%(ids)s) ON CONFLICT DO NOTHING"
+)
+
+
+def touch(session: Session, entry_ids: Iterable[str]) -> None:
+    """Log a change of these entries' projects that no column of theirs shows, so their stored answers go.
+
+    A lesson's new vector groups it with its repeats (ADR 0048), and only the
+    search index holds it: the triggers that log row changes do not see it.
+    """
+    ids = sorted(set(entry_ids))
+    if ids:
+        session.connection().exec_driver_sql(_TOUCH, {"ids": ids})
+
+
 def collect(session: Session) -> int:
     """Advance the horizon, drop snapshots it makes unreachable and the change log below it.
 

@@ -1,22 +1,26 @@
-"""``brain embed``: the index's arcs, lessons, decisions and signals into the search index, with their projects.
+"""Embedding runs: the index's arcs, lessons, decisions and signals into the search index, with their projects.
 
 Every embeddable entry (``brain_core.chunks.entry_doc``) is compared with
 what the search index holds by content hash, in the database (not a state
 file in the vault): only new and changed entries are embedded again, so a
-rerun embeds nothing. ``--prune`` drops the chunks of entries the index no
-longer holds (merged arcs, deleted files); ``--force-all`` re-embeds
-everything. Never commits: the command does, once.
+rerun embeds nothing. ``brain embed`` runs it over every entry; ``--prune``
+drops the chunks of entries the index no longer holds (merged arcs, deleted
+files); ``--force-all`` re-embeds everything. Never commits: the caller does,
+once.
 
-Every tick ends with ``embed_pending``: the same run over only the entries
-the pending index lists (``brain_kernel.search.pending``), in a transaction
-of its own after the tick's, so a lesson posted before a tick is searchable
-after it with no separate job, and an embeddings endpoint that is down
-leaves the tick done and the entries pending for the next one (ADR 0046).
+``embed_pending`` is the same run over only the entries the pending index
+lists (``brain_kernel.search.pending``), in a transaction of its own: every
+tick ends with it (ADR 0046), and a process that writes markers runs it
+a moment after each burst (``embed_follow``, ADR 0067), so a lesson is
+searchable within seconds, and an embeddings endpoint that is down leaves the
+write done and the entries pending for the next pass.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +31,7 @@ from brain_core.chunks import EMBEDDED_KINDS, PRODUCERS, EmbeddingDoc, entry_doc
 from brain_core.jsonable import SORTED_KEYS, JobSummary
 from brain_core.progress import SILENT, Progress
 from brain_kernel.db.engine import read_session_factory, session_factory, unit_of_work
+from brain_kernel.feed import snapshots
 from brain_kernel.feed.feed_repo import entries_of_kinds
 from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import Embedder, embedder_for
@@ -37,8 +42,18 @@ BATCH = 256
 # Entries one tick embeds at most; the rest wait for the next tick. The offline model embedded 1,027 chunks in
 # 56 to 137 s on two busy cores: about a minute or two per tick at most, not hours behind a new index.
 TICK_EMBED_LIMIT = 1_000
+# Entries one follower pass embeds at most (about half a second with the offline model); it goes on while more wait.
+FOLLOW_LIMIT = 100
+# Passes in a row a follower finds the lock held before it leaves its entries to the next write or tick.
+FOLLOW_SKIPS = 120
+# How long the tick waits for a run another process holds (a follower's pass takes well under a second; a
+# ``brain embed`` over everything takes minutes, and then the tick leaves it the work).
+TICK_LOCK_WAIT_S = 30.0
 # One embed run at a time: two would replace the same keys' chunks together (and embed them twice).
 _EMBED_LOCK = 0x0A6B3130
+_LOCK_POLL_S = 0.05
+
+log = logging.getLogger("brain.embed")
 
 
 @dataclass
@@ -109,6 +124,9 @@ def run_embed(
     summary.embedded = len(todo)
     for doc in todo:
         summary.by_kind[doc.kind] = summary.by_kind.get(doc.kind, 0) + 1
+    # A lesson's vector groups it with its repeats in its project's feed (ADR 0048): the stored answers go.
+    embedded_lessons = {(d.producer, d.key) for d in todo if d.kind == "lesson"}
+    snapshots.touch(session, [entry_id for entry_id, doc in looked if (doc.producer, doc.key) in embedded_lessons])
     # Every entry looked at is held now, by its key (two entries of one key: the index holds one of them, as before).
     mark_embedded(session, [(entry_id, doc.content_hash) for entry_id, doc in looked])
     if prune:
@@ -125,6 +143,20 @@ def _width_changes(session: Session, embedder: Embedder) -> bool:
     return current is not None and current != embedder.dim and embeddings.count_chunks(session) > 0
 
 
+def _take_lock(session: Session, wait_s: float) -> bool:
+    """The embed lock for this transaction, waiting up to ``wait_s`` seconds for another run to finish.
+
+    Polled rather than waited on with ``lock_timeout``: a timed-out wait aborts
+    the transaction, and the caller still counts the pending rows in it.
+    """
+    deadline = time.monotonic() + wait_s
+    while not session.execute(text("SELECT pg_try_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK}).scalar_one():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_LOCK_POLL_S)
+    return True
+
+
 def embed_pending(
     engine: Engine,
     settings: Settings,
@@ -132,22 +164,24 @@ def embed_pending(
     waiting: int | None = None,
     limit: int | None = TICK_EMBED_LIMIT,
     embedder: Embedder | None = None,
+    lock_wait_s: float = 0.0,
     progress: Progress = SILENT,
 ) -> dict[str, Any]:
-    """The tick's embed step: the pending entries embedded in a transaction of their own; never raises.
+    """The pending entries embedded in a transaction of their own (the tick's step, a follower's pass); never raises.
 
     ``waiting``: the pending count the caller read in its own transaction;
     0 skips the step's connection (a tick over an unchanged vault pays only
-    that count). ``limit``: at most that many entries per tick, newest first
-    (``TICK_EMBED_LIMIT``), so a backlog (a new index, a long outage) is
-    worked off over several ticks instead of holding one for hours.
+    that count). ``limit``: at most that many entries per run, newest first
+    (``TICK_EMBED_LIMIT`` for a tick), so a backlog (a new index, a long
+    outage) is worked off over several runs instead of holding one for hours.
 
     Returns what the tick summary reports: ``ok``, ``embedded`` and
     ``unchanged`` entries, ``chunks``, ``pending`` (entries still waiting:
     written meanwhile, or all of them when the step failed), ``ms``, and on
     failure ``error`` (the endpoint down, a dimension refused): the tick
     stands, and the next one retries. While another run holds the lock
-    (``brain embed``, a tick beside this one) the step leaves it the work.
+    (``brain embed``, a tick or a follower beside this one) the step waits
+    ``lock_wait_s`` for it, then leaves it the work (``skipped``).
     """
     started = time.perf_counter()
     report: dict[str, Any] = {"ok": True}
@@ -155,7 +189,7 @@ def embed_pending(
         return {**report, "embedded": 0, "unchanged": 0, "chunks": 0, "pending": 0, "ms": round((time.perf_counter() - started) * 1000, 1)}
     try:
         with unit_of_work(session_factory(engine)) as session:
-            if not session.execute(text("SELECT pg_try_advisory_xact_lock(:id)"), {"id": _EMBED_LOCK}).scalar_one():
+            if not _take_lock(session, lock_wait_s):
                 report["skipped"] = "another embed run holds the lock"
             else:
                 done = run_embed(
@@ -168,7 +202,7 @@ def embed_pending(
                 )
                 report.update(embedded=done.embedded, unchanged=done.unchanged, chunks=done.chunks)
             report["pending"] = pending(session)  # in the same transaction: a connection costs more than the count
-    except Exception as exc:  # the tick has committed; the entries stay pending and the next tick retries them
+    except Exception as exc:  # the writes have committed; the entries stay pending and the next run retries them
         report = {"ok": False, "error": f"{type(exc).__name__}: {exc}".replace("\n", " ")}
         progress.say(f"embedding failed, retried next tick: {report['error']}")
         try:
@@ -179,3 +213,29 @@ def embed_pending(
             progress.say(f"could not count the pending entries: {type(count_exc).__name__}: {count_exc}")
     report["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return report
+
+
+def embed_follow(engine: Engine, settings: Settings, embedder: Embedder) -> Callable[[list[str]], bool]:
+    """A follower's pass (``brain_kernel.search.follower``): the pending entries embedded, ``FOLLOW_LIMIT`` at a time.
+
+    Returns whether another pass should follow: more are pending than one
+    pass takes, or another run held the lock (it may have read the pending
+    rows before this process's write committed). A failure (the endpoint
+    down) is logged once a pass and left to the next write or tick (ADR 0067).
+    """
+
+    skips = 0
+
+    def follow(_: list[str]) -> bool:
+        nonlocal skips
+        report = embed_pending(engine, settings, limit=FOLLOW_LIMIT, embedder=embedder)
+        if not report["ok"]:
+            log.warning("entries left pending for the next write or tick: %s", report["error"])
+            return False
+        if "skipped" in report:  # a long run (``brain embed``) is tried again a while, then left to the tick
+            skips += 1
+            return skips <= FOLLOW_SKIPS
+        skips = 0
+        return bool(report["pending"]) and report["embedded"] + report["unchanged"] > 0
+
+    return follow

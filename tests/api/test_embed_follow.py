@@ -1,0 +1,117 @@
+"""Markers are embedded a moment after they are written, by the process that wrote them: no tick, no job (ADR 0067).
+
+Real pieces: the app over ASGI (``POST /marker``, ``POST /search``,
+``GET /feed``) and the in-process MCP kernel, each with its embed follower,
+the shipped offline model, and a second database connection holding the
+embed lock as a ``brain embed`` run beside them would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
+
+from brain_api.app import create_app
+from brain_kernel.db.engine import make_engine
+from brain_kernel.search import embed_run
+from brain_kernel.search.embed_run import embed_follow, embed_pending
+from brain_kernel.search.embedders import embedder_for
+from brain_kernel.search.pending import pending
+from brain_kernel.settings import Settings
+from brain_mcp import tools
+
+LESSON = "Pin the payments sandbox to API version 2024-06: the newer one renames refund_id and breaks the webhook parser."
+REWORDINGS = [
+    "Freeze time in auth tests; a moving clock makes them flake.",
+    "Flaky auth tests: the clock advances mid-test. Fix by pinning the clock.",
+    "Pin the clock in the auth tests, otherwise they flake as time moves on.",
+]
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    made = make_engine(settings.database_url or "", pooled=False)
+    yield made
+    made.dispose()
+
+
+def _following(settings: Settings) -> Settings:
+    return settings.model_copy(update={"embed_follow_seconds": 0.05})
+
+
+def _post(client: Any, content: str) -> None:
+    response = client.post("/marker", json={"type": "lesson", "content": content, "attrs": {"repo": "acme/pay"}})
+    assert response.status_code == 201, response.text
+
+
+def _lesson_lines(client: Any) -> list[str]:
+    feed = client.get("/feed", params={"project": "acme/pay"}).json()
+    return [line for e in feed["entries"] if e["id"] == "lessons" for line in e["content"].splitlines()]
+
+
+@pytest.mark.own_database  # the vector column takes the offline model's width
+def test_a_posted_lesson_is_searchable_a_moment_later_with_no_tick(settings: Settings, db: Session) -> None:
+    with TestClient(create_app(_following(settings))) as client:
+        _post(client, LESSON)
+        assert client.app.state.embed_follower.flush(timeout=60)
+        answer = client.post("/search", json={"query": "refund_id webhook parser", "project": "acme/pay", "limit": 3}).json()
+        assert answer["pending"] == 0 and answer["results"], answer
+        assert answer["results"][0]["text_preview"].startswith(LESSON[:40]) and answer["results"][0]["scores"]["words"] is not None
+        assert pending(db) == 0
+        for content in REWORDINGS:  # a burst: its lessons embedded, and the feed groups them, with no tick
+            _post(client, content)
+        assert client.app.state.embed_follower.flush(timeout=60)
+        assert [line for line in _lesson_lines(client) if line.endswith("(recorded 3 times)")], _lesson_lines(client)
+    assert pending(db) == 0
+
+
+@pytest.mark.own_database
+def test_a_stored_feed_answer_goes_when_its_lessons_are_embedded(client: Any, settings: Settings, engine: Engine) -> None:
+    for content in REWORDINGS:
+        _post(client, content)
+    assert len(_lesson_lines(client)) == 3  # stored, before any vector exists
+    report = embed_pending(engine, settings)  # no tick, so no feed answer is stored again after it
+    assert report["ok"] and report["embedded"] == 3, report
+    [line] = _lesson_lines(client)
+    assert line.endswith("(recorded 3 times)")
+
+
+@pytest.mark.own_database
+def test_a_marker_posted_through_the_mcp_kernel_is_searchable_a_moment_later(settings: Settings) -> None:
+    k = tools.Kernel.open(_following(settings))
+    try:
+        assert "error" not in tools.brain_marker(k, "lesson", LESSON, {"repo": "acme/pay"})
+        assert k.embed_follower is not None and k.embed_follower.flush(timeout=60)
+        found = tools.kb_search(k, "refund_id webhook parser", project="acme/pay", include_obsidian=False)
+        assert [r for r in found["results"] if r["source"] == "artifact"], found
+    finally:
+        k.close()
+
+
+@pytest.mark.own_database
+def test_a_pass_that_finds_the_lock_held_asks_again_and_the_next_one_embeds(client: Any, settings: Settings, engine: Engine, db: Session) -> None:
+    _post(client, LESSON)
+    follow = embed_follow(engine, settings, embedder_for(settings))
+    with engine.connect() as other:  # a ``brain embed`` beside this process
+        other.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": embed_run._EMBED_LOCK})
+        assert follow([]) is True  # it may have read the pending rows before this write: try again
+        report = embed_pending(engine, settings, lock_wait_s=0.1)
+        assert report["skipped"] and report["pending"] == 1, report
+        other.rollback()
+    assert follow([]) is False  # embedded, nothing left
+    assert pending(db) == 0
+
+
+def test_a_follower_that_is_off_is_not_made(settings: Settings) -> None:
+    with TestClient(create_app(settings)) as client:
+        assert client.app.state.embed_follower is None  # the suite's default: 0 seconds
+    k = tools.Kernel.open(settings)
+    try:
+        assert k.embed_follower is None
+    finally:
+        k.close()
