@@ -42,8 +42,10 @@ BATCH = 256
 # Entries one tick embeds at most; the rest wait for the next tick. The offline model embedded 1,027 chunks in
 # 56 to 137 s on two busy cores: about a minute or two per tick at most, not hours behind a new index.
 TICK_EMBED_LIMIT = 1_000
-# Entries one follower pass embeds at most (about half a second with the offline model); it goes on while more wait.
-FOLLOW_LIMIT = 100
+# Entries one follower pass embeds at most (a Stop's burst; about 0.1 s with the offline model on a free core), so
+# the embed lock is held briefly; it goes on while more wait. 100 drained a burst faster for the same cost to the
+# writes (docs/performance.md).
+FOLLOW_LIMIT = 25
 # Passes in a row a follower finds the lock held before it leaves its entries to the next write or tick.
 FOLLOW_SKIPS = 120
 # How long the tick waits for a run another process holds (a follower's pass takes well under a second; a
