@@ -63,7 +63,7 @@ def test_the_summaries_print_their_keys_in_the_documented_order() -> None:
         *("scanned", "changed", "unchanged", "unresolved", "by_source", "by_outcome", "dry_run"),
         *("files_written", "markers", "index", "skipped"),
     ]
-    assert list(EmbedSummary().as_dict()) == ["entries", "embedded", "unchanged", "chunks", "pruned", "seconds", "by_kind", "chunks_per_s"]
+    assert list(EmbedSummary().as_dict()) == ["entries", "embedded", "relabelled", "unchanged", "chunks", "pruned", "seconds", "by_kind", "chunks_per_s"]
     hit = Hit(path="a.md", score=1, match_count=1, tokens_matched=1, tokens_total=1, filename_match=False, title="a")
     assert list(json_object(hit)) == ["path", "score", "match_count", "tokens_matched", "tokens_total", "filename_match", "snippets", "title"]
 
@@ -73,6 +73,7 @@ def test_an_embed_summary_rounds_its_seconds_and_adds_its_rate() -> None:
     assert summary.as_dict() == {
         "entries": 0,
         "embedded": 0,
+        "relabelled": 0,
         "unchanged": 0,
         "chunks": 10,
         "pruned": 0,

@@ -21,14 +21,19 @@ from sqlalchemy import select
 from sqlalchemy import text as sql
 from sqlalchemy.orm import Session
 
+from brain_core.chunks import EMBEDDED_KINDS, entry_doc
 from brain_core.identity import ProjectIdentity
 from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry
 from brain_kernel.feed import answers
+from brain_kernel.feed.feed_repo import entries_of_kinds
 from brain_kernel.identity.sessions import record_session
 from brain_kernel.index import filestats
 from brain_kernel.index.entries import entry_rows
 from brain_kernel.index.rebuild import rebuild
+from brain_kernel.search import embeddings
+from brain_kernel.search.embed_run import run_embed
+from brain_kernel.search.pending import pending
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from brain_ops.backfill import arcs as backfill_arcs
@@ -223,6 +228,44 @@ def test_each_mislabelled_arc_gets_its_real_project_and_nothing_else_changes(wor
     stats, known = filestats.stat_files(world.vault), filestats.load(db)
     assert all(known[rel].stat == stats[rel] for rel in known)
     db.rollback()
+
+
+class _OneVector:
+    """Every text at one unit vector (the template's width); counts the texts it embedded."""
+
+    name, dim = "one-vector", 256
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return [[1.0, *([0.0] * 255)] for _ in texts]
+
+
+def _misfiled_chunks(db: Session) -> list[str]:
+    """Keys whose first chunk is filed under other projects than its entry's row."""
+    wanted = {doc.key: (doc.project, list(doc.projects), doc.repo) for r in entries_of_kinds(db, EMBEDDED_KINDS) if (doc := entry_doc(r))}
+    held = {k: (p, list(ps), r) for k, p, ps, r in db.execute(sql("SELECT key, project, projects, repo FROM content_embeddings WHERE chunk_idx = 0"))}
+    return sorted(k for k in wanted if held.get(k) != wanted[k])
+
+
+def test_the_search_index_files_each_arc_under_its_new_project_with_no_new_vector(world: World, db: Session) -> None:
+    embedder = _OneVector()
+    first = run_embed(db, embedder)
+    db.commit()
+    assert first.embedded >= 9 and _misfiled_chunks(db) == []
+    _run(world, db)
+    db.commit()
+    moved = _misfiled_chunks(db)
+    assert len(moved) >= 8 and pending(db) == len(moved)  # every arc the backfill changed, and the lesson it retagged
+    embedded = embedder.texts
+    summary = run_embed(db, embedder, only_pending=True)  # the next tick's step (or a follower's pass)
+    db.commit()
+    assert (summary.relabelled, summary.embedded, embedder.texts) == (len(moved), 0, embedded)
+    assert _misfiled_chunks(db) == [] and pending(db) == 0
+    hits, _ = embeddings.search(db, [1.0, *([0.0] * 255)], project=("agentihub", "the-cloud-clockwork/agentihub"), limit=50)
+    assert "package" not in {h.metadata.get("project") for h in hits} and {h.metadata["project"] for h in hits} == {"agentihub"}
 
 
 def test_dry_run_writes_nothing_and_a_rerun_writes_nothing(world: World, db: Session, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,12 +4,16 @@
 characters or fewer is one chunk, longer content is split on blank lines and
 packed greedily, a paragraph longer than the limit is kept whole. Entries
 (arcs, lessons, decisions, signals) are embedded with their project on every
-chunk, so a project-filtered search is the feed's membership rule.
+chunk, so a project-filtered search is the feed's membership rule. An entry
+filed under other projects with the same text keeps its vectors: only its
+chunks' labels are rewritten (``labels``, ADR 0068).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +27,15 @@ ENTRY_TEXT_CHARS = 2000
 EMBEDDED_KINDS = ("arc", "lesson", "decision", "signal")
 # Upstream's producer for arcs is ``brain-arc`` (its MCP tools filter on it); the other kinds get one each.
 PRODUCERS = {"arc": "brain-arc", "lesson": "brain-lesson", "decision": "brain-decision", "signal": "brain-signal"}
+# Metadata a chunk's labels leave out: an arc's heat moves with every decay and a signal's status with every
+# mitigation; search reads neither from the chunk (withdrawn entries are left out by their rows, ADR 0064).
+_UNLABELLED = frozenset({"heat", "status"})
+
+
+def labels(project: str | None, projects: Iterable[str], repo: str | None, metadata: Mapping[str, Any]) -> str:
+    """What a chunk is filed and shown under, as one comparable text: its project columns and its metadata."""
+    shown = {k: v for k, v in metadata.items() if k not in _UNLABELLED}
+    return json.dumps([project, list(projects), repo, shown], sort_keys=True, ensure_ascii=False, default=str)
 
 
 def chunk_text(content: str, max_chars: int = CHUNK_CHARS) -> list[str]:
@@ -59,6 +72,16 @@ class EmbeddingDoc:
     def content_hash(self) -> str:
         """What decides whether the entry must be embedded again."""
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def labels(self) -> str:
+        """The projects and metadata its chunks must carry (``labels``): when only they change, no new vector."""
+        return labels(self.project, self.projects, self.repo, self.metadata)
+
+    @property
+    def index_hash(self) -> str:
+        """What the search index must hold for the entry, text and labels: an entry's ``embed_hash`` (ADR 0046)."""
+        return hashlib.sha256(f"{self.text}\0{self.labels}".encode()).hexdigest()
 
 
 def _heat_text(heat: float | None) -> str:

@@ -54,6 +54,7 @@ from brain_core.vault.records import (
     project_activity,
 )
 from brain_kernel.db.models import Entry, Project, SessionRow
+from brain_kernel.feed.feed_repo import entry_records
 from brain_kernel.identity.projects import known_projects
 
 COMPARED_COLUMNS = (
@@ -102,9 +103,10 @@ def _row(record: EntryRecord) -> dict[str, object]:
 
 
 def _embed_hash(record: EntryRecord) -> str | None:
-    """The hash of the text the search index embeds for the entry (None for kinds it does not embed): ADR 0046."""
+    """The hash of what the search index holds for the entry, its text and labels (None for kinds it does not
+    embed): ADR 0046, ADR 0068."""
     doc = entry_doc(record)
-    return doc.content_hash if doc is not None else None
+    return doc.index_hash if doc is not None else None
 
 
 def _plain(value: Any) -> Any:
@@ -348,9 +350,10 @@ _ATTRIBUTE_SESSION = text(
            metadata = metadata || '{"project_source": "session"}'::jsonb, updated_at = clock_timestamp()
      WHERE (metadata ->> 'session_id') = :sid AND project IS NULL AND cardinality(projects) = 0
        AND scope = 'project' AND kind IN ('lesson', 'milestone', 'decision', 'signal')
-    RETURNING occurred_at
+    RETURNING id, occurred_at
     """
 )
+_EMBED_HASHES = text("UPDATE entries e SET embed_hash = v.h FROM unnest(CAST(:ids AS text[]), CAST(:hashes AS varchar[])) AS v(id, h) WHERE e.id = v.id")
 
 
 def attribute_session(session: Session, session_id: str, key: str, repo: str | None) -> int:
@@ -358,10 +361,13 @@ def attribute_session(session: Session, session_id: str, key: str, repo: str | N
 
     The feed triggers log the change, so the stored answers these rows reach are invalidated.
     """
-    times = [t for (t,) in session.execute(_ATTRIBUTE_SESSION, {"sid": session_id, "project": key, "repo": repo})]
-    if times:
-        touch_project(session, key, repo, at=max((t for t in times if t is not None), default=None))
-    return len(times)
+    rows = session.execute(_ATTRIBUTE_SESSION, {"sid": session_id, "project": key, "repo": repo}).all()
+    if rows:
+        # Their chunks are filed under no project until the next embed run relabels them (ADR 0068).
+        moved = entry_records(session, Entry.id.in_([i for i, _ in rows]))
+        session.execute(_EMBED_HASHES, {"ids": [r.id for r in moved], "hashes": [_embed_hash(r) for r in moved]})
+        touch_project(session, key, repo, at=max((t for _, t in rows if t is not None), default=None))
+    return len(rows)
 
 
 def record_projects(session: Session, records: Iterable[EntryRecord]) -> int:

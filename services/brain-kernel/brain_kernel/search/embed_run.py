@@ -64,6 +64,7 @@ class EmbedSummary(JobSummary):
 
     entries: int = 0
     embedded: int = 0
+    relabelled: int = 0
     unchanged: int = 0
     chunks: int = 0
     pruned: int = 0
@@ -109,13 +110,18 @@ def run_embed(
     for doc in {(d.producer, d.key): d for d in docs}.values():
         by_producer.setdefault(doc.producer, []).append(doc)
     todo: list[EmbeddingDoc] = []
+    moved: list[EmbeddingDoc] = []  # the same text under other labels: a backfill, a merge, a move (ADR 0068)
     for producer, group in by_producer.items():
-        stored = {} if force_all else embeddings.stored_hashes(session, producer, [d.key for d in group])
+        stored = {} if force_all else embeddings.stored_state(session, producer, [d.key for d in group])
         for doc in group:
-            if stored.get(doc.key) == doc.content_hash:
-                summary.unchanged += 1
-            else:
+            held = stored.get(doc.key)
+            if held is None or held.content_hash != doc.content_hash or held.copies > 1:
                 todo.append(doc)
+            elif held.labels != doc.labels:
+                moved.append(doc)
+            else:
+                summary.unchanged += 1
+    summary.relabelled = embeddings.relabel(session, moved)
     if todo:  # the first batch settles the column's dimension before any bulk work
         summary.chunks += embeddings.store_docs(session, embedder, todo[:BATCH], force_dim=force_dim)
     if len(todo) > BATCH:  # bulk_load counts the table: not for a tick's few entries
@@ -130,7 +136,7 @@ def run_embed(
     embedded_lessons = {(d.producer, d.key) for d in todo if d.kind == "lesson"}
     snapshots.touch(session, [entry_id for entry_id, doc in looked if (doc.producer, doc.key) in embedded_lessons])
     # Every entry looked at is held now, by its key (two entries of one key: the index holds one of them, as before).
-    mark_embedded(session, [(entry_id, doc.content_hash) for entry_id, doc in looked])
+    mark_embedded(session, [(entry_id, doc.index_hash) for entry_id, doc in looked])
     if prune:
         for producer in PRODUCERS.values():
             keep = [d.key for d in by_producer.get(producer, [])]
@@ -188,7 +194,7 @@ def embed_pending(
     started = time.perf_counter()
     report: dict[str, Any] = {"ok": True}
     if waiting == 0:
-        return {**report, "embedded": 0, "unchanged": 0, "chunks": 0, "pending": 0, "ms": round((time.perf_counter() - started) * 1000, 1)}
+        return {**report, "embedded": 0, "relabelled": 0, "unchanged": 0, "chunks": 0, "pending": 0, "ms": round((time.perf_counter() - started) * 1000, 1)}
     try:
         with unit_of_work(session_factory(engine)) as session:
             if not _take_lock(session, lock_wait_s):
@@ -202,7 +208,7 @@ def embed_pending(
                     force_dim=settings.embed_dim_force_migrate,
                     progress=progress,
                 )
-                report.update(embedded=done.embedded, unchanged=done.unchanged, chunks=done.chunks)
+                report.update(embedded=done.embedded, relabelled=done.relabelled, unchanged=done.unchanged, chunks=done.chunks)
             report["pending"] = pending(session)  # in the same transaction: a connection costs more than the count
     except Exception as exc:  # the writes have committed; the entries stay pending and the next run retries them
         report = {"ok": False, "error": f"{type(exc).__name__}: {exc}".replace("\n", " ")}
@@ -238,6 +244,6 @@ def embed_follow(engine: Engine, settings: Settings, embedder: Embedder) -> Call
             skips += 1
             return skips <= FOLLOW_SKIPS
         skips = 0
-        return bool(report["pending"]) and report["embedded"] + report["unchanged"] > 0
+        return bool(report["pending"]) and report["embedded"] + report["relabelled"] + report["unchanged"] > 0
 
     return follow

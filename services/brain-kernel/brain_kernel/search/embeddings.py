@@ -29,6 +29,7 @@ project's chunks of a key (``store_docs(owner=...)``, ADR 0033).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,13 +38,13 @@ from typing import Any
 import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
-from sqlalchemy import cast, delete, func, literal, or_, select, text
-from sqlalchemy.dialects.postgresql import TSQUERY, distinct_on
+from sqlalchemy import Text, cast, delete, func, literal, or_, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY, distinct_on
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text
+from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text, labels
 from brain_core.curation import WITHDRAWN
 from brain_core.entries import entry_id
 from brain_core.identity import read_repo
@@ -107,13 +108,58 @@ def ensure_dimension(session: Session, dim: int, *, force: bool = False) -> None
 # -- writes ------------------------------------------------------------------------------------------
 
 
-def stored_hashes(session: Session, producer: str, keys: Sequence[str]) -> dict[str, str | None]:
-    """The content hash stored with each key's first chunk (to re-embed only what changed)."""
+# A few keys (a follower's pass, a tick's) are looked up by key; more are read in one scan of the producer's first
+# chunks, since a 100,000-key list passes no driver.
+_LOOKUP_KEYS = 1_000
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the search index holds for a key: its text's hash and its labels (``brain_core.chunks.labels``).
+
+    ``copies``: how many sets of chunks it has (a token bound to one project
+    may have stored its own, ADR 0033): only a single set is relabelled in place.
+    """
+
+    content_hash: str | None
+    labels: str
+    copies: int = 1
+
+
+def stored_state(session: Session, producer: str, keys: Sequence[str]) -> dict[str, Held]:
+    """What each key's first chunk holds (to re-embed only changed texts, and relabel only changed labels)."""
     if not keys:
         return {}
-    wanted = set(keys)  # one scan of the producer's first chunks: a 100,000-key IN list passes no driver
-    stmt = select(_TABLE.c.key, _TABLE.c.content_hash).where(_TABLE.c.producer == producer, _TABLE.c.chunk_idx == 0)
-    return {key: digest for key, digest in session.execute(stmt) if key in wanted}
+    t = _TABLE.c
+    stmt = select(t.key, t.content_hash, t.project, t.projects, t.repo, t["metadata"]).where(t.producer == producer, t.chunk_idx == 0)
+    wanted = set(keys)
+    if len(wanted) <= _LOOKUP_KEYS:
+        stmt = stmt.where(t.key == func.any(literal(sorted(wanted), ARRAY(Text))))
+    held: dict[str, Held] = {}
+    for r in session.execute(stmt):
+        if r.key in wanted:
+            before = held.get(r.key)
+            labelled = labels(r.project, r.projects or (), r.repo, r.metadata or {})
+            held[r.key] = Held(r.content_hash, labelled, before.copies + 1 if before is not None else 1)
+    return held
+
+
+_RELABEL = text(
+    "UPDATE content_embeddings SET project = :project, projects = CAST(:projects AS text[]), repo = :repo, "
+    "metadata = CAST(:metadata AS jsonb) WHERE producer = :producer AND key = :key"
+)
+
+
+def relabel(session: Session, docs: Sequence[EmbeddingDoc]) -> int:
+    """Rewrite the project columns and metadata of these keys' chunks, their vectors and words kept (ADR 0068)."""
+    if not docs:
+        return 0
+    params = [
+        {"producer": d.producer, "key": d.key, "project": d.project, "projects": list(d.projects), "repo": d.repo, "metadata": json.dumps(d.metadata)}
+        for d in docs
+    ]
+    session.execute(_RELABEL, params)
+    return len(docs)
 
 
 def store_docs(
