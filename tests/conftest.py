@@ -29,6 +29,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from brain_kernel.db.engine import normalise_url
+from brain_kernel.search.embedders import OFFLINE_DIM
+from brain_kernel.search.embeddings import ensure_dimension
 from brain_kernel.settings import Settings
 from brain_migrations.runner import upgrade_to_head
 from tests.support.harness import REPO_ROOT, ManualClock, PlantedImage, Served, admin_exec, cloned_database, db_url, make_settings, serve_brain
@@ -216,6 +218,9 @@ def database_url(request: pytest.FixtureRequest, shared_database: tuple[str, Eng
         conn.execution_options(isolation_level="AUTOCOMMIT")
         for statement in _RESET:
             conn.execute(text(statement))
+        # A test's embedder took the empty column's width: the template's (the offline model's) again, or what the
+        # next test finds depends on the order the workers took the modules in.
+        ensure_dimension(conn, OFFLINE_DIM)  # type: ignore[arg-type]  (a connection executes as a session does)
 
 
 @pytest.fixture(scope="module")
