@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from brain_core.arcs import ArcSession, build_plan, render_arc
@@ -43,6 +43,12 @@ def _holding_secrets(root: Path) -> dict[str, list[str]]:
 def _index_holding_secrets(db: Session) -> list[str]:
     rows = db.execute(select(Entry.vault_path, Entry.title, Entry.content)).all()
     return [path for path, title, content in rows if any(s in (title or "") or s in (content or "") for s in SECRETS)]
+
+
+def _chunks_holding_secrets(db: Session) -> list[str]:
+    """Search index chunks whose text (the preview a search answers with) holds a secret."""
+    rows = db.execute(text("SELECT key, text_preview FROM content_embeddings")).all()
+    return [key for key, preview in rows if any(s in preview for s in SECRETS)]
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -182,7 +188,7 @@ def test_brain_scrub_replaces_only_the_secret_spans_of_existing_arcs(tmp_path: P
     in_region = _plant(vault, "old-session-2", T0 - dt.timedelta(hours=8), LAST, FIRST, where="right/ideas", crlf=True)  # CRLF, unticked
     holding = _holding_secrets(settings.vault)
     assert {planted, in_region, "brain-feed/hot-arcs.md"} <= set(holding)
-    assert _index_holding_secrets(db)
+    assert _index_holding_secrets(db) and _chunks_holding_secrets(db)  # the tick embedded them as they were
     db.rollback()
     before = _snapshot(settings.vault)
     mtimes = {rel: vault.path(rel).stat().st_mtime_ns for rel in before}
@@ -226,6 +232,8 @@ def test_brain_scrub_replaces_only_the_secret_spans_of_existing_arcs(tmp_path: P
     assert all(set(e["kinds"]) <= {"assignment", "aws", "github"} for e in entries)
     assert not [s for s in SECRETS if s in audit.read_text()]
     assert _index_holding_secrets(db) == []
+    assert _chunks_holding_secrets(db) == []  # the scrub re-embedded what it changed: no search answers a secret
+    assert "search index:" in real.stderr, real.stderr
     db.rollback()
 
     rerun = brain(settings, "scrub")

@@ -173,9 +173,33 @@ def audit_and_plan(audit: Path | None, *, dry_run: bool, make_folder: bool = Fal
 
 
 @contextmanager
-def job_session(settings: Settings, *, migrate: bool = True) -> Iterator[tuple[Settings, Session]]:
-    """``job_engine`` with one unit of work: committed when the command's block succeeds."""
+def job_session(settings: Settings, *, migrate: bool = True, embed_after: bool = False) -> Iterator[tuple[Settings, Session]]:
+    """``job_engine`` with one unit of work: committed when the command's block succeeds.
+
+    ``embed_after``: then the search index is brought up to what the job
+    wrote, as a tick's embed step would (ADR 0068): a scrub's texts embedded
+    again, a backfill's or a merge's entries relabelled. A failure is a note on
+    stderr; the job stands and the next tick retries.
+    """
     from brain_kernel.db.engine import session_factory, unit_of_work
 
-    with job_engine(settings, migrate=migrate) as (ready, engine), unit_of_work(session_factory(engine)) as session:
-        yield ready, session
+    with job_engine(settings, migrate=migrate) as (ready, engine):
+        with unit_of_work(session_factory(engine)) as session:
+            yield ready, session
+        if embed_after:
+            _embed_written(engine, ready)
+
+
+def _embed_written(engine: Any, settings: Settings) -> None:
+    from brain_kernel.search.embed_run import TICK_LOCK_WAIT_S, embed_pending
+
+    report = embed_pending(engine, settings, lock_wait_s=TICK_LOCK_WAIT_S)
+    if not report["ok"]:
+        typer.echo(f"search index not brought up to the job's writes ({report['error']}); the next tick retries", err=True)
+    elif "skipped" in report:
+        typer.echo(f"search index: another embed run holds it; {report['pending']} entries left to the next tick", err=True)
+    else:
+        typer.echo(
+            f"search index: {report['embedded']} entries embedded, {report['relabelled']} relabelled, {report['pending']} left to the next tick",
+            err=True,
+        )

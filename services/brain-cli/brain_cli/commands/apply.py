@@ -38,6 +38,6 @@ def apply(
 
     text = ai_output.read_text(encoding="utf-8")
 
-    with job_session(settings) as (ready, session):
+    with job_session(settings, embed_after=not dry_run) as (ready, session):
         summary = apply_ai_output(session, store, ready, text, dry_run=dry_run, progress=reporter("apply"))
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))

@@ -62,7 +62,7 @@ def backfill(
     from brain_ops.backfill.run import run_backfill
 
     # docs/operations.md's flow audits to raw/backfill/ in the vault, a folder the scaffold does not make.
-    with audit_and_plan(audit, dry_run=dry_run, make_folder=True) as (sink, show), job_session(settings) as (ready, session):
+    with audit_and_plan(audit, dry_run=dry_run, make_folder=True) as (sink, show), job_session(settings, embed_after=not dry_run) as (ready, session):
         summary = run_backfill(
             ready,
             store,

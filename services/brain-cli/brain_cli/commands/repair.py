@@ -53,6 +53,6 @@ def repair(
 
     with contextlib.ExitStack() as stack:
         sink, show = stack.enter_context(audit_and_plan(audit, dry_run=dry_run))
-        db = None if dry_run else stack.enter_context(job_session(settings))[1]  # a dry run reads only the vault
+        db = None if dry_run else stack.enter_context(job_session(settings, embed_after=True))[1]  # a dry run reads only the vault
         summary = run_repair(store, db=db, dry_run=dry_run, audit=sink, progress=reporter("repair"), plan=show)
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))

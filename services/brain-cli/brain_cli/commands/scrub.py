@@ -33,8 +33,8 @@ def scrub(
     key blocks, URL passwords) with <REDACTED_SECRET>. Only those spans change: every
     other byte and line end is kept, a file is rewritten atomically only when it holds a
     secret and its frontmatter still parses the same way, else it is listed under
-    skipped. The index and the search index follow the files written (then brain embed
-    re-embeds the changed entries). A rerun writes nothing. The last stdout line is the
+    skipped. The index and the search index follow the files written, and the changed
+    entries are embedded again, so no search answers a secret. A rerun writes nothing. The last stdout line is the
     JSON summary {scanned, changed, unchanged, secrets_removed, kinds, skipped, ...}.
 
     Example: brain scrub --dry-run --audit scrub-dry.jsonl
@@ -46,6 +46,6 @@ def scrub(
 
     with contextlib.ExitStack() as stack:
         sink, show = stack.enter_context(audit_and_plan(audit, dry_run=dry_run))
-        db = None if dry_run else stack.enter_context(job_session(settings))[1]  # a dry run reads only the vault
+        db = None if dry_run else stack.enter_context(job_session(settings, embed_after=True))[1]  # a dry run reads only the vault
         summary = run_scrub(store, db=db, dry_run=dry_run, audit=sink, progress=reporter("scrub"), plan=show)
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
