@@ -8,7 +8,9 @@ embed lock as a ``brain embed`` run beside them would.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +25,10 @@ from brain_kernel.search.embed_run import embed_follow, embed_pending
 from brain_kernel.search.embedders import embedder_for
 from brain_kernel.search.pending import pending
 from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
 from brain_mcp import tools
+from tests.support.harness import HTTP, make_settings, serve_brain
+from tests.support.servers import stop
 
 LESSON = "Pin the payments sandbox to API version 2024-06: the newer one renames refund_id and breaks the webhook parser."
 REWORDINGS = [
@@ -115,3 +120,26 @@ def test_a_follower_that_is_off_is_not_made(settings: Settings) -> None:
         assert k.embed_follower is None
     finally:
         k.close()
+
+
+@pytest.mark.own_database
+def test_forked_workers_of_brain_serve_embed_the_markers_they_were_posted(tmp_path: Path, database_url: str) -> None:
+    """The follower runs in each forked worker (its thread starts on the first marker there, after the fork)."""
+    settings = make_settings(tmp_path, database_url, embed_follow_seconds=0.1)
+    Vault(settings.vault).scaffold()
+    proc, base = serve_brain(settings, workers=2)
+    try:
+        for content in (LESSON, *REWORDINGS):
+            posted = HTTP.post(f"{base}/marker", json={"type": "lesson", "content": content, "attrs": {"repo": "acme/pay"}}, timeout=30)
+            assert posted.status_code == 201, posted.text
+
+        def found() -> dict[str, Any]:
+            return HTTP.post(f"{base}/search", json={"query": "refund_id webhook parser", "project": "acme/pay"}, timeout=30).json()
+
+        deadline = time.monotonic() + 60  # bounded polling of another process, no fixed wait
+        while found()["pending"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        answer = found()
+        assert answer["pending"] == 0 and answer["results"][0]["text_preview"].startswith(LESSON[:40]), answer
+    finally:
+        stop(proc, 15)
