@@ -61,7 +61,7 @@ def test_the_client_commands_read_and_write_through_the_kernel(served: Served, t
     status = _json(brain(local, "status"))
     assert status["url"] == served.base and status["version"] == version("brain-kernel")
     assert status["checks"]["vault"] and status["checks"]["database"]
-    assert status["entries"]["lesson"] == 1 and status["projects"] == 1
+    assert status["entries"]["lesson"] == 1 and status["projects"] == 1 and status["embed_pending"] == 0  # brain embed ran
     assert set(status["queue"]) >= {"pending", "running", "completed", "failed"} and "last_tick" in status
 
 

@@ -59,13 +59,15 @@ def status_of(health: dict[str, Any], deep: dict[str, Any], metrics: str | None)
         "problems": {name: check.get("error") for name, check in checks.items() if isinstance(check, dict) and not check.get("ok") and check.get("error")},
     }
     if metrics is None:
-        return answer | {"entries": None, "projects": None, "last_tick": None, "ticks": None, "queue": None}
+        return answer | {"entries": None, "embed_pending": None, "projects": None, "last_tick": None, "ticks": None, "queue": None}
     import datetime as dt
 
     samples = _samples(metrics)
     last = samples.get("brain_tick_last_success_timestamp_seconds")
     return answer | {
         "entries": _by(samples.get("brain_entries", []), "kind"),
+        # entries no search finds as they are yet: the writers' followers and the tick work it off (ADR 0067)
+        "embed_pending": int(samples["brain_entries_embed_pending"][0][1]) if samples.get("brain_entries_embed_pending") else None,
         "projects": int(samples["brain_projects"][0][1]) if samples.get("brain_projects") else None,
         "last_tick": dt.datetime.fromtimestamp(last[0][1], dt.timezone.utc).isoformat(timespec="seconds") if last else None,
         "ticks": _by(samples.get("brain_tick_runs_total", []), "outcome"),
@@ -80,7 +82,8 @@ def status(url: UrlOption = None) -> None:
 
     Reads GET /health, GET /health/deep and GET /metrics and prints one JSON
     object: {url, status (ok or degraded), version, service, vault_root,
-    checks: {name: ok}, problems: {name: error}, entries: {kind: n}, projects,
+    checks: {name: ok}, problems: {name: error}, entries: {kind: n},
+    embed_pending (entries search does not find as they are yet), projects,
     last_tick (the last successful tick, ISO time), ticks: {ok, failed},
     queue: {status: n}}. Counts are null when /metrics cannot be read.
 
