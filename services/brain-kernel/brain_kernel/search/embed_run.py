@@ -183,8 +183,8 @@ def embed_pending(
     (``TICK_EMBED_LIMIT`` for a tick), so a backlog (a new index, a long
     outage) is worked off over several runs instead of holding one for hours.
 
-    Returns what the tick summary reports: ``ok``, ``embedded`` and
-    ``unchanged`` entries, ``chunks``, ``pending`` (entries still waiting:
+    Returns what the tick summary reports: ``ok``, ``embedded``,
+    ``relabelled`` and ``unchanged`` entries, ``chunks``, ``pending`` (entries still waiting:
     written meanwhile, or all of them when the step failed), ``ms``, and on
     failure ``error`` (the endpoint down, a dimension refused): the tick
     stands, and the next one retries. While another run holds the lock
