@@ -53,6 +53,7 @@ from brain_core.vault.records import (
     attributed,
     project_activity,
 )
+from brain_kernel.db.engine import text_array
 from brain_kernel.db.models import Entry, Project, SessionRow
 from brain_kernel.feed.feed_repo import entry_records
 from brain_kernel.identity.projects import known_projects
@@ -119,7 +120,7 @@ def _plain(value: Any) -> Any:
 def _unchanged(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     """Ids of ``rows`` the table already holds exactly (read without locking them)."""
     names = [n for n in COMPARED_COLUMNS if n != "id"]
-    held = {r[0]: r[1:] for r in session.connection().exec_driver_sql(_HELD_ENTRIES, {"ids": [r["id"] for r in rows]})}
+    held = {r[0]: r[1:] for r in session.connection().exec_driver_sql(_HELD_ENTRIES, {"ids": text_array(r["id"] for r in rows)})}
     same = set()
     for row in rows:
         old = held.get(row["id"])
