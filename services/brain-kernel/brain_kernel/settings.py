@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL", "LLM_API_BASE"))
     embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY", "LLM_API_KEY"))
     embed_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_MODEL", "LLM_EMBED_MODEL"))
-    # How long a process that wrote markers waits to embed them, so a burst is one pass (ADR 0067); 0: the tick does.
+    # The least time between two passes of a process embedding the markers it wrote (ADR 0067); 0: the tick does.
     embed_follow_seconds: float = Field(1.0, ge=0, le=3600, validation_alias=AliasChoices("BRAIN_EMBED_FOLLOW_SECONDS"))
     llm_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_BASE_URL", "INFERENCE_URL"))
     llm_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_LLM_API_KEY", "INFERENCE_API_KEY"))
