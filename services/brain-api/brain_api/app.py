@@ -30,7 +30,7 @@ from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.marker_service import search_follow
 from brain_kernel.release import version
 from brain_kernel.scope import OutOfScope, ProjectRequired
-from brain_kernel.search.embed_run import embed_follow
+from brain_kernel.search.embed_run import embed_follower
 from brain_kernel.search.embedders import embedder_for
 from brain_kernel.search.follower import Follower
 from brain_kernel.settings import Settings
@@ -101,11 +101,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     app.state.read_session_factory = read_session_factory(app.state.engine) if app.state.engine is not None else None
     app.state.search_follower = Follower(search_follow(app.state.session_factory, app.state.vault)) if app.state.session_factory is not None else None
     # Markers embedded a moment after they are written, off the request, with the embedder searches use (ADR 0067).
-    app.state.embed_follower = (
-        Follower(embed_follow(app.state.engine, settings, app.state.embedder), interval=settings.embed_follow_seconds, drain=False, name="brain-embed-follow")
-        if app.state.engine is not None and settings.embed_follow_seconds > 0
-        else None
-    )
+    app.state.embed_follower = embed_follower(app.state.engine, settings, app.state.embedder) if app.state.engine is not None else None
 
     @app.exception_handler(VaultPathError)
     async def _vault_path(request: Request, exc: VaultPathError) -> JSONResponse:

@@ -58,7 +58,7 @@ from brain_kernel.identity.transcript_files import TranscriptLocator
 from brain_kernel.ingest import service as ingest
 from brain_kernel.scope import Scope
 from brain_kernel.search import embeddings, vault_text
-from brain_kernel.search.embed_run import embed_follow
+from brain_kernel.search.embed_run import embed_follower
 from brain_kernel.search.embedders import Embedder, EmbedderError, embedder_for
 from brain_kernel.search.follower import Follower
 from brain_kernel.settings import Settings
@@ -121,7 +121,6 @@ class Kernel:
         # A small pool: agents often run one stdio server per session, each holding its idle connections.
         engine = make_engine(settings.database_url, pool_size=2)
         embedder = embedder_for(settings)  # the offline model loads on first use
-        follow = settings.embed_follow_seconds
         return cls(
             settings=settings,
             vault=Vault(settings.vault),
@@ -129,7 +128,7 @@ class Kernel:
             sessions=session_factory(engine),
             reads=read_session_factory(engine),
             embedder=embedder,
-            embed_follower=Follower(embed_follow(engine, settings, embedder), interval=follow, drain=False, name="brain-embed-follow") if follow > 0 else None,
+            embed_follower=embed_follower(engine, settings, embedder),
             locator=TranscriptLocator(settings.resolved_claude_dir, settings.resolved_codex_dir),
             clock=clock,
             llm_transport=llm_transport,

@@ -35,6 +35,7 @@ from brain_kernel.feed import snapshots
 from brain_kernel.feed.feed_repo import entries_of_kinds
 from brain_kernel.search import embeddings
 from brain_kernel.search.embedders import Embedder, embedder_for
+from brain_kernel.search.follower import Follower
 from brain_kernel.search.pending import mark_embedded, pending, pending_entries
 from brain_kernel.settings import Settings
 
@@ -247,3 +248,12 @@ def embed_follow(engine: Engine, settings: Settings, embedder: Embedder) -> Call
         return bool(report["pending"]) and report["embedded"] + report["relabelled"] + report["unchanged"] > 0
 
     return follow
+
+
+def embed_follower(engine: Engine, settings: Settings, embedder: Embedder) -> Follower | None:
+    """The follower a process that writes markers keeps (``embed_follow``'s passes), None when the setting is 0."""
+    interval = settings.embed_follow_seconds
+    if interval <= 0:
+        return None
+    # What it has not begun when the process stops is left to the tick (``drain=False``).
+    return Follower(embed_follow(engine, settings, embedder), interval=interval, drain=False, name="brain-embed-follow")

@@ -39,12 +39,10 @@ def search(
     Raises ``VaultPathError`` for a prefix that leaves the vault.
     """
     db = scope.db
+    target = vault.path(prefix) if prefix else vault.root  # a prefix that leaves the vault raises here, whatever the branch
     if project is None and scope.restricted:
-        if prefix:
-            vault.path(prefix)
         hits = search_members(scope, vault, q, prefix=prefix, limit=limit, context_lines=context_lines, include_withdrawn=include_withdrawn)
     elif project is None:
-        target = vault.path(prefix) if prefix else vault.root
         under = "" if target == vault.root else vault.rel(target)
         # The index holds what the walk from the root reads; a prefix inside a dot or skipped
         # folder (which the walk only enters when asked for it) is read from the files.
@@ -54,8 +52,6 @@ def search(
             hidden = NOTHING if include_withdrawn else withdrawn(db)
             hits = search_vault(vault, tokens(q), prefix=prefix, context_lines=context_lines, hidden=hidden)
     else:
-        if prefix:
-            vault.path(prefix)
         use_index = search_docs.indexed(db, vault)
         hits = _one_project(scope, vault, q, project, use_index, prefix=prefix, limit=limit, context_lines=context_lines, include_withdrawn=include_withdrawn)
     hits = hits[:limit]
