@@ -91,11 +91,18 @@ def test_an_inbox_note_of_a_scoped_token_speaks_only_for_its_project(world: Worl
     r = world.client.post("/vault/write_inbox", data={"title": "alpha note", "content": note}, headers={"Authorization": f"Bearer {ALPHA}"})
     assert r.status_code == 200, r.text
     assert world.post(ALPHA, "/tick").status_code == 202  # any token may still queue a tick
-    result = brain(world.settings, "tick", "--no-ai")
-    assert result.exit_code == 0, result.stderr
-    for token in (BETA, ALL):
-        beta = world.feed_text(token, "org/beta")
-        assert "ALPHAPANIC" not in beta and "ALPHAINJECTALL" not in beta and "ALPHAINJECTBETA" not in beta
+    # Another repository with the key ``alpha``: a note's bare ``project: alpha`` then names no one project.
+    assert world.post(ALL, "/marker", {"type": "lesson", "content": "elsewhere", "attrs": {"repo": "elsewhere/alpha"}}).status_code == 201
+    # The first tick moves the note from the inbox to a region folder, where it reads as an arc; the second and a
+    # rebuild read it there: its project must hold through the move (an arc's ``project`` alone is not trusted).
+    for command in (("tick", "--no-ai"), ("tick", "--no-ai"), ("reindex",)):
+        result = brain(world.settings, *command)
+        assert result.exit_code == 0, result.stderr
+        for token in (BETA, ALL):
+            for beta in (world.feed_text(token, "org/beta"), world.get(token, "/feed", project="org/beta", format="markdown").text):
+                assert "ALPHAPANIC" not in beta and "ALPHAINJECTALL" not in beta and "ALPHAINJECTBETA" not in beta, (command, beta)
+    [moved] = list(world.vault.path("left").glob("*alpha-note*.md"))
+    assert world.get(ALPHA, "/vault/read", path=f"left/{moved.name}").status_code == 200  # the note is still its writer's
     alpha = world.get(ALPHA, "/feed").json()
     signal = next(e for e in alpha["entries"] if "ALPHAPANIC" in e["content"])
     assert signal["metadata"]["scope"] == "project"  # its own project's signal, never fleet-wide

@@ -23,6 +23,7 @@ from brain_core.vault.regions import (
     UNCONSCIOUS_DIR,
     canonical_id,
     clash_free,
+    drained_changes,
     graduation_dir,
     inbox_destination,
     is_inbox_note,
@@ -321,6 +322,18 @@ def test_inbox_destination_by_first_known_tag() -> None:
     assert region_of_folder("left/research") == "left-hemisphere"
     assert region_of_folder("right") == "right-hemisphere"
     assert region_of_folder("bridge") == "bridge"
+
+
+def test_a_drained_note_that_names_a_project_reads_as_that_projects_arc() -> None:
+    note = {"title": "n", "project": "alpha", "repo": "org/alpha"}
+    changes = drained_changes(note, "left/research")
+    assert changes == {"region": "left-hemisphere", "status": "active", "projects": ["alpha"], "project_source": "inbox"}
+    arc = arc_record_of(frontmatter.Document({**note, **changes}, "body"), "left/research/n.md")
+    assert arc is not None and (arc.project, arc.projects, arc.repo) == ("alpha", ("alpha",), "org/alpha")
+    # What the note already says stays; a project that is no key, or none, attributes nothing.
+    assert drained_changes({**note, "projects": ["beta"], "status": "open", "region": "bridge"}, "bridge") == {}
+    assert "projects" not in drained_changes({"project": "../../amygdala"}, "left")
+    assert "projects" not in drained_changes({"title": "fleet note"}, "left")
 
 
 def test_inbox_notes_exclude_readme_underscore_and_subfolders() -> None:

@@ -89,7 +89,7 @@ from brain_core.vault.layout import (
     project_intent_path,
 )
 from brain_core.vault.records import ActivityTally, KeptKey, document_records, kept_keys, records_for
-from brain_core.vault.regions import canonical_id, clash_free, inbox_destination, is_inbox_note, live_paths, region_of_folder
+from brain_core.vault.regions import canonical_id, clash_free, drained_changes, inbox_destination, is_inbox_note, live_paths
 from brain_kernel import idempotency
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.feed import feed_repo
@@ -214,9 +214,7 @@ def drain_inbox(vault: Vault, writes: VaultWrites, stats: dict[str, Any], now: d
             name = rel.rsplit("/", 1)[-1]
             target = f"{folder}/{name}"
             target = f"{folder}/{clash_free(name, vault.exists(target) or target in moved, now.strftime('%H%M%S'))}"
-            changes: dict[str, Any] = {"region": region_of_folder(folder)} if meta.get("region") != region_of_folder(folder) else {}
-            if not meta.get("status"):
-                changes["status"] = "active"
+            changes = drained_changes(meta, folder)
             if not writes.move(rel, target, frontmatter.update(text, changes) if changes else None):
                 stats["inbox_errors"] += 1
                 continue

@@ -31,7 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from brain_core.text import text_or_none
 from brain_core.vault.layout import CLUSTERS_DIR, INBOX_DIR, REGION_DIRS
+from brain_core.vault.logs import valid_ref
 
 CONSCIOUS_DIR = "frontal-lobe/conscious"
 UNCONSCIOUS_DIR = "frontal-lobe/unconscious"
@@ -176,6 +178,28 @@ def _tags(meta: Mapping[str, Any]) -> list[str]:
 def inbox_destination(meta: Mapping[str, Any]) -> str:
     """The folder an inbox note moves to: the first of its tags found in ``INBOX_TAGS``, else ``left``."""
     return next((INBOX_TAGS[t] for t in _tags(meta) if t in INBOX_TAGS), INBOX_DEFAULT)
+
+
+INBOX_SOURCE = "inbox"  # an arc's ``project_source`` when its project is the one its inbox note named
+
+
+def drained_changes(meta: Mapping[str, Any], folder: str) -> dict[str, Any]:
+    """The frontmatter keys an inbox note gets as it moves to ``folder``: its region, ``status: active`` when it has
+    none and, when it names a project and is not attributed yet, ``projects`` and ``project_source``.
+
+    In the inbox a note's ``project``/``repo`` are what its inline markers count for (a scoped token's note is its
+    project's, ADR 0033). In a region folder it reads as an arc, and an arc's ``project`` is trusted only beside
+    ``projects`` or ``project_source`` (upstream wrote a folder's basename there), so without them the note and
+    its markers would turn fleet-wide the moment it moved.
+    """
+    changes: dict[str, Any] = {"region": region_of_folder(folder)} if meta.get("region") != region_of_folder(folder) else {}
+    if not meta.get("status"):
+        changes["status"] = "active"
+    project, _repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
+    if project is not None and "projects" not in meta and "project_source" not in meta:
+        changes["projects"] = [project.lower()]
+        changes["project_source"] = INBOX_SOURCE
+    return changes
 
 
 def region_of_folder(folder: str) -> str:
