@@ -444,6 +444,20 @@ def test_an_early_expiry_never_extends_an_entry(client, settings: Settings, cloc
     assert _expire(client, "lesson:left/reference/lessons-2026-01-01.md#0000", "gone").status_code == 404
 
 
+def test_the_last_date_is_never_and_a_moment_before_the_write_is_refused(client, settings: Settings) -> None:
+    # 9999-12-31 ("never", in many tools) has no next midnight: through that day, never a 500
+    forever = _post(client, "lesson", "Keep the pin.", repo="acme/api", valid_until="9999-12-31")
+    assert _entry(client, forever["entry_id"]).json()["entry"]["valid_until"] == "9999-12-31T23:59:59Z"
+    lesson = _post(client, "lesson", "The runners are slow.", repo="acme/api")
+    far = _expire(client, lesson["entry_id"], "someday", at="9999-12-31")
+    assert far.status_code == 200 and far.json()["entry"]["valid_until"] == "9999-12-31T23:59:59Z", far.text
+    written = _entry(client, lesson["entry_id"]).json()["entry"]["occurred_at"]
+    for at in ("2020-01-01", "0001-01-01"):  # expired years before it existed: refused, nothing written
+        early = _expire(client, lesson["entry_id"], "old", at=at)
+        assert early.status_code == 422 and f"before the entry was written ({written})" in early.json()["detail"][0]["msg"], early.text
+    assert [a["action"] for a in _audit(settings)] == ["expired"]  # the one accepted
+
+
 def test_a_scoped_token_cannot_expire_another_projects_entry(scoped: tuple[TestClient, Settings]) -> None:
     client, settings = scoped
     theirs = _post(client, "lesson", "Web lesson.", headers=_as(ALL), repo="org2/web")

@@ -33,6 +33,8 @@ def test_a_date_is_valid_through_its_day_and_ttl_days_count_from_the_write() -> 
     assert curation.valid_until(None, 1.5, AT) == "2026-12-02T21:30:00Z"
     assert curation.expiry_attrs({"valid_until": "soon", "ttl_days": -1}) == (None, None)
     assert curation.expiry_attrs({"ttl_days": True}) == (None, None)
+    last, _ = curation.expiry_attrs({"valid_until": "9999-12-31"})  # no next midnight: through its last second
+    assert last == dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
 
 
 def test_a_retraction_record_in_a_log_is_the_entrys_state_and_no_entry_of_its_own() -> None:

@@ -102,7 +102,8 @@ def expiry_attrs(attrs: Mapping[str, Any]) -> tuple[dt.datetime | None, float | 
         text = raw.strip()
         until = parse_time(text)
         if until is not None and _DATE_ONLY.match(text):
-            until += dt.timedelta(days=1)
+            # Through that day; the last day a datetime holds (9999-12-31, "never") has no next midnight.
+            until = until + dt.timedelta(days=1) if until.date() < dt.date.max else until.replace(hour=23, minute=59, second=59)
     ttl = attrs.get("ttl_days")
     days: float | None = None
     if isinstance(ttl, (int, float)) and not isinstance(ttl, bool):

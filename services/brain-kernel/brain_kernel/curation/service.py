@@ -217,7 +217,8 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
 def expire(db: Session, vault: Vault, ref: Any, reason: Any, at: Any = None, *, scope: Scope, now: dt.datetime) -> EntryRecord:
     """Expire an entry early, at ``at`` (default ``now``; a date means through that day), ADR 0060.
 
-    Never later than the entry's own ``valid_until`` (CurationInvalid). An
+    Never later than the entry's own ``valid_until``, nor a named moment before the entry was written
+    (CurationInvalid). An
     entry already expired by ``now``, or already due at that very moment,
     writes nothing and answers its state, so a retry changes nothing; a retry
     after a failed attempt that reached the vault keeps that attempt's record
@@ -234,6 +235,9 @@ def expire(db: Session, vault: Vault, ref: Any, reason: Any, at: Any = None, *, 
     before = parse_time(current.meta.get("valid_until"))
     if before is not None and before <= now:
         return current
+    if at is not None and current.occurred_at is not None and moment < current.occurred_at:
+        # An entry never valid is a retraction's case; a history with "expired" before "written" would be false.
+        raise curation.CurationInvalid(f"at is before the entry was written ({iso(current.occurred_at)}): to withdraw it altogether, retract it")
     by = actor(scope.principal)
     until = iso(moment)
     written = _in_vault(vault, current)
