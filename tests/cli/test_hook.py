@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from brain_cli.hook import outbox as outbox_module
 from tests.support.gitrepo import git, make_repo
 from tests.support.harness import Served
 from tests.support.hook_kernel import BLOCK, RECALLED, stub_kernel
@@ -72,12 +73,12 @@ def _point(home: Path, url: str) -> None:
     (home / ".config" / "brain" / "client.json").write_text(json.dumps({"url": url, "token": None}))
 
 
-def hook(home: Path, agent: str, event: str, payload: dict[str, object]) -> tuple[subprocess.CompletedProcess[str], float]:
+def hook(home: Path, agent: str, event: str, payload: dict[str, object], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     """Run the hook process once: (its result, seconds it took)."""
     env = {**os.environ, "HOME": str(home)}
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "brain_cli.hook", agent, event], input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=30
+        [sys.executable, "-m", "brain_cli.hook", agent, event, *args], input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=30
     )
     return proc, time.monotonic() - started
 
@@ -201,6 +202,72 @@ def test_a_refused_marker_moves_aside_with_its_reason_and_a_bad_file_stops_nothi
         hook(home, "claude", "Stop", payload)  # a refused marker is never retried
     assert sum(1 for _, path, _, body in stub.requests if path == "/marker" and body["type"] == "signal") == 1
     assert sum(1 for _, path, _, _ in stub.requests if path == "/marker") == 7
+
+
+def test_behind_a_proxy_that_refuses_http_1_0_and_chunks_its_answers_every_hook_works(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel(proxy=True) as stub:
+        home = _home(tmp_path, stub.url)
+        start, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo)))
+        assert json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"] == BLOCK.strip()
+        payload = _sample("claude-stop.json", cwd=str(repo))
+        payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+        hook(home, "claude", "Stop", payload)
+    assert _outbox(home) == [] and not (home / ".local" / "state" / "brain" / "outbox" / "refused").exists()
+    assert sum(1 for _, path, _, _ in stub.requests if path == "/marker") == 7
+
+
+def test_a_marker_the_kernel_fails_on_holds_back_no_other_and_a_proxys_4xx_refuses_none(tmp_path: Path, repo: Path) -> None:
+    fault = (500, "text/plain; charset=utf-8", b"Internal Server Error")
+    not_the_kernel = (404, "text/html", b"<html><h1>404 Not Found</h1></html>")  # a gateway's page: no word of the kernel
+    with stub_kernel(answers={"signal": fault, "milestone": not_the_kernel}) as stub:
+        home = _home(tmp_path, stub.url)
+        payload = _sample("claude-stop.json", cwd=str(repo))
+        payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+        hook(home, "claude", "Stop", payload)
+        # The drain stops at the gateway's 404 (the way to the kernel is wrong, so is every marker's) ...
+        assert [json.loads(p.read_text())["marker"]["type"] for p in _outbox(home)] == ["milestone", "milestone", "signal", "decision", "decision"]
+        stub.answers.pop("milestone")
+        for _ in range(outbox_module.MAX_FAULTS):  # ... and goes past the one marker the kernel fails on, each hook
+            hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json"))
+    assert _outbox(home) == []
+    [refused] = (home / ".local" / "state" / "brain" / "outbox" / "refused").glob("*.json")
+    kept = json.loads(refused.read_text())
+    assert kept["refused"] == {"status": 500, "detail": "Internal Server Error", "faults": outbox_module.MAX_FAULTS}
+    assert kept["queued"]["marker"]["type"] == "signal"
+    posted = [body["type"] for _, path, _, body in stub.requests if path == "/marker"]
+    assert posted.count("signal") == outbox_module.MAX_FAULTS and posted.count("decision") == 2 and posted.count("milestone") == 3
+
+
+def test_a_session_the_kernel_does_not_register_gets_only_its_folders_block(tmp_path: Path, repo: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with stub_kernel(session_status=403) as stub:  # a token bound to another project
+        home = _home(tmp_path, stub.url)
+        start, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo)))
+        elsewhere, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(plain)))
+    asked = [path for method, path, _, _ in stub.requests if method == "GET"]
+    # this folder's project by name, which such a token is refused; never the token's own block or the fleet's
+    assert len(asked) == 1 and "project=acme%2Fwidget" in asked[0], asked
+    assert json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"] == BLOCK.strip()  # the stub answers any project
+    assert elsewhere.stdout == ""
+
+
+def test_a_marker_waits_for_the_kernel_of_the_client_file_it_was_queued_with(tmp_path: Path, repo: Path) -> None:
+    home = _home(tmp_path, "http://127.0.0.1:9")
+    team_a, team_b = tmp_path / "a.json", tmp_path / "b.json"
+    down = free_port()
+    team_a.write_text(json.dumps({"url": f"http://127.0.0.1:{down}"}))
+    payload = _sample("claude-stop.json", cwd=str(repo))
+    payload["transcript_path"] = str(_transcript(tmp_path / "t.jsonl", str(payload["session_id"])))
+    hook(home, "claude", "Stop", payload, "--client-file", str(team_a))  # team A's kernel is down: all 7 wait
+    assert len(_outbox(home)) == 7
+    with stub_kernel() as b:
+        team_b.write_text(json.dumps({"url": b.url}))
+        hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json"), "--client-file", str(team_b))
+    assert not [r for r in b.requests if r[1] == "/marker"] and len(_outbox(home)) == 7
+    with stub_kernel(port=down) as a:
+        hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json"), "--client-file", str(team_a))
+    assert len([r for r in a.requests if r[1] == "/marker"]) == 7 and _outbox(home) == []
 
 
 def test_a_subagent_stop_reads_the_subagent_transcript(tmp_path: Path, repo: Path) -> None:

@@ -5,9 +5,10 @@ default, mode 0600), ``{"url", "token", "no_project"}``, written by ``brain conn
 (docs/connect.md). This module is the hook's settings: the one other reader of the environment
 besides ``brain_kernel.settings``, because the hook cannot afford to import pydantic (ADR 0042).
 
-Plain ``http://`` goes over a socket with a one-shot HTTP/1.0 request: ``urllib.request`` and
-``http.client`` import ``ssl`` and ``email``, which cost more than the rest of the hook's start
-(ADR 0042). ``https://`` takes ``http.client``, imported only then.
+Plain ``http://`` goes over a socket with a one-shot HTTP/1.1 request (``Connection: close``):
+``urllib.request`` and ``http.client`` import ``ssl`` and ``email``, which cost more than the rest of
+the hook's start (ADR 0042). HTTP/1.1, not 1.0, because proxies in front of a kernel (Envoy's
+default, some egress gateways) answer 1.0 with 426. ``https://`` takes ``http.client``, imported only then.
 """
 
 from __future__ import annotations
@@ -55,11 +56,12 @@ class Answer:
 class Kernel:
     """The kernel at the client file's URL; every call takes no longer than what is left of the budget."""
 
-    def __init__(self, url: str, token: str | None, deadline: float, *, fleet_block: bool = True) -> None:
+    def __init__(self, url: str, token: str | None, deadline: float, *, fleet_block: bool = True, client: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.deadline = deadline
         self.fleet_block = fleet_block  # a folder in no project gets the fleet's block (client file "no_project": "fleet"|"none")
+        self.client = client  # the client file naming this kernel: the outbox sends a marker only to the kernel it was queued for
 
     @classmethod
     def from_client_file(cls, path: Path, deadline: float) -> Kernel | None:
@@ -71,7 +73,13 @@ class Kernel:
         if not isinstance(data, dict) or not isinstance(data.get("url"), str) or not data["url"]:
             return None
         token = data.get("token")
-        return cls(data["url"], token if isinstance(token, str) and token else None, deadline, fleet_block=data.get("no_project", "fleet") != "none")
+        return cls(
+            data["url"],
+            token if isinstance(token, str) and token else None,
+            deadline,
+            fleet_block=data.get("no_project", "fleet") != "none",
+            client=str(path.absolute()),
+        )
 
     def left(self) -> float:
         """Seconds left of the budget."""
@@ -101,9 +109,9 @@ class Kernel:
 
     def _plain(self, parts: urllib.parse.SplitResult, method: str, headers: dict[str, str], data: bytes) -> Answer:
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        head = f"{method} {target or '/'} HTTP/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head = f"{method} {target or '/'} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         request = (head + f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode() + data
-        chunks = []
+        raw = b""
         with socket.create_connection((parts.hostname, parts.port or 80), timeout=max(self.left(), 0.01)) as sock:
             sock.sendall(request)
             while True:
@@ -112,15 +120,12 @@ class Kernel:
                     return Answer(0, "", b"")
                 sock.settimeout(left)
                 chunk = sock.recv(65536)
+                raw += chunk
+                answer = _parsed(raw, complete=not chunk)
+                if answer is not None:
+                    return answer
                 if not chunk:
-                    break
-                chunks.append(chunk)
-        raw = b"".join(chunks)
-        header, _, content = raw.partition(b"\r\n\r\n")
-        lines = header.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        return Answer(status, fields.get("content-type", ""), content)
+                    return Answer(0, "", b"")  # closed before the whole answer came
 
     def _https(self, parts: urllib.parse.SplitResult, method: str, headers: dict[str, str], data: bytes) -> Answer:
         import http.client  # imports ssl: only for a kernel behind TLS
@@ -136,3 +141,48 @@ class Kernel:
             return Answer(0, "", b"")
         finally:
             connection.close()
+
+
+def _parsed(raw: bytes, *, complete: bool) -> Answer | None:
+    """The answer in ``raw`` once it is whole (by its length, its last chunk, or the connection's close), else None.
+
+    A proxy may keep the connection open despite ``Connection: close``, so the
+    length or the chunks tell when to stop reading, not only the close.
+    """
+    header, found, content = raw.partition(b"\r\n\r\n")
+    if not found:
+        return None
+    lines = header.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    if "chunked" in fields.get("transfer-encoding", "").lower():
+        body = _dechunked(content)
+        if body is None:
+            return None
+    elif "content-length" in fields:
+        size = int(fields["content-length"])
+        if len(content) < size:
+            return None
+        body = content[:size]
+    elif complete or status in (204, 304) or 100 <= status < 200:
+        body = content
+    else:
+        return None
+    return Answer(status, fields.get("content-type", ""), body)
+
+
+def _dechunked(content: bytes) -> bytes | None:
+    """The body of a chunked transfer, or None until its last (empty) chunk has come."""
+    body, at = b"", 0
+    while True:
+        end = content.find(b"\r\n", at)
+        if end < 0:
+            return None
+        size = int(content[at:end].split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            return body
+        start = end + 2
+        if len(content) < start + size + 2:
+            return None
+        body += content[start : start + size]
+        at = start + size + 2

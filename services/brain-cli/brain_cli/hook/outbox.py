@@ -2,11 +2,17 @@
 
 Every marker goes through it: the stop hook writes each new marker here, then
 drains. A file is ``<ns>-<key>.json`` so names sort oldest first and a key is
-queued once. A 2xx answer (a replay included) records the key under ``sent/``
-and removes the file; a refusal (4xx but 401, 408, 429) moves it to
-``refused/`` with the answer, never retried; anything else (network, 5xx, a
-spent budget) leaves it and stops the drain until the next hook. An
-unreadable file goes to ``refused/`` and the drain goes on.
+queued once; it names the client file whose kernel it was queued for, and
+only a hook reading that client file sends it (two client files, two kernels:
+a team's decision must not reach another team's kernel). A 2xx answer (a replay
+included) records the key under ``sent/`` and removes the file. The kernel's
+refusal (a 4xx but 401, 408, 429, with the kernel's JSON ``detail``) moves it
+to ``refused/`` with the answer, never retried. A 500 is this marker's fault:
+the drain goes on with the next, and after ``MAX_FAULTS`` such answers the
+marker moves to ``refused/`` too, so one marker the kernel cannot take never
+holds back the others. Anything else (network, 502 to 504, a spent budget, a
+proxy's 4xx that is not the kernel's) leaves it and stops the drain until the
+next hook. An unreadable file goes to ``refused/`` and the drain goes on.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import os
 import time
 from pathlib import Path
 
-from brain_cli.hook.kernel import Kernel
+from brain_cli.hook.kernel import Answer, Kernel
 
 RETRYABLE_4XX = {401, 408, 429}
+UNAVAILABLE = {502, 503, 504}  # the kernel (or the way to it) is down: no other marker would fare better now
+MAX_FAULTS = 5
 
 
 def write_atomic(path: Path, data: object) -> None:
@@ -49,11 +57,15 @@ class Outbox:
         except OSError:
             return []
 
-    def add(self, key: str, marker: dict[str, object]) -> bool:
-        """Queue one marker under its key unless it was sent, refused or is queued already; whether it was queued."""
+    def add(self, key: str, marker: dict[str, object], client: str | None = None) -> bool:
+        """Queue one marker under its key for the kernel of ``client`` (a client file; None: the next kernel any
+        hook reaches) unless it was sent, refused or is queued already; whether it was queued."""
         if self.was_sent(key) or any(p.name.endswith(f"-{key}.json") for p in [*self.queued(), *self.refused.glob(f"*-{key}.json")]):
             return False
-        write_atomic(self.folder / f"{time.time_ns():020d}-{key}.json", {"key": key, "marker": marker})
+        item: dict[str, object] = {"key": key, "marker": marker}
+        if client is not None:
+            item["client"] = client
+        write_atomic(self.folder / f"{time.time_ns():020d}-{key}.json", item)
         return True
 
     def _refuse(self, path: Path, reason: object) -> None:
@@ -66,7 +78,7 @@ class Outbox:
             path.unlink()
 
     def drain(self, kernel: Kernel) -> tuple[int, int]:
-        """Post every waiting marker, oldest first, until one cannot be sent now: (sent, refused)."""
+        """Post every waiting marker queued for this kernel, oldest first, until the kernel cannot be reached: (sent, refused)."""
         sent = refused = 0
         for path in self.queued():
             try:
@@ -80,6 +92,8 @@ class Outbox:
                 self._refuse(path, {"status": None, "detail": f"unreadable outbox file: {error}"})
                 refused += 1
                 continue
+            if item.get("client") not in (None, kernel.client):
+                continue  # queued for the kernel another client file names
             answer = kernel.call("POST", "/marker", marker, {"X-Idempotency-Key": key})
             if 200 <= answer.status < 300:
                 self.sent.mkdir(parents=True, exist_ok=True)
@@ -87,12 +101,26 @@ class Outbox:
                 with contextlib.suppress(OSError):
                     path.unlink()
                 sent += 1
-            elif 400 <= answer.status < 500 and answer.status not in RETRYABLE_4XX:
-                body = answer.json()
-                self._refuse(
-                    path, {"status": answer.status, "detail": body.get("detail") if isinstance(body, dict) else answer.body.decode(errors="replace")[:500]}
-                )
+            elif (reason := _kernel_refusal(answer)) is not None:
+                self._refuse(path, {"status": answer.status, "detail": reason})
                 refused += 1
+            elif answer.status >= 500 and answer.status not in UNAVAILABLE:
+                faults = int(item.get("faults") or 0) + 1
+                if faults >= MAX_FAULTS:
+                    self._refuse(path, {"status": answer.status, "detail": answer.body.decode(errors="replace")[:500], "faults": faults})
+                    refused += 1
+                else:
+                    write_atomic(path, {**item, "faults": faults})
             else:
                 break
         return sent, refused
+
+
+def _kernel_refusal(answer: Answer) -> object:
+    """The ``detail`` of the kernel's own no to this marker (a 4xx but 401, 408, 429, with its JSON ``detail``), else
+    None. A 4xx without it comes from something in between (a proxy's 426 to HTTP/1.0, a gateway's HTML 404): the
+    marker waits."""
+    body = answer.json()
+    if 400 <= answer.status < 500 and answer.status not in RETRYABLE_4XX and isinstance(body, dict) and body.get("detail") is not None:
+        return body["detail"]
+    return None

@@ -85,7 +85,7 @@ def stop(payload: dict[str, object], agent: str, subagent: bool, kernel: Kernel 
                 attrs.setdefault("commit", commit)
                 if paths:
                     attrs.setdefault("paths", paths)
-            outbox.add(key, {"type": found.type, "content": found.content, "attrs": attrs})
+            outbox.add(key, {"type": found.type, "content": found.content, "attrs": attrs}, kernel.client if kernel is not None else None)
     if kernel is not None:
         outbox.drain(kernel)
 
@@ -134,9 +134,16 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
         return None
     where = _where(payload)
     answer = kernel.call("POST", "/sessions", {**where, "session_id": session, "cwd": cwd, "agent": agent})
-    identity = answer.json() if 200 <= answer.status < 300 else None
     if answer.status == 0:
         return None  # no kernel within the budget: nothing to say
+    if not 200 <= answer.status < 300:
+        # Not registered (a token bound to another project, a fault): only the block of the project this folder
+        # is, never the token's or the fleet's, which would be another project's memory in this session.
+        local = where.get("repo") or where.get("project")
+        if not local:
+            return None
+        return _block(kernel, {"project": local, "format": "markdown", "session_id": session})
+    identity = answer.json()
     project = identity.get("project") if isinstance(identity, dict) else None
     if not isinstance(project, str) or not project:
         project = None
@@ -150,8 +157,12 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
         stale = _stale(kernel, cwd, project, session)
         if stale:
             wanted["stale"] = json.dumps(stale, separators=(",", ":"))
-    query = urllib.parse.urlencode(wanted)
-    feed = kernel.call("GET", f"/feed?{query}")
+    return _block(kernel, wanted)
+
+
+def _block(kernel: Kernel, wanted: dict[str, str]) -> str | None:
+    """The memory block ``GET /feed`` answers for ``wanted``, or None."""
+    feed = kernel.call("GET", f"/feed?{urllib.parse.urlencode(wanted)}")
     if not (200 <= feed.status < 300) or "json" in feed.content_type:
         return None  # no memory block from this kernel (yet)
     block = feed.body.decode(errors="replace").strip()
