@@ -300,6 +300,29 @@ def test_project_scope_writes_the_repository_files(settings: Settings, token_fil
     assert not (settings.user_home / ".claude" / "settings.json").exists()
 
 
+def test_disconnect_in_a_repository_leaves_it_as_connect_found_it(settings: Settings, token_file: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".claude").mkdir(parents=True)
+    (repo / ".claude" / "settings.json").write_text(CLAUDE_SETTINGS)  # the user's own; .codex/ and .mcp.json are not there
+    before = sorted(str(p.relative_to(repo)) for p in repo.rglob("*"))
+    for agent in ("claude", "codex"):
+        _connect(settings, agent, token_file, "--scope", "project", "--project-dir", str(repo))
+    for agent in ("claude", "codex"):
+        summary = json.loads(brain(settings, "disconnect", agent, "--scope", "project", "--project-dir", str(repo)).stdout)
+        assert summary["restored"] == summary["changed"] and summary["backups"] == [], summary
+    # No backup, no folder connect made: a `git add -A` after it commits nothing of brain's.
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == before
+    assert (repo / ".claude" / "settings.json").read_text() == CLAUDE_SETTINGS
+
+
+def test_an_empty_token_file_is_refused_before_anything_is_written(settings: Settings, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-token"
+    empty.write_text("\n")
+    result = brain(settings, "connect", "claude", "--brain", BRAIN, "--token-file", str(empty), "--url", "http://kernel:8080")
+    assert result.exit_code == 2 and "the file is empty" in result.stderr, result.stderr
+    assert not (settings.user_home / ".claude").exists() and not (settings.user_home / ".config" / "brain" / "client.json").exists()
+
+
 def test_a_foreign_server_named_brain_is_refused(settings: Settings, token_file: Path) -> None:
     _, config = _codex_files(settings)
     config.write_text(CODEX_CONFIG + '\n[mcp_servers.brain]\ncommand = "other"\n')
@@ -326,6 +349,14 @@ def test_codex_config_edited_since_keeps_the_edit_and_loses_only_our_block(setti
     assert brain(settings, "disconnect", "codex").exit_code == 0
     assert config.read_text() == 'approval_policy = "on-request"\n' + CODEX_CONFIG.rstrip("\n") + "\n"
     assert "brain" not in tomllib.loads(config.read_text())["mcp_servers"]
+
+
+def test_codex_config_appended_to_since_loses_our_block_and_its_separator(settings: Settings, token_file: Path) -> None:
+    _, config = _codex_files(settings)
+    _connect(settings, "codex", token_file)
+    config.write_text(config.read_text() + '\n[profiles.slow]\nmodel = "o3"\n')
+    assert brain(settings, "disconnect", "codex").exit_code == 0
+    assert config.read_text() == CODEX_CONFIG + '\n[profiles.slow]\nmodel = "o3"\n'  # one blank line, as the user wrote it
 
 
 def test_a_symlinked_settings_file_stays_a_symlink(settings: Settings, token_file: Path, tmp_path: Path) -> None:

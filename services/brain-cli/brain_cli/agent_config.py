@@ -233,6 +233,6 @@ def without_toml_block(text: str) -> str:
     if not found:
         return text
     before, after = text[: found.start()], text[found.end() :]
-    if not after and before.endswith("\n\n"):
+    if before.endswith("\n\n") and (not after or after.startswith("\n")):  # the separator, with the user's own after it
         before = before[:-1]
     return before + after

@@ -25,6 +25,7 @@ removes our entries and keeps everything else.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import hashlib
@@ -215,6 +216,23 @@ def _backup(path: Path, stamp: str) -> str | None:
     return str(copy)
 
 
+def _missing_folders(path: Path) -> list[str]:
+    """The folders above ``path`` that do not exist yet, innermost first: what writing it creates."""
+    missing = []
+    folder = path.resolve().parent
+    while not folder.exists() and folder != folder.parent:
+        missing.append(str(folder))
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """Remove each of ``folders`` (innermost first) that is empty again: anything put there since stays."""
+    for name in folders:
+        with contextlib.suppress(OSError):
+            Path(name).rmdir()
+
+
 def _diff(path: Path, before: str | None, after: str | None) -> str:
     return "".join(
         difflib.unified_diff(
@@ -276,7 +294,10 @@ def _stamp() -> str:
 def _token(url: str, token_file: Path | None, existing: dict[str, Any], dry_run: bool) -> tuple[str, str]:
     """(the token, where it came from): never prompted for a kernel that does not ask for one, nor without a terminal."""
     if token_file is not None:
-        return token_file.expanduser().read_text().strip(), "from --token-file"
+        token = token_file.expanduser().read_text().strip()
+        if not token:
+            raise ConfigError(f"--token-file {token_file}: the file is empty; it holds the kernel's token")
+        return token, "from --token-file"
     kept = existing.get("token")
     # The kept token is the kernel's at the file's URL: a new URL asks afresh rather than hand it to another host.
     if isinstance(kept, str) and kept and str(existing.get("url") or "").rstrip("/") == url:
@@ -377,13 +398,14 @@ def connect(
         backup = _backup(target.path, stamp)
         if backup:
             summary["backups"].append(backup)
+        made = _missing_folders(target.path)
         _write_atomic(target.path, after)
         key = str(target.path)
         entry = state.get(key)
         if entry and before is not None and _sha(before) == entry.get("written"):
             entry["written"] = _sha(after)  # still connect's own bytes: the original stays the first backup
         elif before is None or target.same(target.remove(before), before):
-            state[key] = {"existed": before is not None, "backup": backup, "written": _sha(after)}
+            state[key] = {"existed": before is not None, "backup": backup, "written": _sha(after), "folders": made}
         else:
             state.pop(key, None)  # the file already held entries of ours: no clean original to restore
     if dry_run:
@@ -414,8 +436,9 @@ def disconnect(
     Entries are recognised by what they run (`brain hook <agent> ...`,
     `brain mcp`, the marked [mcp_servers.brain] block); everything else stays.
     A file nothing else changed since connect gets its old bytes back (a file
-    connect created is deleted). Each changed file is backed up first. The
-    client file is kept: other agents may use it.
+    connect created is deleted, and the folders made for it once empty) and
+    connect's backup of it is removed; any other changed file is backed up
+    first. The client file is kept: other agents may use it.
 
     Example: brain disconnect codex --dry-run
     """
@@ -426,36 +449,46 @@ def disconnect(
     stamp = _stamp()
     state = _load_state(folder)
     summary: dict[str, Any] = {"agent": agent, "scope": scope, "changed": [], "restored": [], "unchanged": [], "backups": [], "dry_run": dry_run}
+    made: list[str] = []
     for target in targets(agent, scope, settings, project, "brain", mcp=True):
         before = _read(target.path)
         if before is None:
             continue
         key = str(target.path)
         after: str | None = target.remove(before)
-        entry = state.get(key)
+        entry = state.get(key) or {}
+        restored = False  # the file goes back to what it was before connect: gone if connect made it, else its bytes
         if entry and _sha(before) == entry.get("written"):
             original = _read(Path(entry["backup"])) if entry.get("backup") else None
-            if not entry.get("existed"):
-                after = None if target.same(after or "", "") or not (after or "").strip() else after
-            elif original is not None and target.same(original, after or ""):
-                after = original
-            if after != target.remove(before):
-                summary["restored"].append(key)
+            if not entry.get("existed") and (target.same(after or "", "") or not (after or "").strip()):
+                after, restored = None, True
+            elif entry.get("existed") and original is not None and target.same(original, after or ""):
+                after, restored = original, True
         if after == before:
             summary["unchanged"].append(key)
             continue
         summary["changed"].append(key)
+        if restored:
+            summary["restored"].append(key)
         if dry_run:
             typer.echo(_diff(target.path, before, after), nl=False)
             continue
-        backup = _backup(target.path, stamp)
+        # Back to its state before connect: nothing of ours is left to keep, and connect's copy of the original
+        # is the file itself again, so no backup stays behind (in a repository, one `git add -A` would commit it).
+        backup = None if restored else _backup(target.path, stamp)
         if backup:
             summary["backups"].append(backup)
         if after is None:
             target.path.unlink()
         else:
             _write_atomic(target.path, after)
+        if restored:
+            if entry.get("backup"):
+                with contextlib.suppress(OSError):
+                    Path(entry["backup"]).unlink()
+            made.extend(entry.get("folders") or [])
         state.pop(key, None)
+    _remove_empty(sorted(set(made), key=len, reverse=True))  # after every file: two files may share a folder connect made
     if not dry_run and summary["changed"]:
         _save_state(folder, state)
     typer.echo(json.dumps(summary))
