@@ -156,6 +156,26 @@ def test_a_kernel_that_never_answers_costs_the_budget_and_nothing_more(tmp_path:
         assert len(_outbox(home)) == 7
 
 
+def test_the_budget_counts_from_the_process_start_not_from_the_hooks_imports(tmp_path: Path, repo: Path) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        home = _home(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        late = "import sys, time; time.sleep(1.0); from brain_cli.hook.run import main; sys.exit(main(sys.argv[1:]))"  # a slow start
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-c", late, "claude", "SessionStart"],
+            input=json.dumps(_sample("claude-session-start.json", cwd=str(repo))),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HOME": str(home)},
+            timeout=30,
+        )
+        took = time.monotonic() - started
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert BUDGET - 0.2 < took < BUDGET + 0.5, took  # the second spent starting is part of the 2 s, not before them
+
+
 def test_the_drain_sends_each_waiting_marker_exactly_once_oldest_first(tmp_path: Path, repo: Path) -> None:
     port = free_port()
     home = _home(tmp_path, f"http://127.0.0.1:{port}")
