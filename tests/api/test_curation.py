@@ -24,6 +24,7 @@ from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from tests.support.harness import ManualClock, brain, make_settings
+from tests.support.planting import arc_session, write_arc
 from tests.support.upstream_client import BrainHttp, asgi_sender, fetch_feed
 
 DAY = 86_400
@@ -185,6 +186,14 @@ def test_unknown_ids_and_bad_requests(client) -> None:
     assert _retract(client, lesson["entry_id"], "x" * 1001).status_code == 422
     assert client.post(f"/entries/{quote(lesson['entry_id'], safe='/:')}/retract", json={}).status_code == 422
     assert client.get("/entries", params={"state": "gone"}).status_code == 422
+
+
+def test_an_arc_is_not_curated_here_and_the_refusal_reads_as_english(client, settings: Settings, db: Session) -> None:
+    write_arc(Vault(settings.vault), [arc_session("s-arc", "api", "acme/api", "Build the importer", hours_ago=2)])
+    _reindex_from_the_vault(settings, db)
+    [arc] = client.get("/entries", params={"kind": "arc"}).json()["entries"]
+    refused = _retract(client, arc["entry_id"], "why")
+    assert (refused.status_code, refused.json()) == (422, {"detail": "an arc is not curated here: edit its file"})
 
 
 # -- scoped tokens -------------------------------------------------------------------------------------------

@@ -190,11 +190,26 @@ def test_forms_without_the_csrf_token_or_from_another_site_are_refused(world: Wo
     c.cookies.delete(TOKEN_COOKIE, path="/ui")
     bad = c.post("/ui/signin", data={"token": "wrong", "csrf": csrf}, follow_redirects=False)
     assert bad.status_code == 401 and TOKEN_COOKIE not in bad.headers.get("set-cookie", "")
-    off_site = c.post("/ui/signin", data={"token": ALL, "csrf": csrf, "next": "https://evil.example/"}, follow_redirects=False)
-    assert off_site.headers["location"] == "/ui"  # never a redirect to another site
+    # never a redirect to another site, nor out of /ui as a browser resolves the path
+    for outside in ("https://evil.example/", "//evil.example/x", "/ui/../feed", "/ui/%2e%2e/feed", "/uix", "/ui\r\nSet-Cookie: x=1"):
+        off_site = c.post("/ui/signin", data={"token": ALL, "csrf": csrf, "next": outside}, follow_redirects=False)
+        assert off_site.headers["location"] == "/ui", outside
+    inside = c.post("/ui/signin", data={"token": ALL, "csrf": csrf, "next": "/ui/project?project=acme%2Fapi"}, follow_redirects=False)
+    assert inside.headers["location"] == "/ui/project?project=acme%2Fapi"
     signed = guarded.signed_in(ALL)
     assert signed.post("/ui/signout", data={"csrf": "forged-forged-forged-forged"}).status_code == 403
     assert signed.get("/ui", follow_redirects=False).status_code == 200  # still signed in
+
+
+def test_an_unknown_page_or_a_forms_address_answers_a_page_and_the_api_still_json(world: World) -> None:
+    c = world.guarded.signed_in(ALL)
+    missing = c.get("/ui/nope<script>x</script>")
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+    assert "No such page" in missing.text and "<script>x" not in missing.text and 'href="/ui"' in missing.text
+    typed = c.get("/ui/signout")  # the sign-out form's address, typed into the address bar
+    assert typed.status_code == 405 and typed.headers["content-type"].startswith("text/html") and "Not a page to open" in typed.text
+    api = c.get("/no-such-route")
+    assert (api.status_code, api.json()) == (404, {"detail": "Not Found"})
 
 
 def test_sign_out_forgets_the_token(world: World) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from types import SimpleNamespace
 
 from brain_api.ui import charts, views
@@ -49,3 +50,9 @@ def test_charts_escape_their_labels() -> None:
     svg = str(charts.bars([("<b>", 3.0)], label='a "chart" <x>'))
     assert "<b>" not in svg and "&lt;b&gt;" in svg and "&lt;x&gt;" in svg
     assert str(charts.sparkline([], label="none")) == ""
+
+
+def test_a_count_axis_has_whole_gridlines_and_a_measure_keeps_its_own() -> None:
+    ticks = lambda svg: re.findall(rf'x="{charts.LEFT - 6}" y="[^"]+" text-anchor="end">([^<]+)<', str(svg))  # noqa: E731 (the y axis's)
+    assert ticks(charts.bars([("mon", 1), ("tue", 3)], label="signals")) == ["0", "2", "4"]  # not 1.5 of a signal
+    assert ticks(charts.lines(["a", "b"], [("ms", [0.5, 3.0])], label="p95")) == ["0", "1.5", "3"]

@@ -9,11 +9,13 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from brain_api.deps import get_db, get_read_db, get_unit_of_work, require_auth
 from brain_api.edge import RequestEdge
@@ -136,6 +138,14 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     async def _config(request: Request, exc: ConfigError) -> JSONResponse:
         # e.g. an unreadable project catalog: the operator's problem, not the client's
         return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code in (404, 405) and (request.url.path == "/ui" or request.url.path.startswith("/ui/")):
+            from brain_api.ui.pages import no_such_page
+
+            return no_such_page(request, exc.status_code)  # a person typed it: a page, not the API's JSON
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -120,3 +120,8 @@ def int_or(value: Any, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+def article(noun: str) -> str:
+    """``noun`` after "a" or "an", by its first letter: "an arc", "an intent", "a lesson"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from brain_core.chunks import PRODUCERS
 from brain_core.feed.block import LABEL_CHARS, neutral
+from brain_core.text import article
 from brain_core.trial import control_block
 from brain_mcp import brief
 from brain_mcp.answers import (
@@ -361,7 +362,7 @@ class Remote:
         # The entry must be one the token may read (else the kernel's 404, "entry not found"); the marker then names its id.
         found = self.get_json(f"/entries/{urllib.parse.quote(entry_id, safe='/:')}")["entry"]
         if found.get("scope") == "fleet" or found.get("kind") not in ("lesson", "milestone", "signal", "decision"):
-            return {"error": f"a {found.get('kind')} is not curated here: edit its file"}
+            return {"error": f"{article(str(found.get('kind')))} is not curated here: edit its file"}
         wanted = dict(attrs) if isinstance(attrs, dict) else {}
         others = wanted.get("supersedes") if isinstance(wanted.get("supersedes"), list) else []
         wanted["supersedes"] = [found["entry_id"], *(ref for ref in others if ref != found["entry_id"])]

@@ -17,8 +17,9 @@ cookies only, so any replica answers any request (DESIGN section 8).
 from __future__ import annotations
 
 import hmac
+import posixpath
 import secrets
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -110,7 +111,17 @@ def finish(request: Request, response: Response, *, csrf: str | None = None, new
 
 
 def safe_next(target: str | None) -> str:
-    """Where to go after signing in: a page of this site under /ui, else the projects page (never another site)."""
-    if target and target.startswith("/ui") and not target.startswith("//") and "\\" not in target and len(target) <= 2048:
-        return target
-    return "/ui"
+    """Where to go after signing in: a page of this site under /ui, else the projects page (never another site).
+
+    The path is judged as a browser resolves it: ``/ui/../feed`` (or ``%2e%2e``) is ``/feed``, and ``/uix`` is
+    not under ``/ui``.
+    """
+    if not target or len(target) > 2048 or "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return "/ui"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
+        return "/ui"
+    resolved = posixpath.normpath(unquote(parts.path))
+    if resolved != "/ui" and not resolved.startswith("/ui/"):
+        return "/ui"
+    return target

@@ -22,6 +22,15 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
 
+def _top(values: Sequence[float]) -> float:
+    """The axis's top: the largest value (at least 1); for whole numbers (counts) even, so the half gridline is whole too."""
+    top = max([*values, 1.0])
+    if all(float(v).is_integer() for v in values):
+        top = math.ceil(top)
+        top += top % 2
+    return top
+
+
 def _frame(inner: list[str], *, width: int, height: int, label: str) -> Markup:
     head = f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" aria-hidden="true" focusable="false">'
     return Markup(head + f"<title>{escape(label)}</title>" + "".join(inner) + "</svg>")
@@ -39,7 +48,7 @@ def _axis(top: float, *, width: int, height: int, unit: str) -> list[str]:
 
 def bars(items: Sequence[tuple[str, float]], *, label: str, unit: str = "", width: int = WIDTH, height: int = HEIGHT) -> Markup:
     """A vertical bar per (label, value), labelled under its bar; the axis starts at zero."""
-    top = max([v for _, v in items] + [1.0])
+    top = _top([v for _, v in items])
     plot_w = width - LEFT - RIGHT
     plot_h = height - TOP - BOTTOM
     inner = _axis(top, width=width, height=height, unit=unit)
@@ -70,7 +79,7 @@ def lines(
 ) -> Markup:
     """One polyline per named series over shared x labels (None: no point), with a legend; the axis starts at zero."""
     values = [v for _, vs in series for v in vs if v is not None]
-    top = top if top is not None else max([*values, 1.0])
+    top = top if top is not None else _top(values)
     plot_w = width - LEFT - RIGHT
     plot_h = height - TOP - BOTTOM - 16  # room for the legend under the labels
     n = max(1, len(x_labels) - 1)

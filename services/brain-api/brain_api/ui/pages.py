@@ -86,6 +86,11 @@ def _not_found(request: Request, principal: Principal, what: str) -> Response:
     return _render(request, "missing.html", principal, status=404, what=what)
 
 
+def no_such_page(request: Request, status: int) -> Response:
+    """A 404 (no such page) or 405 (a form's address typed into the address bar) under /ui, as a page."""
+    return _render(request, "nowhere.html", auth.principal_of(request), status=status, method_not_allowed=status == 405)
+
+
 # -- projects -------------------------------------------------------------------------------------
 
 

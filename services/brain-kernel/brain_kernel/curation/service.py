@@ -28,6 +28,7 @@ from brain_core.entries import KINDS, EntryRecord
 from brain_core.markers import Attribution
 from brain_core.membership import signal_is_fleet
 from brain_core.redact import scrub
+from brain_core.text import article
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter, logs, records
 from brain_core.vault.layout import LOG_KINDS
@@ -80,7 +81,7 @@ def find_entry(db: Session, ref: Any, scope: Scope) -> EntryRecord:
 def check_curatable(record: EntryRecord, scope: Scope) -> None:
     """NotCuratable for what the curation routes do not change; OutOfScope for a fleet signal and a scoped token."""
     if record.kind not in curation.CURATED_KINDS or record.meta.get("inline"):
-        raise NotCuratable(f"a {'marker inside a document' if record.meta.get('inline') else record.kind} is not curated here: edit its file")
+        raise NotCuratable(f"{'a marker inside a document' if record.meta.get('inline') else article(record.kind)} is not curated here: edit its file")
     if scope.restricted and record.kind == "signal" and signal_is_fleet(record):
         scope.refuse_fleet("a change to a fleet-wide signal")
 
