@@ -195,7 +195,10 @@ def test_a_scoped_marker_is_never_silently_re_filed(world: World) -> None:
     assert other.status_code == 403, other.text
     for bad in ("ålpha", "a" * 120, "has space"):
         r = world.post(ALPHA, "/marker", {"type": "lesson", "content": f"bad {bad[:5]}", "attrs": {"project": bad}})
-        assert r.status_code == 422, (bad, r.text)
+        assert r.status_code == 422 and "is not a project key or owner/name" in r.text, (bad, r.text)
+    # its own project against another repo: the refusal names the contradiction, not a malformed key
+    torn = world.post(ALPHA, "/marker", {"type": "lesson", "content": "torn", "attrs": {"project": "org/alpha", "repo": "org/beta"}})
+    assert torn.status_code == 422 and torn.json()["detail"] == "project 'org/alpha' and repo 'org/beta' disagree", torn.text
     assert world.post(BOTH, "/marker", {"type": "lesson", "content": "whose?"}).status_code == 422
     assert world.post(BOTH, "/marker", {"type": "lesson", "content": "beta's", "attrs": {"repo": "org/beta"}}).json()["project"] == "beta"
     lenient = world.post(ALL, "/marker", {"type": "lesson", "content": "unbound ålpha", "attrs": {"project": "ålpha"}})

@@ -83,7 +83,7 @@ class MarkerRequest:
     status: str | None = None
     target: str | None = None
     title_given: bool = False
-    unreadable_project: str | None = None  # a project/repo attr sent but not usable (dropped; a restricted token is refused)
+    unreadable_project: str | None = None  # why a project/repo attr sent is not usable (dropped; a restricted token is refused)
     supersedes: tuple[str, ...] = ()  # entry ids or ``ADR-NNNN`` it replaces; the kernel keeps the ids they resolve to (ADR 0048)
     valid_until: dt.datetime | None = None  # attrs.valid_until: the entry leaves the feed then
     ttl_days: float | None = None  # attrs.ttl_days: counted from the moment of the write
@@ -148,7 +148,7 @@ def _normalise_newlines(text: str) -> str:
 
 
 def _identity(attrs: Mapping[str, Any]) -> tuple[ProjectIdentity | None, str | None, str | None]:
-    """(identity from project/repo, a folder path sent as ``project``, what was sent and could not be used).
+    """(identity from project/repo, a folder path sent as ``project``, why what was sent could not be used).
 
     Upstream's outbox stores ``CLAUDE_PROJECT_DIR`` as ``project``: a path is a
     working folder to resolve, never a key. A value that is not a valid key or
@@ -163,17 +163,24 @@ def _identity(attrs: Mapping[str, Any]) -> tuple[ProjectIdentity | None, str | N
     sent = {name: attrs.get(name) for name in ("project", "repo") if not _blank(attrs.get(name))}
     if cwd is not None:
         sent.pop("project", None)
+    why: str | None = None  # why the first candidate failed: a contradiction says so, not "not a key"
     for candidate in ({"project": project, "repo": repo}, {"repo": repo}, {"project": project}):
         if not any(candidate.values()):
             continue
         try:
             found = from_attrs(candidate, None)
-        except InvalidKey:
+        except InvalidKey as exc:
+            why = why or (str(exc) if project and repo and "disagree" in str(exc) else None)
             continue
         if found is not None:
             dropped = next((str(v) for name, v in sent.items() if not candidate.get(name)), None)
-            return found, cwd, dropped
-    return None, cwd, next((str(v) for v in sent.values()), None)
+            return found, cwd, (why or _not_a_key(dropped)) if dropped is not None else None
+    value = next((str(v) for v in sent.values()), None)
+    return None, cwd, _not_a_key(value) if value is not None else None
+
+
+def _not_a_key(value: str) -> str:
+    return f"project {value[:120]!r} is not a project key or owner/name"
 
 
 def _blank(value: Any) -> bool:

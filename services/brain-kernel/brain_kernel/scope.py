@@ -204,14 +204,14 @@ class Scope:
 
         A restricted token's write names one of its projects (``key``/``repo``,
         else OutOfScope), or names none and is its only project's; with several
-        projects and none named, or a project value that is not a key or
-        ``owner/name`` (``unreadable``), ProjectRequired: a 422, never a silent
-        re-filing to another project or to none.
+        projects and none named, or a project value it cannot use (``unreadable``:
+        why, e.g. not a key or ``owner/name``, or contradicting the repo sent),
+        ProjectRequired: a 422, never a silent re-filing to another project or to none.
         """
         if not self.restricted:
             return None
         if unreadable is not None:
-            raise ProjectRequired(f"project {unreadable[:120]!r} is not a project key or owner/name")
+            raise ProjectRequired(unreadable)
         if key:
             if not self.allows_ref(key, repo):
                 raise OutOfScope(f"project {repo or key!r} is outside this token's projects")

@@ -168,7 +168,8 @@ def _embed(request: Request, db: Any, settings: Any, body: EmbedIn, scope: Scope
     metadata = dict(body.metadata)
     project, projects, repo = embeddings.metadata_project(metadata)
     sent = next((str(metadata[k]) for k in ("project", "repo") if metadata.get(k) not in (None, "")), None)
-    member = scope.write_project(project, repo, unreadable=sent if project is None else None)
+    unusable = f"project {sent[:120]!r} is not a project key or owner/name" if sent is not None and project is None else None
+    member = scope.write_project(project, repo, unreadable=unusable)
     owner = None
     if member is not None:  # the write rule (ADR 0033): the chunk is its project's, whatever the metadata said
         project, projects, repo, owner = member.key, (member.key,), member.repo, (member.key, member.repo)
