@@ -131,6 +131,8 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
                 answers["replay"] = await _call(client, "brain_marker", lesson)
                 answers["refused"] = await _refusal(client, "brain_marker", {"type": "rumour", "content": "x"})
                 answers["too_long"] = await _call(client, "brain_marker", {"type": "lesson", "content": "x" * 5000})
+                # the project as an argument of its own, as agents pass it: filed there, not unattributed
+                answers["argued"] = await _call(client, "brain_marker", {"type": "lesson", "content": "Lesson: argued.", "project": "org1/api"})
                 answers["missing"] = await _call(client, "brain_get_arc", {"cluster_id": "arc-nope"})
                 answers["resources"] = [str(r.uri) for r in (await client.list_resources()).resources]
                 answers["templates"] = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
@@ -193,6 +195,7 @@ def test_stdio_lists_the_tools_and_answers_search_feed_and_markers(settings: Set
     assert marker["ok"] is True and marker["marker_type"] == "lesson" and marker["action"] == "appended" and marker["project"] == "api"
     assert word in Vault(settings.vault).read_text(marker["vault_path"])
     assert replay["idempotent_replay"] is True and replay["vault_path"] == marker["vault_path"]
+    assert answers["argued"]["project"] == "api", answers["argued"]
     assert "'lesson', 'milestone', 'signal' or 'decision'" in answers["refused"]  # refused by the schema's enum
     assert answers["too_long"] == {"error": "content exceeds 4KB limit"}
     assert answers["missing"] == {"error": "cluster_id not found: arc-nope"}

@@ -126,6 +126,15 @@ def _reply(answer: dict[str, Any], *, structured: bool = True) -> CallToolResult
     return CallToolResult(content=content, structured_content=json.loads(text), is_error=False)
 
 
+def _with_identity(attrs: dict[str, Any] | None, project: str | None, repo: str | None) -> dict[str, Any] | None:
+    """``attrs`` with a marker's ``project``/``repo`` given as arguments of their own (an agent passes them so more
+    often than in attrs); what attrs itself says wins."""
+    given = {k: v for k, v in (("project", project), ("repo", repo)) if v is not None}
+    if not given:
+        return attrs
+    return {**given, **(attrs or {})} if isinstance(attrs, dict) or attrs is None else attrs
+
+
 def _unless_error(answer: dict[str, Any]) -> dict[str, Any]:
     """``answer``; an ``{"error": ...}`` one raises with its JSON text (a JSON-RPC error to the client)."""
     if "error" not in answer:
@@ -220,11 +229,12 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         return _reply(b.brain_feed(project, session_id))
 
     @tool(MARKER)
-    def brain_marker(type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> MarkerResult:
+    def brain_marker(type: MarkerType, content: str, attrs: dict[str, Any] | None = None, project: str | None = None, repo: str | None = None) -> MarkerResult:
         """Record a marker: type lesson, milestone, signal or decision; content in markdown (at most 4096
-        characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope.
-        Posting the same body twice writes it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
-        return _reply(b.brain_marker(type, content, attrs))
+        characters); attrs such as project, repo, cwd, session_id, source, title, severity, status, scope
+        (`project` and `repo` may also be given as arguments of their own). Posting the same body twice writes
+        it once. Returns JSON {ok, marker_type, action, vault_path, ...}."""
+        return _reply(b.brain_marker(type, content, _with_identity(attrs, project, repo)))
 
     @tool(RETRACT)
     def brain_retract(entry_id: str, reason: str) -> CuratedResult:
@@ -241,11 +251,13 @@ def build_server(settings: Settings, *, kernel: Kernel | None = None, backend: B
         return _reply(b.brain_expire(entry_id, reason))
 
     @tool(MARKER)
-    def brain_supersede(entry_id: str, type: MarkerType, content: str, attrs: dict[str, Any] | None = None) -> MarkerResult:
+    def brain_supersede(
+        entry_id: str, type: MarkerType, content: str, attrs: dict[str, Any] | None = None, project: str | None = None, repo: str | None = None
+    ) -> MarkerResult:
         """Replace an entry with a corrected one: records a marker (as brain_marker) that takes `entry_id`'s
         place in feeds and search; the old entry stays in the vault, marked superseded by the new one. Returns
         the marker's JSON with `entry_id` and `supersedes`; an entry outside your projects is "entry not found"."""
-        return _reply(b.brain_supersede(entry_id, type, content, attrs))
+        return _reply(b.brain_supersede(entry_id, type, content, _with_identity(attrs, project, repo)))
 
     @server.resource(FEED_URI, name="feed", title="The feed", mime_type=JSON_MIME, description="The feed brain_feed answers without a project.")
     def feed() -> str:
