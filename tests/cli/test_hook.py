@@ -290,6 +290,23 @@ def test_a_marker_waits_for_the_kernel_of_the_client_file_it_was_queued_with(tmp
     assert len([r for r in a.requests if r[1] == "/marker"]) == 7 and _outbox(home) == []
 
 
+def test_a_marker_shown_as_code_is_an_example_not_memory(tmp_path: Path, repo: Path) -> None:
+    said = [
+        "To record a lesson, write:\n```markdown\n<!-- @lesson -->\nyour lesson text here\n<!-- @/lesson -->\n```\nThat is all.",
+        "The inline form is `<!-- @decision -->text<!-- @/decision -->`, rarely used.",
+        "<!-- @lesson -->\nSync first:\n```sh\nuv sync\n```\n<!-- @/lesson -->",  # real, with code inside
+        "<!-- @milestone -->The `make test` target is green.<!-- @/milestone -->",
+    ]
+    lines = [{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": t}]}} for t in said]
+    transcript = tmp_path / "examples.jsonl"
+    transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        hook(home, "claude", "Stop", _sample("claude-stop.json", cwd=str(repo), transcript_path=str(transcript)))
+    posted = [(body["type"], body["content"]) for _, path, _, body in stub.requests if path == "/marker"]
+    assert posted == [("lesson", "Sync first:\n```sh\nuv sync\n```"), ("milestone", "The `make test` target is green.")]
+
+
 def test_a_subagent_stop_reads_the_subagent_transcript(tmp_path: Path, repo: Path) -> None:
     with stub_kernel() as stub:
         home = _home(tmp_path, stub.url)
