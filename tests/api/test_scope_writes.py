@@ -116,6 +116,18 @@ def test_an_inbox_note_of_a_scoped_token_speaks_only_for_its_project(world: Worl
     assert outside.status_code == 403
 
 
+def test_a_short_key_shared_with_a_repository_a_token_cannot_read_is_its_own(world: World) -> None:
+    assert world.post(ALL, "/marker", {"type": "lesson", "content": "ELSEWHERELESSON", "attrs": {"repo": "elsewhere/alpha"}}).status_code == 201
+    shared = world.get(ALL, "/feed", project="alpha")
+    assert shared.status_code == 409 and sorted(shared.json()["candidates"]) == ["elsewhere/alpha", "org/alpha"]
+    # A 409 naming one choice would tell a token bound to org/alpha that another alpha exists: it reads its own.
+    for fmt in ("json", "markdown"):
+        mine = world.get(ALPHA, "/feed", project="alpha", format=fmt)
+        assert mine.status_code == 200, mine.text
+        assert "alpha lesson" in mine.text and "ELSEWHERELESSON" not in mine.text and "elsewhere" not in mine.text
+    assert world.get(ALPHA, "/feed", project="alpha").json() == world.get(ALPHA, "/feed", project="org/alpha").json()
+
+
 def test_a_scoped_token_cannot_post_a_fleet_wide_signal(world: World) -> None:
     for attrs in ({"scope": "fleet", "severity": "critical"}, {"fleet": True}, {"fleet": "yes", "repo": "org/alpha"}):
         r = world.post(ALPHA, "/marker", {"type": "signal", "content": f"FLEETPANIC {attrs}", "attrs": attrs})

@@ -141,12 +141,19 @@ class Scope:
         return self.allows(ProjectLookup(EXACT, key, repo))
 
     def check(self, ref: str) -> ProjectLookup:
-        """Resolve ``ref`` (InvalidKey when malformed); OutOfScope outside the scope; AmbiguousProject (its candidates only)."""
+        """Resolve ``ref`` (InvalidKey when malformed); OutOfScope outside the scope; AmbiguousProject (its candidates only).
+
+        A short key a restricted token shares with repositories it cannot read
+        resolves to its own one: a 409 listing one choice would tell it that
+        another repository of that name exists (reads tell nothing of other projects).
+        """
         found = lookup_project(self.db, ref)
         if found.status == AMBIGUOUS:
             visible = [c for c in found.candidates if not self.restricted or self._candidate_allowed(c)]
             if self.restricted and not visible:
                 raise OutOfScope(f"project {ref.strip()!r} is outside this token's projects")
+            if self.restricted and len(visible) == 1:
+                return self.check(visible[0])
             raise AmbiguousProject(ref.strip(), visible)
         if not self.allows(found):
             raise OutOfScope(f"project {ref.strip()!r} is outside this token's projects")
@@ -158,6 +165,15 @@ class Scope:
         except InvalidKey:
             return False
         return self.allows(ProjectLookup(EXACT, key, slug))
+
+    def read_ref(self, ref: str) -> str:
+        """The reference a read of ``ref`` goes on with: ``ref`` itself, or, for a restricted token, the one repository
+        ``check`` narrowed a shared short key to (what the read then resolves must be that one)."""
+        ref = ref.strip()
+        if not self.restricted:
+            return ref
+        found = self.check(ref)
+        return found.repo if found.repo and lookup_project(self.db, ref).status == AMBIGUOUS else ref
 
     def default_project(self) -> str | None:
         """The project a request naming none means: None (everything) unrestricted, its one project, else OutOfScope."""

@@ -77,9 +77,7 @@ def project_answer(
     ``fresh`` skips the stored answer (the result is still stored). ``scope``:
     OutOfScope (before any stored answer is read) for a project outside it.
     """
-    ref = project.strip()
-    if scope is not None and scope.restricted:
-        scope.check(ref)
+    ref = project.strip() if scope is None else scope.read_ref(project)
     asked_key, asked_slug = parse_project_ref(ref)
     key = SnapshotKey(ref, top_n, lesson_days, vault_root)
     if fresh:
@@ -157,9 +155,7 @@ def serve_project_block(
     stored: the block depends on the worktree and the byte budget, and the
     one statement behind it is what a stored JSON answer saves.
     """
-    ref = project.strip()
-    if scope is not None and scope.restricted:
-        scope.check(ref)
+    ref = project.strip() if scope is None else scope.read_ref(project)
     parse_project_ref(ref)  # malformed: InvalidKey before any read
     read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days), now=now)
     if worktree is None and session_id and read.rows is not None:
