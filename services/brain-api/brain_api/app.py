@@ -175,7 +175,7 @@ def _calls(dependant: Dependant) -> Iterator[Any]:
 def _errors_of(route: APIRoute) -> dict[str, dict[str, Any]]:
     """The error statuses an operation can answer: its own refusals (``responses.errors``) and those its shape implies.
 
-    Implied: 401 behind the bearer check; 400 (a body that cannot be parsed)
+    Implied: 401 behind the bearer check; 400 (a form body that cannot be parsed)
     and 413 with a body; 422 with any input; 503 where a request opens the
     database. Refusals made before routing (an unparseable Content-Length, an
     unknown path or method) belong to no operation and are not listed.

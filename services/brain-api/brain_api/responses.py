@@ -51,7 +51,7 @@ FIELD_ERROR = {
     },
 }
 ERRORS = {
-    400: "The request is refused: a body that cannot be parsed, or the route's own reason (upstream's: marker type, content, attrs' shape, a path out of the vault).",
+    400: "The request is refused: a form body that cannot be parsed (JSON that is not JSON is a 422), or the route's own reason (upstream's: marker type, content, attrs' shape, a path out of the vault).",
     401: "Missing or unknown bearer token.",
     403: "The token is bound to other projects.",
     404: "Not found.",
