@@ -11,8 +11,8 @@ from brain_core.markers import Attribution, MarkerInvalid, body_hash, parse_requ
 from brain_core.text import slugify
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import adr_number, decision_path, lesson_path, milestone_path, signal_path
-from brain_core.vault.logs import MarkerKey, render_decision, render_log_entry, render_signal
-from brain_core.vault.records import decision_record, lesson_records, milestone_records, signal_record
+from brain_core.vault.logs import MarkerKey, render_decision, render_log_entry, render_signal, retag_entry
+from brain_core.vault.records import decision_record, lesson_records, log_entries, milestone_records, signal_record
 
 AT = dt.datetime(2026, 11, 28, 14, 3, 22, tzinfo=dt.timezone.utc)
 API = Attribution("api", "org1/api", None, "attrs")
@@ -111,6 +111,36 @@ def test_daily_notes_yield_only_milestones() -> None:
     records = milestone_records(text, path)
     assert [r.content for r in records] == ["old milestone", "Body text."]
     assert all(r.project is None for r in records)
+
+
+UPSTREAM_MILESTONES = (  # as upstream's POST /marker appended them (UPSTREAM.md 1.6), with a person's checklist around
+    "# 2026-11-20\n\n- [ ] buy milk\n- [x] call the bank\n"
+    "- [x] 2026-11-20T10:00:00+00:00 — claude-code — status=done\n  Shipped the config loader\n"
+    "- [x] 2026-11-20T11:30:00+00:00 — unknown — scope=auth — status=blocked\n  The login flow waits on the IdP.\n"
+)
+
+
+def test_upstreams_checkbox_milestones_read_in_daily_notes_and_blocks() -> None:
+    daily = milestone_records(UPSTREAM_MILESTONES, "daily/2026-11-20.md")
+    assert [(r.content, r.meta.get("source"), r.meta.get("status"), r.meta.get("scope")) for r in daily] == [
+        ("Shipped the config loader", "claude-code", "done", None),
+        ("The login flow waits on the IdP.", None, "blocked", "auth"),
+    ]
+    assert daily[0].occurred_at == dt.datetime(2026, 11, 20, 10, 0, tzinfo=dt.timezone.utc) and daily[0].project is None
+    blocks = milestone_records(UPSTREAM_MILESTONES, "left/projects/api/BLOCKS.md")
+    assert [(r.project, r.content) for r in blocks] == [("api", "Shipped the config loader"), ("api", "The login flow waits on the IdP.")]
+    # A lesson log never reads a checklist line as an entry, nor does an entry's content.
+    lesson = render_log_entry("lesson", req("lesson", content="Steps:\n- [x] 2026-11-20T10:00:00+00:00 — x — status=done"), API, marker_id="x", at=AT)
+    assert len(lesson_records(lesson, lesson_path(AT))) == 1
+
+
+def test_a_checkbox_milestone_the_backfill_tags_keeps_its_id_and_reads_its_project() -> None:
+    [(record, entry)] = log_entries("milestone", UPSTREAM_MILESTONES.split("- [x] 2026-11-20T11")[0], "daily/2026-11-20.md")
+    tagged = retag_entry(UPSTREAM_MILESTONES, entry, Attribution("api", "org1/api", source="backfill"))
+    assert "- [x] 2026-11-20T10:00:00+00:00 [project: api repo: org1/api] — claude-code — status=done\n" in tagged
+    again = milestone_records(tagged, "daily/2026-11-20.md")
+    assert (again[0].id, again[0].project, again[0].repo, again[0].meta.get("source")) == (record.id, "api", "org1/api", "claude-code")
+    assert again[1].project is None
 
 
 @pytest.mark.parametrize("title", ["a: b", "line one\nline two", "---", "x\n---\ny: z", "- item", "#hash", "'q' \"qq\"", "null", "[x]", "tab\there"])

@@ -42,6 +42,10 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import BLOCKS_PATH
 
 _HEADER = "## "
+# Upstream's milestone entry (UPSTREAM.md 1.6): ``- [x] <ISO> — <source> — scope=<s> — status=<s>``, then the content
+# indented by two spaces. Read only in milestone logs, and only with a full date and time after the box, so a
+# checklist in an entry's content is never taken for an entry.
+_CHECKBOX = re.compile(r"^- \[[ xX]\] (?=\d{4,}-\d{2}-\d{2}[T ]\d{2}:\d{2})")
 
 _ESCAPED_HEADER = re.compile(r"^(\\*)## ")
 
@@ -177,26 +181,38 @@ class LogEntry:
     last_line: int
     anchor: str = ""
     unattributed: bool = False  # the header says ``[unattributed]``: no project, wherever the log lives
+    checkbox: bool = False  # upstream's ``- [x]`` milestone entry, not a ``## `` header
 
 
-def split_log(text: str) -> list[LogEntry]:
-    """Entries of a log file, in order; text before the first ``## `` header is skipped."""
+def _prefix(line: str, checkboxes: bool) -> int | None:
+    """The length of the mark that opens an entry on ``line`` (``## ``, or upstream's ``- [x] `` where read), else None."""
+    if line.startswith(_HEADER):
+        return len(_HEADER)
+    found = _CHECKBOX.match(line) if checkboxes else None
+    return found.end() if found else None
+
+
+def split_log(text: str, *, checkboxes: bool = False) -> list[LogEntry]:
+    """Entries of a log file, in order; text before the first ``## `` header is skipped. ``checkboxes``: upstream's
+    ``- [x] <ISO> — ...`` lines open entries too (a milestone log), their content's two-space indent taken off."""
     entries: list[LogEntry] = []
     seen: dict[str, int] = {}
     current: list[str] | None = None
-    blocks: list[tuple[int, list[str]]] = []
+    blocks: list[tuple[int, int, list[str]]] = []
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline ending the file ends the last line; it starts no line of its own
     for number, line in enumerate(lines, 1):
-        if line.startswith(_HEADER):
+        opened = _prefix(line, checkboxes)
+        if opened is not None:
             current = [line.rstrip("\r")]
-            blocks.append((number, current))
+            blocks.append((number, opened, current))
         elif current is not None:
             current.append(line.rstrip("\r"))
-    for first_line, block in blocks:
+    for first_line, opened, block in blocks:
         header = block[0]
-        rest = header[len(_HEADER) :].strip()
+        boxed = opened != len(_HEADER)
+        rest = header[opened:].strip()
         stamp_text = None
         match = _STAMP.match(rest)
         if match:
@@ -211,9 +227,9 @@ def split_log(text: str) -> list[LogEntry]:
             after = header[start + tag.end() - tag.start() :].lstrip()
             anchor = header[:start] + after if after else header[:start].rstrip()
             rest = rest[tag.end() :].strip()
-        body = block[1:]
+        body = [line[2:] if line.startswith("  ") else line for line in block[1:]] if boxed else block[1:]
         meta: dict[str, Any] = {}
-        if body:
+        if body and not boxed:
             found = _META_LINE.match(body[0].strip())
             if found:
                 try:
@@ -223,8 +239,10 @@ def split_log(text: str) -> list[LogEntry]:
                 if isinstance(loaded, dict):
                     meta = loaded
                     body = body[1:]
-        content = "\n".join(_unescape_body(body)).strip("\n")
-        if tag and not meta and _UPSTREAM_LESSON.match(rest):  # an old header the backfill tagged: read the rest as before
+        content = "\n".join(body if boxed else _unescape_body(body)).strip("\n")
+        if boxed:
+            title, meta = _upstream_milestone(rest)
+        elif tag and not meta and _UPSTREAM_LESSON.match(rest):  # an old header the backfill tagged: read the rest as before
             title, meta = _upstream_header(rest)
         elif tag:
             kind = "lesson" if str(meta.get("kind") or "lesson") == "lesson" else "milestone"
@@ -237,7 +255,7 @@ def split_log(text: str) -> list[LogEntry]:
         seen[anchor] = ordinal + 1
         last_line = first_line + len(block) - 1
         explicit = bool(tag and tag.group("none"))
-        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line, anchor, explicit))
+        entries.append(LogEntry(header, stamp_text, project, repo, title, meta, content, ordinal, first_line, last_line, anchor, explicit, boxed))
     return entries
 
 
@@ -253,7 +271,8 @@ def retag_entry(text: str, entry: LogEntry, who: Attribution) -> str:
     number = entry.first_line - 1
     line = lines[number]
     header = line.rstrip("\r")
-    pos = len(_HEADER) + len(header[len(_HEADER) :]) - len(header[len(_HEADER) :].lstrip())
+    opened = _prefix(header, entry.checkbox) or len(_HEADER)
+    pos = opened + len(header[opened:]) - len(header[opened:].lstrip())
     stamp = _STAMP.match(header[pos:])
     if stamp:
         pos += stamp.end()
@@ -290,6 +309,19 @@ def _upstream_header(rest: str) -> tuple[str, dict[str, Any]]:
             found["session_id"] = match.group("session").strip()
         return "", {k: v for k, v in found.items() if v and v != "unknown"}
     return rest.lstrip("—–-·:|").strip(), {}
+
+
+def _upstream_milestone(rest: str) -> tuple[str, dict[str, Any]]:
+    """(title, meta) of upstream's milestone line after its stamp (and a tag the backfill added):
+    `` — <source> — scope=<s> — status=<s>`` gives no title, and its source, scope and status."""
+    found: dict[str, Any] = {}
+    for part in (p.strip() for p in re.split(r"(?:^|\s)[—–]\s", rest)):
+        name, eq, value = part.partition("=")
+        if eq and name in ("scope", "status"):
+            found[name] = value.strip()
+        elif part and "source" not in found and not eq:
+            found["source"] = part
+    return "", {k: v for k, v in found.items() if v and v != "unknown"}
 
 
 def valid_ref(project: str | None, repo: str | None) -> tuple[str | None, str | None]:

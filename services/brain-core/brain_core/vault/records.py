@@ -197,7 +197,8 @@ def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[Entry
     Lessons: every entry; old untagged headers are unattributed. Milestones:
     in ``left/projects/<p>/BLOCKS.md`` every entry is a milestone of ``p``
     unless its own tag names the project or says ``[unattributed]``; in a daily note only entries marked
-    as milestones (``brain`` comment, or a header saying "milestone") count.
+    as milestones (``brain`` comment, a header saying "milestone", or upstream's ``- [x] <ISO> — ...``
+    line, UPSTREAM.md 1.6) count.
     An entry whose header stamp no calendar holds (``2026-13-45T99:99:99Z``,
     year 99999: a hand edit) is left out and reported, never a reason to drop
     the rest of the file (ADR 0021).
@@ -206,12 +207,12 @@ def _log_split(kind: str, text: str, vault_path: str) -> tuple[tuple[tuple[Entry
     path_project = valid_ref(folder, None)[0] if folder else None
     out = []
     left_out = []
-    entries = split_log(text)
+    entries = split_log(text, checkboxes=kind == "milestone")
     curated = _curated_entries(entries, vault_path)
     for entry in entries:
         if entry.meta.get("kind") == curation.CURATION:  # a record of another entry's state, no entry of its own
             continue
-        if kind == "milestone" and folder is None and entry.meta.get("kind") != "milestone" and "milestone" not in entry.header.lower():
+        if kind == "milestone" and folder is None and not entry.checkbox and entry.meta.get("kind") != "milestone" and "milestone" not in entry.header.lower():
             continue
         if entry.stamp and occurred_at(entry.stamp, vault_path) is None:
             left_out.append(entry)
