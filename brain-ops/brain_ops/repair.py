@@ -41,7 +41,7 @@ from brain_core.vault.regions import canonical_id
 from brain_core.vault.repairs import CHAIN, REPAIRS, Fix, merge_chains, merged_levels, repair_arc, requote_signals
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.index import filestats
-from brain_kernel.index.changes import SEARCH, sync_changes
+from brain_kernel.index.changes import SEARCH, stale_paths, sync_changes
 from brain_kernel.index.rebuild import live_vault_files
 from brain_kernel.vault_store import Vault
 from brain_kernel.vault_writes import VaultWrites
@@ -174,6 +174,9 @@ def run_repair(
     if dry_run:
         return summary
     summary.files_written = [rel for rel in touched if run.writes.exists(rel)]
+    if db is not None:
+        # and the files a killed run wrote (or removed) before its commit: the index still holds their old rows
+        touched = sorted(set(touched) | set(stale_paths(db, vault, rels, SCANNED_PREFIXES)))
     if touched and db is not None:
         live = set(live_vault_files(filestats.stat_files(vault)))
         result = sync_changes(db, vault, [rel for rel in touched if rel in live])

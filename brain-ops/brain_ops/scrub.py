@@ -25,7 +25,8 @@ follows the files written through the kernel's one path: live documents by
 ``index.changes.sync_changes`` (entries, file stats and the search index; the stored feed answers are
 invalidated by the index's triggers), the rest (dashboards, feed tables,
 second copies) by its search store only; the next tick re-reads them
-because their size and mtime moved. ``dry_run`` writes no file and no row;
+because their size and mtime moved. A rerun also brings the index up to the
+files a killed run wrote but never committed (``index.changes.stale_paths``). ``dry_run`` writes no file and no row;
 the function never commits.
 """
 
@@ -47,7 +48,7 @@ from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, is_arc, kind_of_path
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.index import filestats
-from brain_kernel.index.changes import SEARCH, sync_changes
+from brain_kernel.index.changes import SEARCH, stale_paths, sync_changes
 from brain_kernel.index.rebuild import live_vault_files
 from brain_kernel.vault_store import Vault
 
@@ -148,17 +149,19 @@ def run_scrub(
             summary.files_written.append(rel)
     if summary.files_written:
         vault.sync_folders(summary.files_written)
-        if db is not None:
-            _follow(db, vault, summary)
+    if db is not None and not dry_run:
+        _follow(db, vault, summary, rels)
     return summary
 
 
-def _follow(db: Session, vault: Vault, summary: ScrubSummary) -> None:
-    """The index follows the files written: live documents' rows and search text, the others' search text."""
-    written = summary.files_written
+def _follow(db: Session, vault: Vault, summary: ScrubSummary, scanned: list[str]) -> None:
+    """The index follows the files written, and those a killed run wrote before its commit (their secrets would
+    otherwise stay in the index's rows and search text until the next tick): live documents' rows and search
+    text, the others' search text."""
+    touched = sorted(set(summary.files_written) | set(stale_paths(db, vault, scanned, SCANNED_PREFIXES)))
+    if not touched:
+        return
     live = set(live_vault_files(filestats.stat_files(vault)))
-    documents = [rel for rel in written if rel in live]
-    result = sync_changes(db, vault, documents)
-    sync_changes(db, vault, [rel for rel in written if rel not in live], stores=frozenset({SEARCH}))  # they hold no entries
-    entries, removed = result.entries, result.removed
-    summary.index = {"refreshed": True, "files": len(written), "entries_written": entries, "removed": removed}
+    result = sync_changes(db, vault, [rel for rel in touched if rel in live])
+    sync_changes(db, vault, [rel for rel in touched if rel not in live], stores=frozenset({SEARCH}))  # they hold no entries
+    summary.index = {"refreshed": True, "files": len(touched), "entries_written": result.entries, "removed": result.removed}

@@ -12,6 +12,7 @@ from brain_core.vault import frontmatter
 from brain_kernel.db.models import Entry
 from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
+from brain_ops.repair import run_repair
 from tests.support.harness import brain
 
 DAY = "clusters/2026-04-10"
@@ -117,6 +118,23 @@ def test_repair_audits_every_change_keeps_other_bytes_and_reruns_as_a_no_op(sett
     rerun = json.loads(again.stdout.strip().splitlines()[-1])
     assert rerun["changed"] == 0 and rerun["removed"] == 0 and sum(rerun["repairs"].values()) == 0
     assert _snapshot(settings.vault) == after and len(audit.read_text().splitlines()) == len(lines)
+
+
+def test_a_rerun_after_a_killed_repair_brings_the_index_up_to_the_files(settings: Settings, db: Session) -> None:
+    vault = _plant(settings)
+    assert brain(settings, "reindex").exit_code == 0
+    titles = lambda: set(db.execute(select(Entry.vault_path, Entry.title).where(Entry.kind == "arc")).all())  # noqa: E731
+    assert (ARC_PATH, RATIONALE) in titles()
+    db.rollback()
+    run_repair(vault)  # what a run killed after its vault writes and before its commit leaves: no index row changed
+    assert (ARC_PATH, RATIONALE) in titles() and not (settings.vault / f"{DAY}/2026-04-10-old-cccccccccccc.merged.merged.md").exists()
+    db.rollback()
+    rerun = brain(settings, "repair")
+    assert rerun.exit_code == 0, rerun.stderr
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert summary["changed"] == 0 and summary["index"]["refreshed"] is True, summary
+    arcs = titles()
+    assert (ARC_PATH, "Auth flow rework") in arcs and not [path for path, _ in arcs if ".merged.merged" in path]
 
 
 def test_repair_of_a_missing_vault_is_one_error_line(settings: Settings, tmp_path: Path) -> None:

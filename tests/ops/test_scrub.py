@@ -51,6 +51,12 @@ def _chunks_holding_secrets(db: Session) -> list[str]:
     return [key for key, preview in rows if any(s in preview for s in SECRETS)]
 
 
+def _segments_holding_secrets(db: Session) -> list[str]:
+    """Files whose text the vault search holds (its segments) with a secret in it."""
+    rows = db.execute(text("SELECT path, content FROM vault_segments")).all()
+    return sorted({path for path, content in rows if any(s in content for s in SECRETS)})
+
+
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -241,3 +247,25 @@ def test_brain_scrub_replaces_only_the_secret_spans_of_existing_arcs(tmp_path: P
     again = json.loads(rerun.stdout.strip().splitlines()[-1])
     assert again["changed"] == 0 and again["secrets_removed"] == 0 and again["files_written"] == []
     assert _snapshot(settings.vault) == after
+
+
+def test_a_rerun_after_a_killed_scrub_takes_the_secrets_out_of_the_index_too(tmp_path: Path, database_url: str, db: Session) -> None:
+    settings = make_settings(tmp_path, database_url)
+    vault = Vault(settings.vault)
+    vault.scaffold()
+    _plant(vault, "old-session-1", T0, FIRST, LAST)
+    assert brain(settings, "tick", "--no-ai").exit_code == 0
+    assert brain(settings, "reindex").exit_code == 0  # the vault search's index too
+    held = set(_holding_secrets(settings.vault))
+    assert _index_holding_secrets(db) and _chunks_holding_secrets(db) and _segments_holding_secrets(db)
+    db.rollback()
+    # What a scrub killed after its writes and before its commit leaves: clean files, an index as it was.
+    for rel in held:
+        vault.rewrite_listed(rel, scrub_document(vault.listed(rel).read_bytes().decode()).text.encode())
+    assert _holding_secrets(settings.vault) == {}
+
+    rerun = brain(settings, "scrub")
+    assert rerun.exit_code == 0, rerun.stderr
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert summary["changed"] == 0 and summary["index"]["files"] >= len(held), summary
+    assert _index_holding_secrets(db) == [] and _chunks_holding_secrets(db) == [] and _segments_holding_secrets(db) == []

@@ -187,6 +187,34 @@ def drop_missing(session: Session, live: Iterable[str], known: Iterable[str], *,
     return removed
 
 
+def stale_paths(session: Session, vault: Vault, present: Iterable[str], prefixes: Sequence[str]) -> list[str]:
+    """Of the files ``present`` (and those the file stats hold under ``prefixes`` that are gone), the ones whose size or
+    mtime differ from what the index last read: what a writer killed between its vault writes and its commit left.
+
+    A file that holds entries is judged by its file stats; any other (a dashboard, a feed table, a tombstone) by
+    the search index's stamp of it. A file the index never read is not stale here: a tick or a rebuild reads it.
+    """
+    wanted = set(present)
+    known = filestats.load(session)
+    wanted |= {rel for rel in known if rel.startswith(tuple(prefixes))}
+    held: dict[str, tuple[int, int]] = {}
+    if wanted:
+        rows = session.connection().exec_driver_sql(
+            "SELECT path, size, mtime_ns FROM vault_documents WHERE path = ANY(%(paths)s::text[])", {"paths": sorted(wanted)}
+        )
+        held = {path: (size, mtime) for path, size, mtime in rows}
+    out = []
+    for rel in sorted(wanted):
+        now = filestats.stat_one(vault, rel)
+        row = known.get(rel)
+        if row is not None:
+            if now is None or row.stat != now:
+                out.append(rel)
+        elif rel in held and (now is None or held[rel] != (now.size, now.mtime_ns)):
+            out.append(rel)
+    return out
+
+
 def catch_up_search(session: Session, vault: Vault) -> None:
     """The search index brought up to every file whose size or mtime moved, once a rebuild built it."""
     if search_docs.indexed(session, vault):
