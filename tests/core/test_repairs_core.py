@@ -66,6 +66,19 @@ def test_a_repeated_merged_from_section_goes() -> None:
     assert drop_repeated_merges(done.text) is None
 
 
+def test_a_repeated_merged_section_goes_but_never_a_section_written_after_it() -> None:
+    kept = "## Edges\n<!-- @edge type=parent target=x -->\n\n## Source sessions\n- home-bridge://sessions/s1\n"
+    text = "# A\n\n## Merged from X\n\nold text\n\n## Merged from X\n\nold text\n\n" + kept
+    done = drop_repeated_merges(text)
+    assert done is not None and done.text == "# A\n\n## Merged from X\n\nold text\n\n" + kept
+    # B's body with headings of its own repeats whole; a repeat that differs (markers already there were
+    # left out) ends at the first heading B's body does not hold.
+    body = "\n\n## Sessions\n| s1 |\n\nnotes\n\n"
+    assert drop_repeated_merges(f"# A\n\n## Merged from b{body}## Merged from b{body}{kept}").text == f"# A\n\n## Merged from b{body}{kept}"  # type: ignore[union-attr]
+    shorter = "\n\n## Sessions\n| s1 |\n\n"
+    assert drop_repeated_merges(f"# A\n\n## Merged from b{body}## Merged from b{shorter}{kept}").text == f"# A\n\n## Merged from b{body}{kept}"  # type: ignore[union-attr]
+
+
 def test_a_signal_that_lost_its_quoting_parses_again() -> None:
     text = "x\n<!-- @signal severity=resolved source=disk-full verify=test -d /var/log -->\n(CLEARED: ok) disk\n<!-- @/signal -->\n"
     assert not [m for m in parse_markers(text) if m.type == "signal"]

@@ -13,7 +13,8 @@ every other byte of the file, line ends included, is kept.
   (parent > child > sibling > unblocks > supersedes > related > any other),
   self-loops dropped; a marker alone on its line goes with its line end.
 - ``drop_repeated_merges``: a second ``## Merged from <B>`` section (an
-  answer applied twice) goes, up to the next ``## Merged from`` or the end.
+  answer applied twice) goes: what repeats the first one's body, never a
+  section written after it (``## Edges``), up to the next ``## Merged from``.
 - ``requote_signals``: ``@signal`` openings whose quoting upstream's
   tombstone script lost (``verify=curl -s url``), so the marker no longer
   parsed and the signal vanished, get their multi-word values quoted again.
@@ -48,6 +49,7 @@ _SIGNAL_OPEN = re.compile(r"<!--\s*@signal(?P<inner>(?:(?!-->)[^\n])*?)\s*-->")
 _STRICT_ATTRS = re.compile(r"(?:\s+" + _ATTR + r")*")
 _ATTR_START = re.compile(r"^[A-Za-z_][\w-]*=")
 _MERGED_HEADING = re.compile(r"^## Merged from (?P<id>\S.*?)[ \t]*\r?$", re.M)
+_HEADING = re.compile(r"^(#{1,2} .*?)\r?$", re.M)  # a section heading's text: what a merged body may hold of its own
 
 
 @dataclass(frozen=True)
@@ -143,17 +145,33 @@ def dedupe_edges(text: str, own_ids: Iterable[str]) -> Repaired | None:
 
 
 def drop_repeated_merges(text: str) -> Repaired | None:
-    """``text`` without the second and later ``## Merged from <B>`` sections of one B; None when none repeats."""
+    """``text`` without the second and later ``## Merged from <B>`` sections of one B; None when none repeats.
+
+    A merge appended ``## Merged from <B>`` and B's body (UPSTREAM.md 5.4), so
+    a repeat holds what the first one holds: it ends where its copy of the first
+    section's body ends, or else at the first ``## `` heading that body does not
+    have (a section written after the merges, ``## Edges``), or the next
+    ``## Merged from``; never past them.
+    """
     headings = list(_MERGED_HEADING.finditer(text))
-    seen: set[str] = set()
+    first: dict[str, str] = {}
     spans, fixes = [], []
     for n, match in enumerate(headings):
         merged = match.group("id").strip()
-        if merged in seen:
-            end = headings[n + 1].start() if n + 1 < len(headings) else len(text)
-            spans.append((match.start(), end))
-            fixes.append(Fix(MERGED_SECTION, text[match.start() : end], None))
-        seen.add(merged)
+        limit = headings[n + 1].start() if n + 1 < len(headings) else len(text)
+        if merged not in first:
+            first[merged] = text[match.end() : limit]
+            continue
+        body = first[merged]
+        after = text[match.end() : limit]
+        if body and after.startswith(body):
+            end = match.end() + len(body)
+        else:
+            own = set(_HEADING.findall(body))
+            stop = next((m for m in _HEADING.finditer(after) if m.group(1) not in own), None)
+            end = match.end() + stop.start() if stop is not None else limit
+        spans.append((match.start(), end))
+        fixes.append(Fix(MERGED_SECTION, text[match.start() : end], None))
     if not spans:
         return None
     return Repaired(_removed(text, spans), tuple(fixes))
