@@ -65,10 +65,15 @@ def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) ->
         (["tick-drain", "--vault", "/no-such-vault"], {}, "error: vault folder /no-such-vault does not exist"),
         (["reindex", "--vault", "a-file"], {}, "error: vault {folder}/a-file is not a folder"),
         (["status", "--url", "ftp://kernel"], {}, "error: --url 'ftp://kernel' is not an http:// or https:// URL"),
+        # refused before any kernel is asked (none listens here): a bad value, not the kernel's refusal
+        (["search", "x", "--mode", "nope", "--url", "http://127.0.0.1:9"], {}, "error: --mode 'nope': one of hybrid, vector, words"),
+        (["marker", "bogus", "x", "--url", "http://127.0.0.1:9"], {}, "error: 'bogus' is not a marker type: one of lesson, milestone"),
+        (["backfill", "--vault", "vault", "--only", "nosuch/path"], {}, "error: --only nosuch/path: no such file or folder in the vault"),
     ],
 )
 def test_a_bad_setting_or_value_is_a_usage_error(tmp_path: Path, args: list[str], env: dict[str, str], says: str) -> None:
     (tmp_path / "a-file").write_text("not a vault\n")
+    (tmp_path / "vault").mkdir()
     result = _brain(tmp_path, *args, **env)
     assert result.returncode == 2
     assert _one_error_line(result).startswith(says.format(folder=tmp_path))

@@ -21,6 +21,8 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.sections import cluster_id_of
 from brain_core.text import clip_words, title_repeats
 
+SEARCH_MODES = ("hybrid", "vector", "words")  # POST /search's modes: words and vectors fused, or one of them (ADR 0044)
+
 CHUNK_CHARS = 4000
 PREVIEW_CHARS = 500
 ENTRY_TEXT_CHARS = 2000

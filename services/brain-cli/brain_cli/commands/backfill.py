@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from brain_cli.common import DatabaseOption, VaultOption, audit_and_plan, job_session, load_settings, open_vault, operator_errors
+from brain_cli.common import DatabaseOption, VaultOption, audit_and_plan, fail, job_session, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 
 
@@ -58,6 +58,9 @@ def backfill(
     """
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
+    for named in only:  # a mistyped path would scan nothing and say nothing was wrong
+        if not (Path(named) if Path(named).is_absolute() else store.root / named).exists():
+            fail(f"--only {named}: no such file or folder in the vault ({store.root})")
     # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_ops.backfill.run import run_backfill
 

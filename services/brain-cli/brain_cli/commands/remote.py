@@ -18,6 +18,8 @@ import typer
 
 from brain_cli.client import UrlOption, answered, kernel, kernel_errors
 from brain_cli.common import ExitCode, fail, operator_errors
+from brain_core.chunks import SEARCH_MODES
+from brain_core.markers import MARKER_TYPES
 
 CLI_SOURCE = "brain-cli"  # POST /tick's source for a tick this command queues
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
@@ -141,6 +143,8 @@ def marker(
 
     Example: brain marker lesson "Run migrations before the tests" --project acme/api
     """
+    if type not in MARKER_TYPES:
+        fail(f"{type!r} is not a marker type: one of {', '.join(MARKER_TYPES)}")
     text = sys.stdin.read() if content == "-" else content
     attrs: dict[str, str] = {}
     for item in attr:
@@ -171,6 +175,8 @@ def search(
 
     Example: brain search "flaky login test" --project acme/api
     """
+    if mode not in SEARCH_MODES:
+        fail(f"--mode {mode!r}: one of {', '.join(SEARCH_MODES)}")
     with kernel(url) as remote:
         body = {"query": query, "project": project, "limit": limit, "mode": mode}
         _echo(remote.json_of("POST", "/search", remote.send("POST", "/search", json=body)))

@@ -44,7 +44,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from brain_core.chunks import PREVIEW_CHARS, EmbeddingDoc, chunk_text, labels
+from brain_core.chunks import PREVIEW_CHARS, SEARCH_MODES, EmbeddingDoc, chunk_text, labels
 from brain_core.curation import WITHDRAWN
 from brain_core.entries import entry_id
 from brain_core.identity import read_repo
@@ -292,7 +292,7 @@ def by_key(session: Session, key: str) -> list[dict[str, Any]]:
 
 # -- search ---------------------------------------------------------------------------------------------
 
-MODES = ("hybrid", "vector", "words")
+MODES = SEARCH_MODES
 PLANS = ("exact", "index")
 RRF_K = 60  # reciprocal rank fusion's constant: a result's share is 1 / (RRF_K + its rank) on each side
 # The vector side's plan (ADR 0045). Exact ranking costs about one unit a filtered row; the iterative HNSW scan
