@@ -123,9 +123,14 @@ class Git:
         self.config: list[str] = []  # ``-c`` options put before every command
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["git", *self.config, *args], cwd=self.root, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT)
+        # A session of its own: a terminal's Ctrl-C reaches brain, which ends its job and stops, not git halfway
+        # through a fetch or a push (an interrupt of brain itself still kills git, as subprocess.run does).
+        proc = subprocess.run(
+            ["git", *self.config, *args], cwd=self.root, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT, start_new_session=True
+        )
         if check and proc.returncode != 0:
-            raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+            said = proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}"
+            raise RuntimeError(f"git {' '.join(args)} failed: {said}")
         return proc
 
     def out(self, *args: str) -> str:

@@ -11,6 +11,8 @@ import datetime as dt
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.ticks import tick_queue
 from brain_kernel.vault_store import Vault
 from brain_ops.loop import MAX_SLEEP_SECONDS, JobContext, LoopReport, LoopState, due_jobs, mark_ran, next_due, run_loop, tick_job
-from tests.support.harness import brain
+from tests.support.harness import brain, settings_env
 from tests.support.planting import arc_session, write_arc
 from tests.support.progress_recorder import ProgressRecorder
 from tests.support.transcript_factory import make_repo, write_claude
@@ -237,6 +239,24 @@ def test_ops_loop_once_through_the_cli(settings: Settings) -> None:
     assert set(lines[0]) == {"job", "ok", "started_at", "duration_ms", "summary", "error"}
     assert "ops-loop: tick every 10s, drain every 3s" in result.stderr
     assert "ops-loop: drain: drain-summary: total=0 ticks=0 ok=0 failed=0 stuck=0" in result.stderr
+
+
+def test_ctrl_c_stops_the_ops_loop_after_its_job_and_exits_130(settings: Settings) -> None:
+    """Ctrl-C at a terminal signals the whole foreground group (here: the process's own session): the loop
+    ends its job and stops, and says it was interrupted (SIGTERM, a service's stop, is exit 0)."""
+    env = {**settings_env(settings), "EXTRACT_HOUR": str((dt.datetime.now(dt.timezone.utc).hour + 12) % 24)}
+    args = [sys.executable, "-m", "brain_cli", "ops-loop", "--tick-interval", "3600", "--drain-interval", "3600"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        jobs = [json.loads(proc.stdout.readline())["job"] for _ in range(3)]  # the first cycle's jobs, then it sleeps
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (jobs, proc.returncode) == (["tick", "embed", "drain"], 130), err
+    assert "SIGINT: stopping" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("args", [["--extract-hour", "24"], ["--tick-interval", "0"]])

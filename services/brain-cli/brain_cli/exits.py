@@ -23,6 +23,7 @@ class ExitCode(IntEnum):
 
     FAILED = 1  # the work failed: rerunning the same command may succeed once the database, job or kernel is back
     USAGE = 2  # the command line or the configuration is wrong (click's own code for a bad option)
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + the signal's number, as a shell reports it
 
 
 class Failure(BrainError):

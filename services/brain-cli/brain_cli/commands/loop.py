@@ -59,5 +59,7 @@ def ops_loop(
     with job_engine(settings) as (ready, engine):
         report = run_loop(engine, store, ready, max_cycles=1 if once else None, progress=progress)
     progress.say(f"done: {report.as_dict()}")
+    if report.stopped_by == "SIGINT":  # Ctrl-C: stopped after its job, and said so as an interrupt (SIGTERM is a service's stop: 0)
+        raise typer.Exit(ExitCode.INTERRUPTED)
     if once and report.failures:
         raise typer.Exit(ExitCode.FAILED)
