@@ -28,7 +28,10 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,7 +220,8 @@ def sync_vault(vault: Vault, *, remote: str = "origin", dry_run: bool = False) -
         raise SyncRefused("changes outside the memory's paths are staged; commit or unstage them first: " + ", ".join(foreign))
     writes = VaultWrites(vault, dry_run=dry_run)
     pending = write_git_files(writes)  # a dry run holds them: listed, not written
-    changed = git.paths("status", "--porcelain=v1", "--untracked-files=all", "--no-renames", "--", *MEMORY_PATHS)
+    with _pending_ignores(git, writes, dry_run and GITIGNORE in pending):
+        changed = git.paths("status", "--porcelain=v1", "--untracked-files=all", "--no-renames", "--", *MEMORY_PATHS)
     paths = sorted({entry[3:] for entry in changed} | set(pending))
     for rel in paths:
         why = _secret(vault, rel)
@@ -249,12 +253,32 @@ def sync_vault(vault: Vault, *, remote: str = "origin", dry_run: bool = False) -
     _pull(git, remote, summary.branch, summary)
     if summary.conflicts:
         return summary
+    if summary.commit and summary.pulled:
+        summary.commit = git.out("rev-parse", "HEAD").strip()  # the rebase made it anew over the remote's: the one pushed
     push = git.run("push", "--porcelain", remote, f"HEAD:refs/heads/{summary.branch}", check=False)
     if push.returncode == 0:
         summary.pushed = True
     else:
         summary.notes.append("push refused by the remote (never forced): sync again to pull its changes first. " + (push.stderr.strip() or push.stdout.strip()))
     return summary
+
+
+@contextmanager
+def _pending_ignores(git: Git, writes: VaultWrites, held: bool) -> Iterator[None]:
+    """git, inside, ignores what the ``.gitignore`` a dry run holds (not written) would: without it, the first dry
+    run listed the day dashboards and feed tables the real run never commits."""
+    if not held:
+        yield
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".gitignore", delete=False) as rules:
+        rules.write(writes.read(GITIGNORE))
+    option = ["-c", f"core.excludesFile={rules.name}"]
+    git.config += option
+    try:
+        yield
+    finally:
+        del git.config[-len(option) :]
+        os.unlink(rules.name)
 
 
 @dataclass

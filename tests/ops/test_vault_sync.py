@@ -27,6 +27,7 @@ from brain_ops.keeper.tick import run_tick
 from brain_ops.vault_sync import SyncRefused, sync_vault
 from tests.support.gitrepo import git
 from tests.support.harness import cloned_database
+from tests.support.planting import arc_session, write_arc
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 SECRET = "ghp_" + "a1B2" * 9
@@ -108,6 +109,8 @@ def test_two_clones_sync_in_turn_and_both_end_with_every_entry_indexed(
     assert "lesson" in out_a.message and "org1/api: 1 lesson" in out_a.message
     out_b = sync_vault(b)  # rebases onto A's commit: the shared lesson log merges by union
     assert out_b.pulled and out_b.pushed and not out_b.conflicts
+    head = git(b.path(""), "rev-parse", "HEAD").strip()
+    assert out_b.commit == head == git(b.path(""), "rev-parse", "origin/main").strip()  # the commit rebased and pushed
     out_a2 = sync_vault(a)
     assert out_a2.pulled and out_a2.committed == []
 
@@ -212,6 +215,20 @@ def test_a_conflict_union_cannot_resolve_stops_with_the_work_tree_as_it_was(tmp_
     assert out.conflicts == [path] and not out.pushed and not out.ok
     assert {rel: a.read_text(rel) for rel in before} == before
     assert not (a.path("") / ".git" / "rebase-merge").exists() and git(a.path(""), "status", "--porcelain") == ""
+
+
+def test_a_first_dry_run_lists_what_the_real_sync_commits(tmp_path: Path, remote: Path, settings: Settings, db: Session) -> None:
+    a = _clone(remote, tmp_path / "a")
+    _lesson(a, "Seen by a dry run.", 1, minutes=1)
+    write_arc(a, [arc_session("s-dry", "api", "org1/api", "Build the importer", hours_ago=2)])
+    run_tick(db, a, settings.with_overrides(vault=a.path("")), use_ai=False)  # the day's dashboard beside the arc
+    db.commit()
+    assert list(a.path("clusters").rglob("_dashboard.md"))
+    assert not a.exists(".gitignore")  # the first sync writes it: the dry run only holds it
+    dry = sync_vault(a, dry_run=True)
+    assert not any(p.startswith("brain-feed/") or p.endswith("_dashboard.md") for p in dry.committed), dry.committed
+    real = sync_vault(a)
+    assert dry.committed == real.committed
 
 
 def test_brain_sync_prints_its_summary_and_refuses_outside_a_work_tree(tmp_path: Path, remote: Path) -> None:
