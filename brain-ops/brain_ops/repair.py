@@ -178,6 +178,7 @@ def run_repair(
         # and the files a killed run wrote (or removed) before its commit: the index still holds their old rows
         touched = sorted(set(touched) | set(stale_paths(db, vault, rels, SCANNED_PREFIXES)))
     if touched and db is not None:
+        progress.say(f"bringing the index up to {len(touched)} files")
         live = set(live_vault_files(filestats.stat_files(vault)))
         result = sync_changes(db, vault, [rel for rel in touched if rel in live])
         sync_changes(db, vault, [rel for rel in touched if rel not in live], stores=frozenset({SEARCH}))  # tombstones, gone files

@@ -150,17 +150,18 @@ def run_scrub(
     if summary.files_written:
         vault.sync_folders(summary.files_written)
     if db is not None and not dry_run:
-        _follow(db, vault, summary, rels)
+        _follow(db, vault, summary, rels, progress)
     return summary
 
 
-def _follow(db: Session, vault: Vault, summary: ScrubSummary, scanned: list[str]) -> None:
+def _follow(db: Session, vault: Vault, summary: ScrubSummary, scanned: list[str], progress: Progress) -> None:
     """The index follows the files written, and those a killed run wrote before its commit (their secrets would
     otherwise stay in the index's rows and search text until the next tick): live documents' rows and search
     text, the others' search text."""
     touched = sorted(set(summary.files_written) | set(stale_paths(db, vault, scanned, SCANNED_PREFIXES)))
     if not touched:
         return
+    progress.say(f"bringing the index up to {len(touched)} files")
     live = set(live_vault_files(filestats.stat_files(vault)))
     result = sync_changes(db, vault, [rel for rel in touched if rel in live])
     sync_changes(db, vault, [rel for rel in touched if rel not in live], stores=frozenset({SEARCH}))  # they hold no entries

@@ -236,6 +236,19 @@ def test_samples_extract_through_the_cli(tmp_path: Path) -> None:
     assert "extract" in proc.stderr  # progress on stderr, JSON alone on stdout
 
 
+def test_with_database_records_the_sessions_in_the_embedded_default(tmp_path: Path, embedded_home: Path) -> None:
+    """No DATABASE_URL (the embedded default): --with-database starts the one under BRAIN_HOME for the run, so the
+    sessions (and the trial's outcomes) are recorded, as the ops loop's daily extract records them."""
+    settings = make_settings(tmp_path, None, home=embedded_home)
+    data = REPO_ROOT / "tests" / "data"
+    args = ["extract", "--since", "all", "--min-turns", "1", "--claude-dir", str(data / "claude" / "projects"), "--codex-dir", str(data / "codex")]
+    plain = brain(settings, *args)
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["sessions_recorded"] == 0  # no database: nothing recorded
+    recorded = brain(settings, *args, "--with-database")
+    assert recorded.exit_code == 0, recorded.stderr
+    assert json.loads(recorded.stdout)["sessions_recorded"] == 2
+
+
 def test_with_a_database_sessions_and_learned_roots_are_recorded_and_reused(tmp_path: Path, database_url: str, db: Session) -> None:
     world = World(tmp_path, database_url)
     world.claude_session("primary", world.api)

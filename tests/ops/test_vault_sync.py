@@ -215,6 +215,15 @@ def test_a_conflict_union_cannot_resolve_stops_with_the_work_tree_as_it_was(tmp_
     assert out.conflicts == [path] and not out.pushed and not out.ok
     assert {rel: a.read_text(rel) for rel in before} == before
     assert not (a.path("") / ".git" / "rebase-merge").exists() and git(a.path(""), "status", "--porcelain") == ""
+    from typer.testing import CliRunner
+
+    from brain_cli.cli import app
+
+    again = CliRunner().invoke(app, ["sync", "--vault", str(a.path(""))])  # the command says so: exit 1 and one error line
+    assert again.exit_code == 1 and json.loads(again.stdout.strip().splitlines()[-1])["conflicts"] == [path]
+    assert again.stderr.strip().splitlines() == [
+        f"error: not synced, conflicts union merging cannot resolve: {path}; the work tree is as it was (see the summary's notes)"
+    ]
 
 
 def test_a_first_dry_run_lists_what_the_real_sync_commits(tmp_path: Path, remote: Path, settings: Settings, db: Session) -> None:

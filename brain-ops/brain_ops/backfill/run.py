@@ -99,6 +99,7 @@ def run_backfill(
         arcs = read_ahead(vault, rels, summary, evidence, follow)
         correct_arcs(arcs, len(rels), evidence, known, summary, dry_run, audit, plan, progress, ArcWriter(writes, summary, follow, after_write))
         if follow is not None:
+            progress.say("bringing the index up to the arcs written")
             follow.wait()  # the session is the main thread's again
         if rewrite_markers:
             rewrite_marker_files(writes, _files(vault, disk, MARKER_KINDS, only), evidence, summary, follow, dry_run, audit, plan, after_write)
@@ -109,6 +110,7 @@ def run_backfill(
             if not dry_run:
                 resolver.flush_learned()
         if follow is not None:
+            progress.say("bringing the index up to the files a killed run left")
             summary.index = follow.finish()
     finally:
         if follow is not None:

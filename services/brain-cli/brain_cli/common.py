@@ -191,9 +191,10 @@ def job_session(settings: Settings, *, migrate: bool = True, embed_after: bool =
 
 
 def _embed_written(engine: Any, settings: Settings) -> None:
+    from brain_cli.progress import reporter
     from brain_kernel.search.embed_run import TICK_LOCK_WAIT_S, embed_pending
 
-    report = embed_pending(engine, settings, lock_wait_s=TICK_LOCK_WAIT_S)
+    report = embed_pending(engine, settings, lock_wait_s=TICK_LOCK_WAIT_S, progress=reporter("search index"))
     if not report["ok"]:
         typer.echo(f"search index not brought up to the job's writes ({report['error']}); the next tick retries", err=True)
     elif "skipped" in report:

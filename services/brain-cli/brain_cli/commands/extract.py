@@ -2,8 +2,9 @@
 
 A thin wrapper over ``brain_ops.extract.run_extract``. Works with no database
 at all (git, transcript, catalog and layout evidence); when DATABASE_URL is set
-it also reads the session index and learned roots, and records session rows
-and learned roots, committed when the run succeeds.
+(or ``--with-database`` asks for the embedded one) it also reads the session
+index and learned roots, and records session rows, their outcomes and learned
+roots, committed when the run succeeds.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def extract(
         "--database-url",
         help="Postgres URL for the session index (default DATABASE_URL; unset = no database). Example: --database-url postgresql://brain@db/brain",
     ),
+    with_database: bool = typer.Option(
+        False,
+        "--with-database",
+        help="Use the kernel's database even with DATABASE_URL unset: the embedded one under BRAIN_HOME, started for the run, "
+        "so sessions and their outcomes are recorded (what the trial's report compares). Example: brain extract --since 30d --with-database",
+    ),
 ) -> None:
     """Print a JSON bundle of sessions, each with agent, project, repo, worktree, project_source.
 
@@ -50,7 +57,7 @@ def extract(
 
     window = {"since": parse_when(since), "until": parse_when(until)}
     options = {"claude_dir": claude_dir, "codex_dir": codex_dir, "project": project, "min_turns": min_turns, "progress": reporter("extract")}
-    if settings.database_url:
+    if settings.database_url or with_database:
         with job_session(settings) as (ready, db):
             bundle = run_extract(ready, **window, **options, db=db)
     else:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from brain_cli.common import ExitCode, VaultOption, load_settings, open_vault, operator_errors
+from brain_cli.common import ExitCode, VaultOption, fail, load_settings, open_vault, operator_errors
 
 
 @operator_errors
@@ -38,4 +38,5 @@ def sync(
     summary = sync_vault(open_vault(settings.vault), remote=remote or settings.sync_remote or "origin", dry_run=dry_run)
     typer.echo(json.dumps(summary.as_dict()))
     if not summary.ok:
-        raise typer.Exit(ExitCode.FAILED)
+        why = f"conflicts union merging cannot resolve: {', '.join(summary.conflicts)}" if summary.conflicts else "the remote refused the push"
+        fail(f"not synced, {why}; the work tree is as it was (see the summary's notes)", ExitCode.FAILED)
