@@ -24,6 +24,7 @@ from brain_core.arcs import DEFAULT_GAP_MINUTES, ArcPlan, ArcSession, build_plan
 from brain_core.progress import SILENT, Progress
 from brain_core.vault import frontmatter
 from brain_core.vault.layout import CLUSTERS_DIR, REGION_DIRS, is_tombstone
+from brain_core.vault.regions import live_paths
 from brain_kernel.errors import ConfigError
 from brain_kernel.index.changes import sync_changes
 from brain_kernel.vault_store import Vault
@@ -47,17 +48,28 @@ class ExistingArcs:
 
     @classmethod
     def scan(cls, vault: Vault) -> ExistingArcs:
-        """Read the frontmatter of every arc file in the vault."""
+        """Read the frontmatter of every arc file in the vault.
+
+        A file the keeper never reads counts as a tombstone here, never as a session's live home: one beside
+        a ``.merged.md`` tombstone of its id, or a second copy of an arc (``regions.live_paths``); new
+        activity written there would land where no tick, feed or search looks.
+        """
         found = cls()
+        arcs: dict[str, dict[str, Any]] = {}
+        listed: list[str] = []
         for path in (p for prefix in (CLUSTERS_DIR, *REGION_DIRS) if vault.exists(prefix) for p in vault.iter_files(prefix)):
             rel = vault.rel(path)
+            listed.append(rel)
             try:
                 meta = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace")).meta
             except OSError:
                 continue
-            if not meta.get("source_sessions"):
-                continue  # not an arc of sessions (standing documents, logs, signals)
-            if is_tombstone(rel) or meta.get("merged_into"):
+            if meta.get("source_sessions"):  # else not an arc of sessions (standing documents, logs, signals)
+                arcs[rel] = meta
+        scan = live_paths(listed, arcs)
+        unread = set(scan.suppressed) | set(scan.duplicates)
+        for rel, meta in arcs.items():
+            if is_tombstone(rel) or meta.get("merged_into") or rel in unread:
                 found.tombstones.add(rel)
             for sid in meta.get("source_sessions") or []:
                 current = found.owner.get(str(sid))

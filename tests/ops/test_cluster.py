@@ -14,7 +14,8 @@ from brain_core.arcs import ArcSession, arc_title, cluster_id_for, plan_clusters
 from brain_core.vault import frontmatter
 from brain_core.vault.records import arc_record_of
 from brain_kernel.db.models import Entry
-from brain_ops.cluster import run_cluster
+from brain_kernel.vault_store import Vault
+from brain_ops.cluster import ExistingArcs, run_cluster
 from tests.ops.test_extract import NOW, T0, World
 from tests.support.harness import brain
 
@@ -211,6 +212,27 @@ def test_rerun_is_safe_and_a_growing_arc_is_extended_in_place(tmp_path: Path) ->
     assert meta["worktrees"] == ["api-feature"] and meta["signals"]["sessions"] == 2
     assert (meta["heat"], meta["title"], meta["summary"]) == (8.5, "Keeper title", "Kept.")
     assert run_cluster(_bundle(world), vault)["unchanged"] == 1
+
+
+def test_a_session_of_an_arc_the_keeper_never_reads_grows_the_live_arc(tmp_path: Path) -> None:
+    """An old vault: arc X merged into Y left ``X.merged.md`` and a raw ``X.md`` beside it (upstream copied),
+    both naming X's session. The tick reads neither; new activity must go to Y, which holds the session too."""
+    world = World(tmp_path)
+    world.claude_session("first", world.api)
+    vault = tmp_path / "vault"
+    run_cluster(_bundle(world), vault)
+    [raw] = list((vault / "clusters").rglob("*.md"))
+    sid = world.ids["first"]
+    text = raw.read_text()
+    (raw.parent / raw.name.replace(".md", ".merged.md")).write_text(frontmatter.update(text, {"merged_into": "arc-live"}))
+    live = raw.parent / "arc-live.md"
+    live.write_text(frontmatter.update(text, {"cluster_id": "arc-live", "source_sessions": [sid, "other-session"]}))
+    raw_before = raw.read_bytes()
+    existing = ExistingArcs.scan(Vault(vault))
+    assert existing.owner[sid] == "clusters/" + live.relative_to(vault / "clusters").as_posix()
+    assert {"clusters/" + raw.relative_to(vault / "clusters").as_posix()} < existing.tombstones
+    again = run_cluster(_bundle(world), vault)  # the session mined again: it grows the live arc, if anything
+    assert again["created"] == 0 and raw.read_bytes() == raw_before, again
 
 
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
