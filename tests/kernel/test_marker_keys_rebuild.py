@@ -22,7 +22,7 @@ from brain_kernel.settings import Settings
 from brain_kernel.vault_store import Vault
 from tests.support.harness import ManualClock, brain, cloned_database, make_settings
 
-TOKEN = "tok-all-0123456789"  # a token of every project: its keys live in a namespace of their own
+TOKEN = "tok-all-0123456789"  # a token of every project: its keys are upstream's, in the one shared namespace
 
 # Every type, each sent with a key and without one (then upstream's body hash is the key); the unattributed
 # milestone goes to the day's note.
@@ -103,6 +103,24 @@ def test_markers_replayed_after_the_database_is_lost_and_rebuilt_write_nothing(
 
     assert again == [{**a, "idempotent_replay": True} for a in first]  # the original answers, the key as the client sent it
     assert _vault_files(settings.vault) == before  # no file grew, none was created
+
+
+def test_a_client_re_posting_after_its_token_was_rotated_or_auth_turned_on_writes_nothing(tmp_path: Path, database_url: str) -> None:
+    """Upstream keyed markers by the header or the body hash alone (UPSTREAM.md 1.6): the client re-posts its first
+    markers on every Stop, across a token's rotation too. A token of every project keeps that namespace; only a
+    token bound to projects has one of its own."""
+    with TestClient(create_app(make_settings(tmp_path, database_url))) as client:
+        first = _post_all(client, None)  # auth off
+    before = _vault_files(tmp_path / "vault")
+    for token in (TOKEN, "tok-rotated-0123456789"):
+        with TestClient(create_app(make_settings(tmp_path, database_url, tokens=[token]))) as client:
+            again = _post_all(client, token)
+        assert again == [{**a, "idempotent_replay": True} for a in first], token
+    assert _vault_files(tmp_path / "vault") == before
+    bound = make_settings(tmp_path, database_url, tokens=["tok-api-0123456789=org1/api"])
+    with TestClient(create_app(bound)) as client:
+        r = client.post("/marker", json=_bodies()[0][0], headers={"Authorization": "Bearer tok-api-0123456789", "X-Idempotency-Key": "key-0"})
+    assert r.status_code == 201 and "idempotent_replay" not in r.json()  # its own namespace: never another token's answer
 
 
 def test_a_rebuild_restores_keys_younger_than_the_ttl_and_never_overwrites_a_row(

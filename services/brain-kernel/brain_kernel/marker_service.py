@@ -163,10 +163,13 @@ def submit(
     committed on ``db`` before the vault is touched, the one commit a service
     makes here by design (ADR 0012); the caller commits the write.
 
-    ``principal``: its keys live in a namespace of their own (another token's
-    same key is another write), and a token bound to projects writes only
-    markers attributed to one of them (OutOfScope, a 403, before anything is
-    reserved or written; with one project an unattributed marker is its).
+    ``principal``: a token bound to projects keeps its keys in a namespace of
+    its own (another token's same key is another write, and a replay never
+    answers with another project's write), and writes only markers attributed
+    to one of them (OutOfScope, a 403, before anything is reserved or written;
+    with one project an unattributed marker is its). A token of every project
+    shares upstream's one namespace, so a client re-posting its markers after
+    the token was rotated, or auth turned on, writes nothing twice.
     """
     req = parse_request(type_, content, attrs, max_chars=settings.marker_max_chars)
     who = None
@@ -174,7 +177,7 @@ def submit(
     if principal.restricted:
         who = _scoped_attribution(scope, req, db=db, settings=settings)
     key = idempotency_key(header_key, req.body_hash)
-    stored = f"{principal.name}:{key}" if principal.name else key
+    stored = f"{principal.name}:{key}" if principal.restricted and principal.name else key
     fresh = reserve(db, settings, req, idempotency_key=stored, now=now)
     db.commit()
     return post_marker(db, vault, settings, req, idempotency_key=stored, fresh=fresh, locator=locator, shown_key=key, who=who, scope=scope)
