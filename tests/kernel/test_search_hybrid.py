@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from brain_api.app import create_app
 from brain_core.chunks import EmbeddingDoc
-from brain_kernel.db.engine import normalise_url
+from brain_kernel.db.engine import normalise_url, read_session_factory
 from brain_kernel.index.entries import touch_project
 from brain_kernel.search import embeddings
 from brain_kernel.vault_store import Vault
@@ -205,5 +205,18 @@ def test_exhaustive_is_true_only_when_the_answer_is_exact(db: Session) -> None:
     assert [h.key for h in few] == ["s0", "s1", "s2"] and few_exhaustive is True
     forced, forced_exhaustive = embeddings.search(db, query, project=("api", "org1/api"), limit=10, plan="index")
     assert [h.key for h in forced] == ["s0", "s1", "s2"] and forced_exhaustive is True  # a short index scan falls back to exact
+    # The API's read sessions are AUTOCOMMIT (a transaction a statement): the index plan's scan settings must
+    # outlive their own statement, or the scan stops at the default ef_search (40 rows, fewer than the candidates)
+    # and every search falls back to exact. The planner is held to the index here, as a large table holds it.
+    db.commit()
+    with read_session_factory(db.get_bind())() as read:
+        read.execute(text("SET enable_seqscan = off; SET enable_sort = off"))
+        try:
+            served, served_exhaustive = embeddings.search(read, query, project=("web", "org2/web"), limit=10, plan="index")
+            leftover = read.execute(text("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")).one()
+        finally:
+            read.execute(text("RESET enable_seqscan; RESET enable_sort"))
+    assert served_exhaustive is False and [h.key for h in served] == [h.key for h in exact]
+    assert tuple(leftover) == ("40", "off")  # and the pooled connection is left as it was found
     unscoped, unscoped_exhaustive = embeddings.search(db, query, limit=10)
     assert unscoped_exhaustive is False and [h.key for h in unscoped] == [h.key for h in embeddings.search(db, query, limit=10, plan="exact")[0]]

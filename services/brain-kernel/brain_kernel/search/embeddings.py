@@ -414,6 +414,9 @@ def _vector_exact(session: Session, distance: Any, where: list[Any], depth: int,
     return list(session.execute(stmt))
 
 
+_RESET_SCAN = text("SELECT set_config(name, reset_val, false) FROM pg_settings WHERE name IN ('hnsw.iterative_scan', 'hnsw.ef_search', 'hnsw.max_scan_tuples')")
+
+
 def _vector_index(session: Session, distance: Any, where: list[Any], candidates: int) -> list[Any]:
     """The iterative HNSW scan's nearest ``candidates`` filtered rows, re-ranked by their exact distance.
 
@@ -422,15 +425,21 @@ def _vector_index(session: Session, distance: Any, where: list[Any], candidates:
     order is approximate, so the outer query sorts by the distance itself.
     """
     t = _TABLE.c
+    # Session-wide, then reset: set for the transaction alone, they were gone by the query's own statement on
+    # the API's read sessions (AUTOCOMMIT: a transaction a statement), and the scan stopped at the default
+    # ef_search (40 rows, fewer than the candidates), so every search fell back to the exact plan.
     session.execute(
         text(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true), "
-            "set_config('hnsw.max_scan_tuples', :tuples, true)"
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), set_config('hnsw.ef_search', :ef, false), "
+            "set_config('hnsw.max_scan_tuples', :tuples, false)"
         ),
         {"ef": str(max(INDEX_EF_SEARCH, candidates)), "tuples": str(INDEX_MAX_SCAN_TUPLES)},
     )
-    scan = select(t.id, t.producer, t.key, distance.label("d")).where(*where).order_by(distance).limit(candidates).subquery("scan")
-    return list(session.execute(select(scan).order_by(scan.c.d, scan.c.id)))
+    try:
+        scan = select(t.id, t.producer, t.key, distance.label("d")).where(*where).order_by(distance).limit(candidates).subquery("scan")
+        return list(session.execute(select(scan).order_by(scan.c.d, scan.c.id)))
+    finally:
+        session.execute(_RESET_SCAN)
 
 
 def _vector_side(
