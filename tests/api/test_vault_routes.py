@@ -122,6 +122,13 @@ def test_list_filters_by_extension_and_skips_tool_folders(client, settings: Sett
     assert listed(extensions="json") == ["k/d.json"]  # the dot is optional
     assert listed(extensions=" .MD , txt ") == ["k/a.md", "k/c.txt"]  # trimmed and lower-cased (upstream's defect fixed)
     assert listed(extensions="") == ["k/a.md", "k/b.MARKDOWN", "k/c.txt", "k/d.json", "k/e"]  # empty: every file
+    # Named as the prefix, a dot folder or file is still no way in: nothing listed, nothing searched.
+    vault.write_atomic("k/.git/config", "[remote] url = https://x:ghp_secretword@github.com/a/b\n")
+    vault.write_atomic("k/.env.md", "secretword\n")
+    for prefix in ("k/.git", "k/.git/config", "k/.git/y.md", "k/.trash", "k/.env.md"):
+        assert client.get("/vault/list", params={"prefix": prefix, "extensions": ""}).json()["files"] == [], prefix
+        assert client.get("/vault/search", params={"q": "secretword", "prefix": prefix}).json()["results"] == [], prefix
+    assert client.get("/vault/list", params={"prefix": "k/node_modules"}).json()["files"] == ["k/node_modules/x.md"]  # named: walked, as upstream
 
 
 def test_list_of_a_missing_prefix_a_file_and_the_limit(client, settings: Settings) -> None:

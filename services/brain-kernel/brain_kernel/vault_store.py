@@ -40,6 +40,12 @@ def _decoded(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
+def unwalked(rel: str, skip_dirs: Collection[str] = ()) -> bool:
+    """Whether a vault-relative path is one no walk enters: a dot file or folder on its way (``.git/config``,
+    ``.env``), or a folder of ``skip_dirs`` (``node_modules``)."""
+    return any(part.startswith(".") or part in skip_dirs for part in rel.split("/") if part)
+
+
 class VaultPathError(ValueError):
     """A relative path that would leave the vault."""
 
@@ -126,7 +132,8 @@ class Vault:
 
     def iter_files(self, prefix: str = "", suffixes: tuple[str, ...] = (".md",), *, skip_dirs: Collection[str] = ()) -> Iterator[Path]:
         """Files under ``prefix`` with one of ``suffixes`` (``("",)``: any), in sorted order, skipping dot
-        files, symlinks and the folders named in ``skip_dirs``; a ``prefix`` that is a file yields just it.
+        files, symlinks and the folders named in ``skip_dirs``; a ``prefix`` that is a file yields just it,
+        and one that is or passes through a dot file or folder yields nothing.
 
         A symlink may point outside the vault (which no read may reach) or at a
         file the walk yields anyway; symlinked folders are not descended either.
@@ -134,8 +141,11 @@ class Vault:
         ``node_modules`` costs nothing.
         """
         base = self.path(prefix) if prefix else self.root
+        if base != self.root and unwalked(self.rel(base)):
+            return  # a prefix naming a dot folder or file is no way into it (a skipped folder named is walked, as upstream)
         if base.is_file():
-            yield base
+            if not base.is_symlink():
+                yield base
             return
         if not base.is_dir():
             return

@@ -37,7 +37,7 @@ from brain_kernel.index.changes import sync_changes
 from brain_kernel.scope import Scope
 from brain_kernel.search import vault_text
 from brain_kernel.search.file_scan import SKIP_DIRS
-from brain_kernel.vault_store import Vault, VaultPathError
+from brain_kernel.vault_store import Vault, VaultPathError, unwalked
 
 router = APIRouter(tags=["vault"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
@@ -156,7 +156,7 @@ def _read(vault: Vault, rel: str) -> str:
 
 def _hidden(rel: str) -> bool:
     """A dot file or a path through a dot folder (``.git/config``, ``.env``): never served, as list and search hide them."""
-    return any(part.startswith(".") for part in rel.split("/") if part)
+    return unwalked(rel)
 
 
 @router.get("/vault/read", response_model=VaultFile, responses=errors(described={**ESCAPES, 404: "No such file (or the token may not read it)."}))
@@ -218,7 +218,9 @@ def vault_list(
     # A token bound to projects lists its projects' files only (the ones it may read).
     admitted = scope.admitted_paths(None, prefix=vault.rel(target) if target != vault.root else "") if scope.restricted else None
     if target.is_file():
-        files = [vault.rel(target)] if admitted is None or vault.rel(target) in admitted else []
+        rel = vault.rel(target)
+        shown = admitted is None or rel in admitted
+        files = [rel] if shown and not unwalked(rel) and not target.is_symlink() else []
         return {"prefix": prefix, "count": len(files), "files": files, "truncated": False}
     files: list[str] = []
     truncated = False

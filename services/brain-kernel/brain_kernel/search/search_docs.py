@@ -88,7 +88,7 @@ from brain_kernel.feed.feed_repo import escape_like, key_owned_sql, member
 from brain_kernel.index.filestats import walk
 from brain_kernel.search.file_scan import SKIP_DIRS
 from brain_kernel.search.withdrawn import NOTHING, withdrawn
-from brain_kernel.vault_store import Vault
+from brain_kernel.vault_store import Vault, unwalked
 
 BLOCK_LINES = 64  # lines per segment of a file that is not a log of entries
 BATCH_FILES = 200  # files written per statement batch
@@ -100,7 +100,7 @@ BATCH_BYTES = 8 << 20  # and at most this much text per batch of a rebuild (a ye
 
 def walked(rel: str) -> bool:
     """Whether the walk from the vault root reaches this path (no dot or skipped folder or file on the way; "" is the root)."""
-    return not any(part.startswith(".") or part in SKIP_DIRS for part in rel.split("/") if rel)
+    return not unwalked(rel, SKIP_DIRS)
 
 
 def indexable(rel: str) -> bool:

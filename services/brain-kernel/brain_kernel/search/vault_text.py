@@ -19,7 +19,7 @@ from brain_kernel.scope import Scope
 from brain_kernel.search import search_docs
 from brain_kernel.search.file_scan import search_project, search_vault
 from brain_kernel.search.withdrawn import NOTHING, states, withdrawn
-from brain_kernel.vault_store import Vault
+from brain_kernel.vault_store import Vault, unwalked
 
 
 def search(
@@ -40,12 +40,13 @@ def search(
     """
     db = scope.db
     target = vault.path(prefix) if prefix else vault.root  # a prefix that leaves the vault raises here, whatever the branch
+    if target != vault.root and unwalked(vault.rel(target)):
+        return []  # a dot file or folder is never searched, named as the prefix or not (a .git/config can hold a token)
     if project is None and scope.restricted:
         hits = search_members(scope, vault, q, prefix=prefix, limit=limit, context_lines=context_lines, include_withdrawn=include_withdrawn)
     elif project is None:
         under = "" if target == vault.root else vault.rel(target)
-        # The index holds what the walk from the root reads; a prefix inside a dot or skipped
-        # folder (which the walk only enters when asked for it) is read from the files.
+        # The index holds what the walk from the root reads; another prefix is read from the files.
         if search_docs.walked(under) and search_docs.indexed(db, vault):
             hits = search_docs.search(db, q, under, limit, context_lines, include_withdrawn=include_withdrawn)
         else:
