@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from brain_api.deps import get_db, get_read_db, get_unit_of_work, require_auth
@@ -133,6 +133,14 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
         log.warning("database unavailable: %s", reason)
         return JSONResponse({"detail": f"database unavailable: {reason}"}, status_code=503)
+
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError) -> JSONResponse:
+        # Postgres refused a value the request carried (a NUL byte in a path or query value, a number out of
+        # range): the input's fault, so a 422 with the database's reason, never a 500.
+        cause = exc.orig if exc.orig is not None else exc
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        return JSONResponse({"detail": f"a value of the request cannot be stored or compared: {reason}"}, status_code=422)
 
     @app.exception_handler(ConfigError)
     async def _config(request: Request, exc: ConfigError) -> JSONResponse:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep, UnitOfWorkDep
 from brain_api.responses import Answer, AnsweredRoute, errors
-from brain_core.chunks import EmbeddingDoc
+from brain_core.chunks import EMBEDDED_KINDS, EmbeddingDoc
 from brain_core.markers import has_lone_surrogate
 from brain_core.trial import CONTROL
 from brain_kernel.identity.projects import EXACT
@@ -60,6 +60,15 @@ class EmbedIn(BaseModel):
 
 class SearchIn(BaseModel):
     """Body of ``POST /search``."""
+
+    @model_validator(mode="after")
+    def _usable(self) -> SearchIn:
+        _storable([self.query, self.project, self.producer, self.kind])
+        if not self.query.strip():  # a blank text embeds as the zero vector: every cosine is NaN, every rank arbitrary
+            raise ValueError("query is blank")
+        if self.kind is not None and self.kind not in EMBEDDED_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(EMBEDDED_KINDS)}")
+        return self
 
     query: str = Field(..., min_length=1, max_length=10_000)
     project: str | None = Field(None, max_length=300, description="Only this project's chunks (short key or owner/name); the top-k is exact.")

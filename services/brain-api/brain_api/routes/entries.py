@@ -123,7 +123,9 @@ def list_entries(
     db: ReadSessionDep,
     clock: ClockDep,
     principal: PrincipalDep,
-    project: Annotated[str | None, Query(max_length=300, description="Short key or owner/name slug; a token bound to one project: its own.")] = None,
+    project: Annotated[
+        str | None, Query(min_length=1, max_length=300, description="Short key or owner/name slug; a token bound to one project: its own.")
+    ] = None,
     kind: Annotated[str | None, Query(max_length=32, description="lesson, milestone, signal, decision (default: these four), or arc, intent, inject.")] = None,
     state: Annotated[str, Query(max_length=32, description="live, superseded, retracted, expired or all.")] = service.ALL,
     limit: Annotated[int, Query(ge=1, le=service.MAX_LIMIT, description="At most this many, newest first.")] = service.DEFAULT_LIMIT,
