@@ -19,8 +19,12 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from brain_core.markers import parse_request
 from brain_core.vault.records import decision_record, lesson_records
 from brain_kernel.db.models import Entry
+from brain_kernel.marker_service import post_marker, reserve
+from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
 from tests.support.harness import HTTP, Served
 
 pytestmark = pytest.mark.slow
@@ -88,3 +92,21 @@ def test_20_replays_of_one_key_across_workers_write_once(served: Served) -> None
     assert count(db, "lesson") == 1
     other = HTTP.post(f"{base}/marker", json={**body, "content": "another body"}, headers={"X-Idempotency-Key": key}, timeout=30)
     assert other.status_code == 201 and other.json()["body_mismatch"] is True  # replayed, never refused
+
+
+def test_two_bodies_racing_on_one_key_replay_against_the_body_written(settings: Settings, db: Session) -> None:
+    """The order a race of two bodies on one key can take: A reserves, B (not fresh) takes the row's lock first and
+    writes its own body. A replay must then call A's body a mismatch and B's not (the key row names what was written)."""
+    vault = Vault(settings.vault)
+    vault.scaffold()
+    first = parse_request("lesson", "v1: the body that reserved", {}, max_chars=settings.marker_max_chars)
+    second = parse_request("lesson", "v3: the body that wrote", {}, max_chars=settings.marker_max_chars)
+    assert reserve(db, settings, first, idempotency_key="race-key") is True
+    db.commit()
+    written = post_marker(db, vault, settings, second, idempotency_key="race-key", fresh=False)
+    db.commit()
+    assert "v3" in vault.read_text(written.body["vault_path"]) and "v1" not in vault.read_text(written.body["vault_path"])
+    again_first = post_marker(db, vault, settings, first, idempotency_key="race-key", fresh=False)
+    again_second = post_marker(db, vault, settings, second, idempotency_key="race-key", fresh=False)
+    assert again_first.body["idempotent_replay"] is True and again_first.body.get("body_mismatch") is True
+    assert again_second.body["idempotent_replay"] is True and "body_mismatch" not in again_second.body

@@ -62,7 +62,7 @@ _RENEW = """UPDATE idempotency_keys SET scope = %(scope)s, state = %(state)s, bo
  WHERE key = %(key)s AND expires_at <= now() RETURNING key"""
 _LOCK = "SELECT state, body_hash, created_at, status_code, response FROM idempotency_keys WHERE key = %(key)s FOR UPDATE"
 _FINISH = """UPDATE idempotency_keys SET state = %(state)s, status_code = %(status_code)s, response = %(response)s,
-    expires_at = now() + make_interval(secs => %(ttl)s) WHERE key = %(key)s"""
+    body_hash = %(body_hash)s, expires_at = now() + make_interval(secs => %(ttl)s) WHERE key = %(key)s"""
 
 
 # Keys a rebuild read from the vault, as their writes left them (one statement for a batch of files). A row the
@@ -104,9 +104,13 @@ def lock(session: Session, key: str) -> KeyRow | None:
     return _row(session.connection().exec_driver_sql(_LOCK, {"key": key}).first())
 
 
-def finish(session: Session, key: str, *, status_code: int, response: dict[str, Any], ttl_seconds: int) -> None:
-    """Mark the key done with its response (committed with the caller's transaction); its lifetime starts now."""
-    params = {"key": key, "state": DONE, "status_code": status_code, "response": Jsonb(response), "ttl": float(ttl_seconds)}
+def finish(session: Session, key: str, *, status_code: int, response: dict[str, Any], body_hash: str, ttl_seconds: int) -> None:
+    """Mark the key done with its response (committed with the caller's transaction); its lifetime starts now.
+
+    ``body_hash`` is the written body's: under a race of two bodies on one key, the request that writes may not be
+    the one that reserved, and a replay's ``body_mismatch`` must compare with what was written.
+    """
+    params = {"key": key, "state": DONE, "status_code": status_code, "response": Jsonb(response), "body_hash": body_hash, "ttl": float(ttl_seconds)}
     session.connection().exec_driver_sql(_FINISH, params)
 
 

@@ -271,7 +271,7 @@ def post_marker(
     if req.supersedes:
         body["supersedes"] = list(req.supersedes)
     event_counts.bump(db, event_counts.MARKERS, req.type)  # a replay returned above: each marker counted once
-    idempotency.finish(db, idempotency_key, status_code=201, response=body, ttl_seconds=ttl)
+    idempotency.finish(db, idempotency_key, status_code=201, response=body, body_hash=req.body_hash, ttl_seconds=ttl)
     return MarkerOutcome(201, body)
 
 
