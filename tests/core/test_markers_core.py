@@ -198,7 +198,6 @@ def test_body_hash_ignores_key_order_but_not_values() -> None:
         ("lesson", "x" * 4097, {}),
         ("lesson", "x", ["a"]),
         ("lesson", "x", "project=api"),
-        ("lesson", "a\x00", {}),
         ("lesson", "   ", {}),
     ],
 )

@@ -57,19 +57,26 @@ class RequestEdge:
                 await self._refuse(scope, receive, send)
                 return
         seen = 0
-        started = False
+        started = over = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
+                    over = True
                     raise BodyTooLarge
             return message
 
         async def sending(message: Message) -> None:
             nonlocal started
+            if over:
+                # The body parser caught the limit as a body it could not parse and answers 400: the answer is ours.
+                if not started and message["type"] == "http.response.start":
+                    started = True
+                    await self._refuse(scope, receive, send)
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 

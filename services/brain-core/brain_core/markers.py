@@ -34,10 +34,16 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ATTR_LIMITS = {"session_id": 200, "source": 200, "target": 200, "cwd": 4096, "scope": 200, "status": 32}
 _KEY_SAFE = re.compile(r"^[\x21-\x7e]{1,128}$")
-# Input limits (ADR 0021): answered 400 before anything is reserved or written.
+# Input limits on attrs (ADR 0021, amended): past them only the attrs the kernel reads are read, each within the
+# size limit, and the rest ignored; never a refusal, since upstream answered 201 and its client's outbox stops for
+# good at a refused POST.
 MAX_ATTRS = 64
 MAX_ATTR_KEY_CHARS = 128
 MAX_ATTRS_JSON_CHARS = 16_384
+READ_ATTRS = frozenset({
+    "commit", "cwd", "fleet", "paths", "project", "repo", "scope", "session_id", "severity", "source", "status",
+    "supersedes", "target", "title", "ttl_days", "valid_until", "worktree",
+})  # fmt: skip
 
 
 def has_lone_surrogate(value: Any) -> bool:
@@ -51,13 +57,13 @@ def has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _check_attrs_size(attrs: Mapping[str, Any]) -> None:
-    if len(attrs) > MAX_ATTRS:
-        raise MarkerInvalid(f"attrs has more than {MAX_ATTRS} keys")
-    if any(not isinstance(k, str) or len(k) > MAX_ATTR_KEY_CHARS for k in attrs):
-        raise MarkerInvalid(f"an attrs key is longer than {MAX_ATTR_KEY_CHARS} characters")
-    if len(json.dumps(attrs, default=str)) > MAX_ATTRS_JSON_CHARS:
-        raise MarkerInvalid(f"attrs is larger than {MAX_ATTRS_JSON_CHARS} characters of JSON")
+def _bounded_attrs(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``attrs`` as they are within the input limits; past them, only the ones the kernel reads (``READ_ATTRS``),
+    each within ``MAX_ATTRS_JSON_CHARS`` of JSON. The body hash is still of what was sent."""
+    within = len(attrs) <= MAX_ATTRS and all(isinstance(k, str) and len(k) <= MAX_ATTR_KEY_CHARS for k in attrs)
+    if within and len(json.dumps(attrs, default=str)) <= MAX_ATTRS_JSON_CHARS:
+        return attrs
+    return {k: v for k, v in attrs.items() if k in READ_ATTRS and len(json.dumps(v, default=str)) <= MAX_ATTRS_JSON_CHARS}
 
 
 class MarkerInvalid(ValueError):
@@ -203,14 +209,14 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         attrs = {}
     if not isinstance(attrs, Mapping):
         raise MarkerInvalid("attrs must be an object")
-    _check_attrs_size(attrs)
+    sent = attrs
+    attrs = _bounded_attrs(attrs)
     if not isinstance(content, str):
         raise MarkerInvalid("content is required")
     if has_lone_surrogate(content) or has_lone_surrogate(attrs):
         raise MarkerInvalid("content or attrs hold a lone surrogate (not valid Unicode text)")
-    if "\x00" in content:
-        raise MarkerInvalid("content contains a NUL byte")
-    text = _normalise_newlines(content).strip("\n")  # kept as written, but for surrounding blank lines
+    # A NUL (upstream wrote it to the file) is no text Postgres stores: the replacement character stands for it.
+    text = _normalise_newlines(content.replace("\x00", "\ufffd")).strip("\n")  # kept as written, but for surrounding blank lines
     if not text.strip():
         raise MarkerInvalid("content is required")
     if len(text.strip()) > max_chars:  # upstream measures the trimmed content
@@ -235,7 +241,7 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         type=marker_type,
         content=scrub(text),  # secrets never reach the vault (ADR 0021); the body hash is of what was sent
         title=scrub(title),
-        body_hash=body_hash(type_, content, attrs),
+        body_hash=body_hash(type_, content, sent),
         identity=identity,
         worktree=worktree,
         cwd=cwd,
