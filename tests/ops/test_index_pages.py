@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from brain_core.arcs import ArcSession, build_plan, render_arc
 from brain_core.markers import Attribution, parse_request
 from brain_core.vault import frontmatter
+from brain_kernel.feed.answers import global_answer
 from brain_kernel.index.rebuild import rebuild
 from brain_kernel.marker_service import write_marker
 from brain_kernel.settings import Settings
@@ -172,3 +173,5 @@ def test_the_router_page_is_not_injected_by_upstreams_file_fallback(vault: Vault
     taken = _client_file_fallback(vault)
     assert "PROJECTS" not in taken
     assert "hot-arcs" in taken and "signals" in taken  # the feed files themselves still reach the client
+    served = [e["id"] for e in global_answer(db, vault, now=NOW)["entries"]]  # GET /feed, the HTTP client's source
+    assert "PROJECTS" not in served and "signals" in served, served

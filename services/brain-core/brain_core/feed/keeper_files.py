@@ -193,7 +193,8 @@ def feed_file_entry(vault_path: str, text: str) -> FeedEntry | None:
     """A feed entry from one ``brain-feed/*.md`` file, as upstream serves it (UPSTREAM.md 1.4).
 
     None for files upstream skips: no frontmatter, empty frontmatter, empty
-    body. ``id`` and ``title`` default to the file stem, ``priority`` to 5,
+    body; and for a page whose ``priority`` is ``none`` (no feed file: the
+    keeper's ``PROJECTS.md``, which agentihooks' file fallback drops by it). ``id`` and ``title`` default to the file stem, ``priority`` to 5,
     ``ttl`` to 3600 and ``severity`` to ``info`` only when the key is absent
     (a key present but empty gives ""), an unreadable number to its default;
     ``metadata`` is the whole frontmatter as text, plus the kernel's
@@ -204,6 +205,8 @@ def feed_file_entry(vault_path: str, text: str) -> FeedEntry | None:
     if not doc.has_frontmatter or not doc.meta or not body:
         return None
     meta = doc.meta
+    if str(meta.get("priority")).strip().lower() == "none":
+        return None  # a page for people among the feed files (PROJECTS.md): the client's file fallback drops it too
     stem = vault_path.rsplit("/", 1)[-1].removesuffix(".md")
 
     def present(key: str, default: str) -> str:
