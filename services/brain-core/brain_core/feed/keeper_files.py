@@ -205,7 +205,8 @@ def feed_file_entry(vault_path: str, text: str) -> FeedEntry | None:
     if not doc.has_frontmatter or not doc.meta or not body:
         return None
     meta = doc.meta
-    if str(meta.get("priority")).strip().lower() == "none":
+    priority = meta.get("priority")
+    if isinstance(priority, str) and priority.strip().lower() == "none":
         return None  # a page for people among the feed files (PROJECTS.md): the client's file fallback drops it too
     stem = vault_path.rsplit("/", 1)[-1].removesuffix(".md")
 
