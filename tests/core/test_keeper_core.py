@@ -445,10 +445,17 @@ def _inject(
     )
 
 
-@pytest.mark.parametrize("status", ["resolved", "graduated", "merged", "complete", "COMPLETE"])
+@pytest.mark.parametrize("status", ["resolved", "graduated", "merged", "MERGED"])
 def test_inject_in_a_finished_arc_is_dead(status: str) -> None:
     assert not inject_is_live(_inject("x", status=status), NOW)
     assert inject_is_live(_inject("x", status=status, inline=False), NOW)  # a feed file's own status is not a parent's
+
+
+@pytest.mark.parametrize("status", ["complete", "stalled"])
+def test_inject_in_an_arc_quiet_for_six_hours_lives_its_ttl(status: str) -> None:
+    """`complete` and `stalled` say only how long the arc has been quiet (ADR 0014): an inbox note's block stays."""
+    assert inject_is_live(_inject("x", status=status, at=NOW - dt.timedelta(days=3), ttl="7"), NOW)
+    assert not inject_is_live(_inject("x", status=status, at=NOW - dt.timedelta(days=8), ttl="7"), NOW)
 
 
 def test_inject_age_limits() -> None:
@@ -469,7 +476,7 @@ def test_collect_injects_dedupes_live_blocks_by_content() -> None:
         _inject("Run the tests.", n=0),
         _inject("  Run the tests.\n", n=1),
         _inject("Old advice", at=NOW - dt.timedelta(days=60), n=2),
-        _inject("Done arc", status="complete", n=3),
+        _inject("Done arc", status="resolved", n=3),
     ]
     kept, total = collect_injects(blocks, NOW, stale_days=30)
     assert total == 4

@@ -37,8 +37,11 @@ from brain_core.entries import EntryRecord
 
 FLEET_TARGETS = frozenset({"all", "*", "fleet", "everyone"})
 INACTIVE_SIGNAL_STATUSES = frozenset({"resolved", "cleared", "inactive", "expired", "closed", "done", "mitigated"})
-# An inject block inside an arc of one of these statuses no longer reaches anyone (UPSTREAM.md 5.4).
-DONE_PARENT_STATUSES = frozenset({"resolved", "graduated", "merged", "complete"})
+# An arc someone or something finished: its inject blocks no longer reach anyone, and its signals speak for the past.
+# Upstream listed `complete` too, a status it set once, at clustering; here `complete` and `stalled` are derived
+# from inactivity and come back to `active` (ADR 0014), so an inject block with its ttl_days would have gone six
+# hours after its arc's last activity, an inbox note's included. Its ttl_days (else BRAIN_STALE_INJECT_DAYS) bounds it.
+DONE_PARENT_STATUSES = frozenset({"resolved", "graduated", "merged"})
 DEFAULT_STALE_INJECT_DAYS = 30
 
 

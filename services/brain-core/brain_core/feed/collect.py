@@ -16,8 +16,9 @@ UPSTREAM.md 5.4 steps 7 and 8, with its defects fixed:
   superseded signal counts as cleared, one past its ``valid_until`` as stale
   (ADR 0048);
 - inject blocks are deduplicated by content hash; dropped are those of a
-  finished arc (resolved, graduated, merged, complete) and those older than
-  their ``ttl_days`` (else ``stale_days``).
+  finished arc (resolved, graduated, merged; not a derived ``complete``,
+  ``membership.DONE_PARENT_STATUSES``) and those older than their
+  ``ttl_days`` (else ``stale_days``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from brain_core.arcs import arc_last_active
 from brain_core.entries import EntryRecord, entry_id
 from brain_core.keys import InvalidKey, normalise_slug, parse_project_ref
 from brain_core.markers import DEFAULT_SEVERITY, default_title
-from brain_core.membership import inject_is_fleet
+from brain_core.membership import DONE_PARENT_STATUSES, inject_is_fleet
 from brain_core.text import storable, text_or_none
 from brain_core.times import iso, parse_time
 from brain_core.vault import frontmatter
@@ -426,7 +426,6 @@ def arc_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord | N
 
 # -- inline markers (``<!-- @signal ... -->`` inside arcs and standing documents) ------------
 
-FINISHED_PARENTS = frozenset({"resolved", "graduated", "merged"})
 INLINE_KINDS = {"signal": "signal", "lesson": "lesson", "decision": "decision", "milestone": "milestone", "inject": "inject"}
 CLEARED = "(CLEARED:"
 
@@ -485,7 +484,7 @@ def inline_records(doc: frontmatter.Document, vault_path: str, arc: EntryRecord 
             severity = (marker.attrs.get("severity") or "info").lower()[:32]  # upstream lists a bare @signal as info
             if severity == "resolved" or CLEARED in text:
                 status = "resolved"
-            elif holder["extra"]["parent_status"] in FINISHED_PARENTS:
+            elif holder["extra"]["parent_status"] in DONE_PARENT_STATUSES:
                 status = "expired"  # the arc holding it is finished: its signals no longer speak for the present
         elif kind == "milestone":
             status = (marker.attrs.get("status") or "").lower()[:32] or None
