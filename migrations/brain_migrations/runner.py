@@ -7,6 +7,7 @@ target (core <- kernel <- migrations <- {api, ops} <- cli, ADR 0011).
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -18,6 +19,7 @@ from sqlalchemy import Engine
 from brain_kernel.db.engine import make_engine, normalise_url
 
 SCRIPTS = Path(__file__).resolve().parent
+log = logging.getLogger("brain.migrate")
 
 
 def alembic_config(database_url: str, *, embed_dim: int | None = None) -> Config:
@@ -30,8 +32,27 @@ def alembic_config(database_url: str, *, embed_dim: int | None = None) -> Config
 
 
 def upgrade_to_head(database_url: str, *, embed_dim: int | None = None) -> None:
-    """Apply every pending revision."""
+    """Apply every pending revision; none when a newer kernel already took the schema past this one's head.
+
+    A rolling upgrade runs the new kernel's migration while older pods and jobs
+    still start: one of them must neither fail on a revision it does not know
+    nor move the schema (ADR 0069). It logs why and goes on at that schema.
+    """
+    engine = make_engine(database_url, pooled=False)
+    try:
+        current = current_revision(engine)
+    finally:
+        engine.dispose()
+    if schema_ahead(current):
+        log.warning("the schema is at revision %s, newer than this kernel's %s: not migrating (a newer kernel runs it)", current, head_revision())
+        return
     command.upgrade(alembic_config(database_url, embed_dim=embed_dim), "head")
+
+
+def schema_ahead(current: str | None) -> bool:
+    """Whether the database is at a revision newer than this code's head (revision ids are zero-padded numbers)."""
+    head = head_revision()
+    return current is not None and head is not None and current > head
 
 
 def migrate_to(database_url: str, revision: str) -> str | None:

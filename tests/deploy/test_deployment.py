@@ -42,6 +42,7 @@ CHART_MANAGED = {
     "BRAIN_HOME", "BRAIN_HOST", "BRAIN_PORT", "BRAIN_WORKERS", "BRAIN_CLAUDE_DIR", "EXTRACT_PROJECTS_DIR", "BRAIN_CODEX_DIR",
     "CODEX_HOME", "BRAIN_LLM_API_KEY", "INFERENCE_API_KEY", "BRAIN_EMBED_API_KEY", "LLM_API_KEY", "REDIS_URL", "HOME",
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
+    "BRAIN_MIGRATE_ON_START",  # set off in every pod: the migrate hook alone moves the schema (ADR 0069)
     "XDG_DATA_HOME",  # where `brain mcp` keeps its data on a developer's machine (ADR 0041): nothing for a pod
     "BRAIN_TOKEN",  # the client commands' token on an operator's machine: nothing for a pod
     "CLAUDE_PROJECT_DIR",  # set by Claude Code for a stdio `brain mcp` (ADR 0066): nothing for a pod

@@ -102,6 +102,46 @@ def test_brain_migrate_to_an_older_revision_rolls_back_and_plain_migrate_returns
     assert unknown.exit_code == 2 and "cannot migrate to 9999" in unknown.stderr
 
 
+@pytest.mark.own_database
+def test_an_older_kernel_facing_a_newer_schema_neither_fails_nor_moves_it_and_stays_ready(settings: Settings) -> None:
+    """A rolling upgrade's hook migrates while older pods and jobs still run and start (ADR 0069)."""
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+
+    engine = create_engine(normalise_url(settings.database_url or ""))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '9998'"))  # what a newer kernel's migration leaves
+        drained = brain(settings, "tick-drain")  # a CronJob of the old image starting: it migrated at start and failed
+        assert drained.exit_code == 0, drained.stderr
+        assert current_revision(engine) == "9998"  # not moved back, not failed on
+        with TestClient(create_app(settings)) as client:
+            ready = client.get("/health/ready")
+        assert ready.status_code == 200 and ready.json()["checks"]["schema"] == {"ok": True, "current": "9998", "head": head_revision(), "ahead": True}
+        assert "embeddings" not in ready.json()["checks"]  # readiness never calls the embedder (a billed endpoint, maybe)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = :head"), {"head": head_revision()})
+        engine.dispose()
+
+
+@pytest.mark.own_database
+def test_with_migrate_on_start_off_only_brain_migrate_moves_the_schema(settings: Settings) -> None:
+    """Compose's `migrate` service and the chart's hook migrate; every other process leaves a rollback where it is."""
+    off = settings.with_overrides(migrate_on_start=False)
+    assert brain(off, "migrate", "--to", "0019").exit_code == 0  # an operator's rollback
+    engine = create_engine(normalise_url(settings.database_url or ""))
+    try:
+        assert brain(off, "tick-drain").exit_code == 0  # a CronJob starting: it leaves the schema alone
+        assert current_revision(engine) == "0019"
+        migrated = brain(off, "migrate")  # the migration job itself migrates, whatever the setting
+        assert migrated.exit_code == 0, migrated.stderr
+        assert current_revision(engine) == head_revision()
+    finally:
+        engine.dispose()
+
+
 def test_an_array_literal_holds_any_text_as_bound(tx: Session) -> None:
     values = ["plain", "a,comma", "{braces}", 'a "quote"', "back\\slash", "trailing\\", "", "NULL", " spaced ", "é ✓", "x" * 3000]
     got = tx.connection().exec_driver_sql("SELECT %(a)s::text[]", {"a": text_array(values)}).scalar()

@@ -141,6 +141,9 @@ env:
     value: /vault
   - name: BRAIN_HOME
     value: /tmp/brain
+  # The migrate hook alone moves the schema: a pod or job of the old image never undoes an upgrade or a rollback.
+  - name: BRAIN_MIGRATE_ON_START
+    value: "false"
   {{- if $root.Values.transcripts.claude }}
   - name: BRAIN_CLAUDE_DIR
     value: /transcripts/claude

@@ -58,12 +58,13 @@ def open_database(settings: Settings, *, migrate: bool = True) -> Iterator[Setti
         finally:
             engine.dispose()
         if migrate:
-            try:
-                upgrade_to_head(settings.database_url, embed_dim=settings.embed_dim)
-            except ConfigError:
-                raise  # the index refuses this configuration (an embedding dimension that does not fit)
-            except Exception as exc:
-                raise Failure(f"migration failed: {str(exc).splitlines()[0]}") from None
+            if embedded is not None or settings.migrate_on_start:  # the embedded default has no migration job of its own
+                try:
+                    upgrade_to_head(settings.database_url, embed_dim=settings.embed_dim)
+                except ConfigError:
+                    raise  # the index refuses this configuration (an embedding dimension that does not fit)
+                except Exception as exc:
+                    raise Failure(f"migration failed: {str(exc).splitlines()[0]}") from None
             engine = make_engine(settings.database_url, pool_size=1)
             try:
                 pins.refresh(engine, settings)  # the catalog's key pins, before anything reads a feed

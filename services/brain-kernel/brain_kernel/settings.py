@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     # The offline model makes its own, whatever this says; the index column follows the embedder (ensure_dimension).
     embed_dim: int | None = Field(None, ge=1, le=16000, validation_alias=AliasChoices("BRAIN_EMBED_DIM", "EMBED_DIM"))
     embed_dim_force_migrate: bool = Field(False, validation_alias=AliasChoices("BRAIN_EMBED_DIM_FORCE_MIGRATE", "EMBED_DIM_FORCE_MIGRATE"))
+    # Off where one job runs the migrations (compose's `migrate`, the chart's hook): a process of an older image then
+    # never moves a schema a newer one set, nor a rollback's (ADR 0069). The embedded default migrates regardless.
+    migrate_on_start: bool = Field(True, validation_alias=AliasChoices("BRAIN_MIGRATE_ON_START"))
     embed_base_url: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_BASE_URL", "LLM_API_BASE"))
     embed_api_key: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_API_KEY", "LLM_API_KEY"))
     embed_model: str | None = Field(None, validation_alias=AliasChoices("BRAIN_EMBED_MODEL", "LLM_EMBED_MODEL"))

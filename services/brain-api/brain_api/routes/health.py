@@ -23,7 +23,7 @@ from brain_kernel.errors import ConfigError
 from brain_kernel.release import version
 from brain_kernel.search.embeddings import column_dimension
 from brain_kernel.ticks.llm import models_check
-from brain_migrations.runner import current_revision, head_revision
+from brain_migrations.runner import current_revision, head_revision, schema_ahead
 
 router = APIRouter(tags=["health"], route_class=AnsweredRoute)
 SERVICE = "brain-api"
@@ -79,8 +79,9 @@ def health(request: Request) -> dict[str, Any]:
     return {"status": "ok", "service": SERVICE, "vault_root": str(root), "vault_mounted": root.exists(), "version": version()}
 
 
-def _checks(request: Request) -> dict[str, dict[str, object]]:
-    """Vault writable, database reachable, schema at head: each ``{ok, ...}``."""
+def _checks(request: Request, *, embeddings: bool = True) -> dict[str, dict[str, object]]:
+    """Vault writable, database reachable, schema at head (or ahead of it), and with ``embeddings`` the embedder: each
+    ``{ok, ...}``."""
     state = request.app.state
     root = str(state.vault.root)
     checks: dict[str, dict[str, object]] = {}
@@ -99,9 +100,13 @@ def _checks(request: Request) -> dict[str, dict[str, object]]:
             conn.execute(text("select 1"))
         checks["database"] = {"ok": True}
         current, head = current_revision(engine), head_revision()
-        checks["schema"] = {"ok": current == head, "current": current, "head": head}
-        checks["embeddings"] = _embeddings_check(state, engine)
-        checks["embedding_api"] = _embedding_api(state, checks["embeddings"])
+        # Ahead: a newer kernel's migration ran (a rolling upgrade's hook); this one serves on until it is replaced (ADR 0069).
+        checks["schema"] = {"ok": current == head or schema_ahead(current), "current": current, "head": head}
+        if schema_ahead(current):
+            checks["schema"]["ahead"] = True
+        if embeddings:
+            checks["embeddings"] = _embeddings_check(state, engine)
+            checks["embedding_api"] = _embedding_api(state, checks["embeddings"])
     except Exception as exc:  # any failure here is "not ready", reported, not raised
         checks.setdefault("database", {"ok": False, "error": str(exc).splitlines()[0]})
         checks.setdefault("schema", {"ok": False, "error": "database unreachable"})
@@ -136,9 +141,10 @@ INFERENCE_TIMEOUT_S = 5.0
 
 
 def _report(request: Request, *, inference: bool = False) -> dict[str, Any]:
-    """The checks and their status; ``inference`` adds the LLM endpoint's (only for ``/health/deep``: an LLM outage
-    leaves the kernel serving, its ticks deterministic, so readiness must not depend on it)."""
-    checks = _checks(request)
+    """The checks and their status; ``inference`` (``/health/deep``) adds the embedder's and the LLM endpoint's. Readiness
+    depends on neither: an outage of either leaves the kernel serving (entries wait to be embedded, ticks are
+    deterministic), and a probe every few seconds must not call a billed endpoint."""
+    checks = _checks(request, embeddings=inference)
     settings = request.app.state.settings
     if inference and settings.llm_base_url:
         checks["inference"] = models_check(settings, timeout_s=INFERENCE_TIMEOUT_S)

@@ -53,7 +53,8 @@ def migrate(
     from brain_migrations.runner import head_revision, migrate_to
 
     if to is None:
-        with open_database(settings, migrate=True):
+        # This is the migration job: it migrates whatever BRAIN_MIGRATE_ON_START says of the other processes.
+        with open_database(settings.with_overrides(migrate_on_start=True), migrate=True):
             typer.echo(json.dumps({"migrated": True, "revision": head_revision()}))
         return
     with open_database(settings, migrate=False) as ready:
