@@ -348,13 +348,16 @@ def test_optional_parts_are_off_by_default_and_the_api_spreads(rendered: dict[st
     for docs in rendered.values():
         budget = _by_kind(docs, "PodDisruptionBudget")["brain-api"]["spec"]
         assert budget["maxUnavailable"] == 1 and budget["selector"]["matchLabels"]["app.kubernetes.io/component"] == "api"
-        api = _by_kind(docs, "Deployment")["brain-api"]["spec"]["template"]["spec"]
-        spread = api["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
-        assert spread["topologyKey"] == "kubernetes.io/hostname"
-    # ReadWriteOnce (the default): every other pod that mounts the vault goes where the API is.
+    # ReadWriteMany: the API's replicas spread over nodes.
+    api = _by_kind(rendered["all-features"], "Deployment")["brain-api"]["spec"]["template"]["spec"]
+    spread = api["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    # ReadWriteOnce (the default): every pod that mounts the vault goes where the API is, and a rolling update's new
+    # API pod beside the old one (spread over nodes, it waited on a volume attached elsewhere); none spreads.
     for name, pod in _pod_specs(rendered["default"]):
-        if name not in {"brain-api", "brain-migrate"}:
+        if name != "brain-migrate":
             assert pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"], name
+            assert "podAntiAffinity" not in pod["affinity"], name
     assert all("affinity" not in pod for name, pod in _pod_specs(rendered["all-features"]) if name != "brain-api")
     ingress = _by_kind(rendered["all-features"], "Ingress")["brain-api"]["spec"]
     assert ingress["rules"][0]["host"] == "brain.example.com"

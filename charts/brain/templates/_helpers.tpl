@@ -64,9 +64,8 @@ tolerations:
 {{- if $root.Values.affinity }}
 affinity:
   {{- toYaml $root.Values.affinity | nindent 2 }}
-{{- else if eq (toString .component) "api" }}
-{{- /* Replicas spread over nodes, so a node drain or loss keeps one serving; on a volume one node
-mounts (ReadWriteOnce) the API prefers the node where the release's other pods hold it. */}}
+{{- else if and (eq (toString .component) "api") $shared }}
+{{- /* Replicas spread over nodes, so a node drain or loss keeps one serving. */}}
 affinity:
   podAntiAffinity:
     preferredDuringSchedulingIgnoredDuringExecution:
@@ -76,16 +75,16 @@ affinity:
           labelSelector:
             matchLabels:
               {{- include "brain.selectorLabels" (dict "root" $root "component" "api") | nindent 14 }}
-  {{- if not $shared }}
+{{- else if eq (toString .component) "api" }}
+{{- /* ReadWriteOnce: one node mounts the vault, so a rolling update's new pod starts beside the old one (the
+first one matches itself); spread over nodes, it waited on a volume attached elsewhere and the rollout hung. */}}
+affinity:
   podAffinity:
-    preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 50
-        podAffinityTerm:
-          topologyKey: kubernetes.io/hostname
-          labelSelector:
-            matchLabels:
-              app.kubernetes.io/instance: {{ $root.Release.Name }}
-  {{- end }}
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "brain.selectorLabels" (dict "root" $root "component" "api") | nindent 12 }}
 {{- else if and (not .noVault) (not $shared) }}
 {{- /* ReadWriteOnce: only pods on the API's node can mount the vault. */}}
 affinity:
