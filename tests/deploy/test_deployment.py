@@ -43,6 +43,8 @@ CHART_MANAGED = {
     "CODEX_HOME", "BRAIN_LLM_API_KEY", "INFERENCE_API_KEY", "BRAIN_EMBED_API_KEY", "LLM_API_KEY", "REDIS_URL", "HOME",
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
     "BRAIN_MIGRATE_ON_START",  # set off in every pod: the migrate hook alone moves the schema (ADR 0069)
+    # brain ops-loop's schedule: the chart runs CronJobs instead, scheduled by cronJobs.* (set here, they changed nothing)
+    "TICK_INTERVAL_SECONDS", "TICK_DRAIN_INTERVAL_SECONDS", "EXTRACT_HOUR", "EXTRACT_SINCE", "EXTRACT_MIN_TURNS", "BRAIN_SYNC_REMOTE",
     "XDG_DATA_HOME",  # where `brain mcp` keeps its data on a developer's machine (ADR 0041): nothing for a pod
     "BRAIN_TOKEN",  # the client commands' token on an operator's machine: nothing for a pod
     "CLAUDE_PROJECT_DIR",  # set by Claude Code for a stdio `brain mcp` (ADR 0066): nothing for a pod
@@ -225,6 +227,9 @@ def test_helm_refuses_a_chart_with_a_typo(helm: Path, tmp_path: Path) -> None:
     assert done.returncode != 0 and "replicsa" in done.stdout + done.stderr
     done = _run(helm, "template", "brain", CHART, "-f", MINIMAL, "--set", "config.BRAIN_LLM_MODL=x")
     assert done.returncode != 0 and "BRAIN_LLM_MODL" in done.stderr
+    # ops-loop's schedule: the chart's CronJobs would not read it (their schedules are cronJobs.*), so it is refused
+    done = _run(helm, "template", "brain", CHART, "-f", MINIMAL, "--set", "config.TICK_INTERVAL_SECONDS=600")
+    assert done.returncode != 0 and "TICK_INTERVAL_SECONDS" in done.stderr
 
 
 def test_rendered_manifests_pass_kubernetes_validate_strict(kubeval: Path, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
