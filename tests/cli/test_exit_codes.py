@@ -65,6 +65,7 @@ def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) ->
         (["tick-drain", "--vault", "/no-such-vault"], {}, "error: vault folder /no-such-vault does not exist"),
         (["reindex", "--vault", "a-file"], {}, "error: vault {folder}/a-file is not a folder"),
         (["status", "--url", "ftp://kernel"], {}, "error: --url 'ftp://kernel' is not an http:// or https:// URL"),
+        (["migrate", "--database-url", UNREACHABLE], {"BRAIN_AUTH_REQUIRED": "true"}, "error: invalid settings: BRAIN_AUTH_REQUIRED is on but no token is set"),
         # refused before any kernel is asked (none listens here): a bad value, not the kernel's refusal
         (["search", "x", "--mode", "nope", "--url", "http://127.0.0.1:9"], {}, "error: --mode 'nope': one of hybrid, vector, words"),
         (["marker", "bogus", "x", "--url", "http://127.0.0.1:9"], {}, "error: 'bogus' is not a marker type: one of lesson, milestone"),

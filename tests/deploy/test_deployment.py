@@ -43,6 +43,7 @@ CHART_MANAGED = {
     "CODEX_HOME", "BRAIN_LLM_API_KEY", "INFERENCE_API_KEY", "BRAIN_EMBED_API_KEY", "LLM_API_KEY", "REDIS_URL", "HOME",
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
     "BRAIN_MIGRATE_ON_START",  # set off in every pod: the migrate hook alone moves the schema (ADR 0069)
+    "BRAIN_AUTH_REQUIRED",  # set on in every pod: a Secret of one's own without tokens stops them, never auth off
     # brain ops-loop's schedule: the chart runs CronJobs instead, scheduled by cronJobs.* (set here, they changed nothing)
     "TICK_INTERVAL_SECONDS", "TICK_DRAIN_INTERVAL_SECONDS", "EXTRACT_HOUR", "EXTRACT_SINCE", "EXTRACT_MIN_TURNS", "BRAIN_SYNC_REMOTE",
     "XDG_DATA_HOME",  # where `brain mcp` keeps its data on a developer's machine (ADR 0041): nothing for a pod

@@ -143,6 +143,9 @@ env:
   # The migrate hook alone moves the schema: a pod or job of the old image never undoes an upgrade or a rollback.
   - name: BRAIN_MIGRATE_ON_START
     value: "false"
+  # No token, no start: a Secret of one's own without BRAIN_TOKENS must not serve the memory to anyone.
+  - name: BRAIN_AUTH_REQUIRED
+    value: "true"
   {{- if $root.Values.transcripts.claude }}
   - name: BRAIN_CLAUDE_DIR
     value: /transcripts/claude

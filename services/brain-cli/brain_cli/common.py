@@ -64,7 +64,8 @@ def operator_errors(func: F) -> F:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
-            fail(f"invalid setting {where}: {first.get('msg')}", ExitCode.USAGE)
+            said = str(first.get("msg")).removeprefix("Value error, ")
+            fail(f"invalid setting {where}: {said}" if where else f"invalid settings: {said}", ExitCode.USAGE)
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             code = ExitCode.USAGE if exc.filename and exc.errno in OPERATOR_PATH_ERRORS else ExitCode.FAILED

@@ -192,6 +192,9 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field("text", validation_alias=AliasChoices("BRAIN_LOG_FORMAT"))
     # ``GET /metrics`` without a bearer token (it holds counts and timings, no memory).
     metrics_public: bool = Field(False, validation_alias=AliasChoices("BRAIN_METRICS_PUBLIC"))
+    # Refuse to start with no token (auth off): the chart sets it, so a Secret of its own that lacks BRAIN_TOKENS stops
+    # every pod with this reason instead of serving the memory to anyone who reaches it.
+    auth_required: bool = Field(False, validation_alias=AliasChoices("BRAIN_AUTH_REQUIRED"))
     # ``/docs``, ``/redoc`` and ``/openapi.json`` without a bearer token (the schema holds no memory).
     docs_public: bool = Field(True, validation_alias=AliasChoices("BRAIN_DOCS_PUBLIC"))
     # The largest request body the API reads (413 before it is read); /embed takes 2 000 000 characters.
@@ -241,6 +244,12 @@ class Settings(BaseSettings):
         if value is None or not value.strip():
             return None
         return value.strip()
+
+    @model_validator(mode="after")
+    def _auth_when_required(self) -> Settings:
+        if self.auth_required and not self.tokens:
+            raise ValueError("BRAIN_AUTH_REQUIRED is on but no token is set (BRAIN_TOKENS, or upstream's KB_ROUTER_TOKEN)")
+        return self
 
     @model_validator(mode="after")
     def _trial_needs_a_salt(self) -> Settings:
