@@ -44,6 +44,7 @@ CHART_MANAGED = {
     "BRAIN_EMBEDDED_SHARED_BUFFERS",
     "BRAIN_MIGRATE_ON_START",  # set off in every pod: the migrate hook alone moves the schema (ADR 0069)
     "BRAIN_AUTH_REQUIRED",  # set on in every pod: a Secret of one's own without tokens stops them, never auth off
+    "BRAIN_TRIAL_SALT",  # secrets.trialSalt: who knows it can tell each project's arm
     # brain ops-loop's schedule: the chart runs CronJobs instead, scheduled by cronJobs.* (set here, they changed nothing)
     "TICK_INTERVAL_SECONDS", "TICK_DRAIN_INTERVAL_SECONDS", "EXTRACT_HOUR", "EXTRACT_SINCE", "EXTRACT_MIN_TURNS", "BRAIN_SYNC_REMOTE",
     "XDG_DATA_HOME",  # where `brain mcp` keeps its data on a developer's machine (ADR 0041): nothing for a pod
@@ -375,14 +376,22 @@ def test_brain_init_writes_the_helm_values_once(helm: Path, tmp_path: Path) -> N
     path = tmp_path / "brain-secrets.yaml"
     first = runner.invoke(app, ["init", "--helm-values", str(path)])
     assert first.exit_code == 0, first.output
-    assert json.loads(first.stdout)["generated"] == ["secrets.tokens", "config.BRAIN_TRIAL_SALT"]
+    assert json.loads(first.stdout)["generated"] == ["secrets.tokens", "secrets.trialSalt"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and not (tmp_path / ".env").exists()
     text = path.read_text()
     again = runner.invoke(app, ["init", "--helm-values", str(path)])
     assert again.exit_code == 0 and json.loads(again.stdout)["generated"] == [] and path.read_text() == text
     docs = _render(helm, CHART, "-f", str(path), "--set", "secrets.databaseUrl=postgresql://brain:pw@pg:5432/brain")
-    token = yaml.safe_load(text)["secrets"]["tokens"][0]
-    assert _by_kind(docs, "Secret")["brain-secrets"]["stringData"]["BRAIN_TOKENS"] == token
+    token, salt = yaml.safe_load(text)["secrets"]["tokens"][0], yaml.safe_load(text)["secrets"]["trialSalt"]
+    secret = _by_kind(docs, "Secret")["brain-secrets"]["stringData"]
+    assert secret["BRAIN_TOKENS"] == token and secret["BRAIN_TRIAL_SALT"] == salt
+    # the salt is the Secret's, never a plain variable of a pod spec (who knows it can tell each project's arm)
+    assert salt not in json.dumps([doc for doc in docs if doc["kind"] != "Secret"])
+    # an older file's config.BRAIN_TRIAL_SALT moves into the Secret, kept: no project changes arm
+    older = tmp_path / "older.yaml"
+    older.write_text(yaml.safe_dump({"secrets": {"tokens": [token]}, "config": {"BRAIN_TRIAL_SALT": "kept-salt-0123456789"}}))
+    moved = runner.invoke(app, ["init", "--helm-values", str(older)])
+    assert moved.exit_code == 0 and yaml.safe_load(older.read_text()) == {"secrets": {"tokens": [token], "trialSalt": "kept-salt-0123456789"}}
 
 
 # -- the cross-check: env names are the settings', commands are the README's -----------------------------

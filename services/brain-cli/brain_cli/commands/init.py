@@ -153,10 +153,16 @@ def write_helm_values(path: Path, new_secret: Callable[[], str]) -> dict[str, ob
     if not chart_secrets.get("tokens"):
         chart_secrets["tokens"] = [new_secret()]
         generated.append("secrets.tokens")
-    config = values.setdefault("config", {})
-    if not config.get("BRAIN_TRIAL_SALT"):
-        config["BRAIN_TRIAL_SALT"] = new_secret()
-        generated.append("config.BRAIN_TRIAL_SALT")
+    config = values.get("config") if isinstance(values.get("config"), dict) else {}
+    moved = config.pop("BRAIN_TRIAL_SALT", None)  # an older file's salt, a plain env var there: kept, so no arm moves
+    if moved and not chart_secrets.get("trialSalt"):
+        chart_secrets["trialSalt"] = moved
+        generated.append("secrets.trialSalt (moved from config)")
+    if not config and "config" in values:
+        del values["config"]
+    if not chart_secrets.get("trialSalt"):
+        chart_secrets["trialSalt"] = new_secret()
+        generated.append("secrets.trialSalt")
     if generated:
         header = "# brain init --helm-values: secrets generated once; keep this file out of version control.\n"
         _write_private(path, header + yaml.safe_dump(values, sort_keys=False))
@@ -202,7 +208,7 @@ def init(
     files) that brain sync uses; an existing repository is kept.
 
     With --helm-values FILE it writes the chart's values instead (ADR 0053):
-    secrets.tokens and config.BRAIN_TRIAL_SALT generated once, every value
+    secrets.tokens and secrets.trialSalt generated once, every value
     the file already holds kept; no env file, no vault.
 
     Example: brain init && docker compose up -d
