@@ -13,10 +13,12 @@ with its reason, except in CI (``CI`` set), where it is a failure.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +200,24 @@ def test_brain_init_takes_over_an_upstream_env() -> None:
     assert values["BRAIN_TOKENS"] == "upstream-token" and values["PORT_MCP"] == "9104" and values["POSTGRES_PASSWORD"] == "new"
     assert values["KB_ROUTER_TOKEN"] == "upstream-token" and values["EMBEDDINGS_API_KEY"] == "old"
     assert out.generated == ["POSTGRES_PASSWORD"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only brain init run as root hands the stack to the image's user")
+def test_brain_init_as_root_warns_of_transcripts_the_image_user_cannot_read(tmp_path: Path) -> None:
+    base = Path(tempfile.mkdtemp())  # not under pytest's temporary root, which is itself closed to others
+    try:
+        base.chmod(0o755)
+        closed, codex = base / "root-home", base / "codex"
+        (closed / ".claude" / "projects").mkdir(parents=True)
+        codex.mkdir()
+        closed.chmod(0o700)  # as Debian's /root
+        env = {"BRAIN_ENV_FILE": "", "BRAIN_CLAUDE_DIR": str(closed / ".claude" / "projects"), "BRAIN_CODEX_DIR": str(codex)}
+        result = runner.invoke(app, ["init", "--env-file", str(tmp_path / ".env"), "--no-vault"], env=env)
+    finally:
+        shutil.rmtree(base)
+    assert result.exit_code == 0, result.output
+    assert f"warning: CLAUDE_DIR_HOST: {closed} is closed to other users" in result.output
+    assert "CODEX_DIR_HOST:" not in result.output  # an open folder says nothing
 
 
 def test_a_placeholder_token_is_refused(tmp_path: Path) -> None:

@@ -132,6 +132,19 @@ def _write_private(path: Path, text: str) -> None:
         raise
 
 
+def _closed_to_others(folder: Path) -> Path | None:
+    """The first folder on the way to ``folder`` that other users cannot pass (no ``o+x``: ``/root`` is 0700 on
+    Debian), else None; a folder that does not exist says nothing yet."""
+    for step in [*reversed(folder.parents), folder]:
+        try:
+            mode = step.stat().st_mode
+        except OSError:
+            return None
+        if not mode & 0o001:
+            return step
+    return None
+
+
 def _give_to_image_user(root: Path) -> None:
     """Hand the vault's root-owned files to the image's user (``brain init`` run as root)."""
     for path in [root, *root.rglob("*")]:
@@ -234,6 +247,15 @@ def init(
         template.read_text(encoding="utf-8") if template is not None else shipped_template(), existing, machine, lambda: secrets.token_hex(32)
     )
     _write_private(env_file, rendered.text)
+    if as_root:
+        for name in ("CLAUDE_DIR_HOST", "CODEX_DIR_HOST"):
+            closed = _closed_to_others(Path(parse_env(rendered.text).get(name) or machine[name]))
+            if closed is not None:
+                typer.echo(
+                    f"warning: {name}: {closed} is closed to other users, and the containers run as uid {IMAGE_UID}: "
+                    "they will not read these transcripts; point it at a folder they can read",
+                    err=True,
+                )
     summary: dict[str, object] = {
         "env_file": str(env_file),
         "created": not existing,
