@@ -146,6 +146,17 @@ def test_a_cap_ends_the_block_with_one_line_of_what_was_left_out() -> None:
     assert "…" not in render_block(API, MEMORY, now=NOW)
 
 
+def test_the_signals_cap_keeps_the_most_severe_and_shows_them_project_first() -> None:
+    own = tuple(_rec("signal", i, f"Own info {i}.", severity="info", days=1 + i / 100) for i in range(6))
+    own += (_rec("signal", 9, "Own critical.", severity="critical", days=3),)
+    fleet = (_rec("signal", 20, "Registry down.", severity="critical", days=2, scope="fleet"),)
+    text = render_block(API, ProjectMemory(project_signals=own, fleet_signals=fleet), now=NOW, caps=BlockCaps(signals=3))
+    lines = [ln for ln in text.splitlines() if "Own " in ln or "Registry" in ln]
+    # both criticals and the newest info; the project's first, then the fleet's, each in its order
+    assert [ln.split(": ", 1)[1] for ln in lines] == ["Own info 0.", "Own critical.", "Registry down."], lines
+    assert "… 5 more signals" in text
+
+
 @pytest.mark.parametrize("max_bytes", [MIN_MAX_BYTES, 1100, 1500, 2000, 3333])
 def test_max_bytes_is_never_exceeded_nor_a_character_cut(max_bytes: int) -> None:
     lessons = tuple(_rec("lesson", i, f"Leçon {i}: ünïcödé ✓ 日本語のテキスト " * 6, days=1 + i / 100) for i in range(40))

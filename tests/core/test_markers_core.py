@@ -156,6 +156,14 @@ def test_hostile_titles_cannot_break_signal_or_decision_frontmatter(title: str) 
     assert frontmatter.parse(decision).meta["repo"] == "org1/api"
 
 
+def test_a_signal_file_of_severity_resolved_is_no_current_alarm() -> None:
+    tomb = "---\ntitle: Queue\nseverity: resolved\n---\n(CLEARED: drained) queue depth\n"
+    assert signal_record(tomb, "amygdala/20261101-080000-resolved-queue.md").status == "resolved"  # out of feeds and blocks
+    retracted = tomb.replace("severity: resolved", "severity: resolved\nstatus: retracted")
+    assert signal_record(retracted, "amygdala/20261101-080000-resolved-queue.md").status == "retracted"  # curation first
+    assert signal_record(tomb.replace("resolved", "critical", 1), "amygdala/x.md").status is None
+
+
 def test_old_signal_and_decision_files_still_parse() -> None:
     old_signal = "---\ntitle: Disk: full again\nseverity: critical\n---\nThe disk is full.\n"
     record = signal_record(old_signal, "amygdala/20261101-080000-critical-disk-full.md")

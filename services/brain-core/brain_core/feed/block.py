@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.intent import derive_intent
+from brain_core.feed.keeper_files import SEVERITY_ORDER
 from brain_core.feed.project import ProjectMemory, ProjectRef, intent_parts, reaching_blocks
 from brain_core.feed.repeats import counted, times
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
@@ -213,9 +214,9 @@ def _sections(
     else:
         about = [f"- No project memory yet for {neutral(pid, LABEL_CHARS)}."]
     blocks = reaching_blocks(project, memory, now=now, key_is_unique=key_is_unique)
-    signal_lines = tuple(_signal_line(r, pid, stale) if n < own else _signal_line(r, "fleet-wide") for n, r in enumerate(signals))
+    lined = _most_severe_kept([(r, _signal_line(r, pid, stale) if n < own else _signal_line(r, "fleet-wide")) for n, r in enumerate(signals)], caps.signals)
     return [
-        _Section("Signals", ("signal", "signals"), signal_lines, caps.signals, tuple(r.id for r in signals)),
+        _Section("Signals", ("signal", "signals"), tuple(line for _, line in lined), caps.signals, tuple(r.id for r, _ in lined)),
         _Section("Focus and intent", ("focus line", "focus lines"), tuple(about), len(about)),
         _entries("Hot arcs", ("arc", "arcs"), _ranked(memory.arcs, worktree), lambda r: _arc_line(r, worktree), caps.arcs),
         _entries("Decisions", ("decision", "decisions"), _ranked(memory.decisions, worktree), lambda r: _decision_line(r, worktree, stale), caps.decisions),
@@ -223,6 +224,14 @@ def _sections(
         _entries("Milestones", ("milestone", "milestones"), _ranked(memory.milestones, worktree), lambda r: _log_line(r, worktree, stale), caps.milestones),
         _entries("Inject blocks", ("inject block", "inject blocks"), blocks, lambda r: _inject_line(r, pid), caps.inject),
     ]
+
+
+def _most_severe_kept(lined: list[tuple[EntryRecord, str]], cap: int) -> list[tuple[EntryRecord, str]]:
+    """The signals the cap keeps are the most severe (then as ordered: the project's first, newest first); they keep
+    that order, and the rest follow for the cap to leave out: a fleet-wide critical outranks the project's info."""
+    rank = sorted(range(len(lined)), key=lambda i: (-SEVERITY_ORDER.get((lined[i][0].severity or "").lower(), 0), i))
+    kept = set(rank[:cap])
+    return [x for i, x in enumerate(lined) if i in kept] + [x for i, x in enumerate(lined) if i not in kept]
 
 
 def _lessons(memory: ProjectMemory, worktree: str | None, stale: Mapping[str, Stale] | None, cap: int) -> _Section:

@@ -286,6 +286,11 @@ def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
     project, repo = valid_ref(text_or_none(meta.get("project")), text_or_none(meta.get("repo")))
     scope = "fleet" if text_or_none(meta.get("scope")) == "fleet" or meta.get("fleet") is True else "project"
     status = (text_or_none(meta.get("status")) or "").lower()
+    severity = (text_or_none(meta.get("severity")) or (name.group(4) if name else None) or DEFAULT_SEVERITY).lower()[:32]
+    if status not in curation.WITHDRAWN:  # a signal's other states are its severity's (ADR 0048)
+        # severity `resolved` is upstream's tombstone of a signal (UPSTREAM.md 4.3): no longer a current alarm, as
+        # the keeper's signals.md and an inline signal read it
+        status = "resolved" if severity == "resolved" else ""
     return EntryRecord(
         id=entry_id("signal", vault_path),
         kind="signal",
@@ -295,8 +300,8 @@ def signal_record_of(doc: frontmatter.Document, vault_path: str) -> EntryRecord:
         project=project,
         repo=repo,
         scope=scope,
-        severity=(text_or_none(meta.get("severity")) or (name.group(4) if name else None) or DEFAULT_SEVERITY).lower()[:32],
-        status=status if status in curation.WITHDRAWN else None,  # a signal's other states are its severity's (ADR 0048)
+        severity=severity,
+        status=status or None,
         occurred_at=occurred,
         meta=_entry_meta(meta),
     )
