@@ -59,7 +59,8 @@ def test_a_prompt_recalls_its_projects_close_entry_once_and_each_answer_is_recor
         assert (unknown["text"], unknown["entry_ids"]) == ("", [])
         assert client.post("/recall", json={"session_id": "s-1"}).status_code == 422
     records = _records(database_url)
-    assert [(r["kind"], r["session_id"]) for r in records] == [("recall", "s-1"), ("recall", "s-1")]
+    # every answer, an empty one of a session in no project too (the fleet block it read is recorded as well)
+    assert [(r["kind"], r["session_id"]) for r in records] == [("recall", "s-1"), ("recall", "s-1"), ("recall", "nobody")]
     assert records[0]["entry_ids"] == answer["entry_ids"] and len(answer["entry_ids"]) >= 1
     assert records[0]["bytes"] == len(answer["text"].encode())
 
@@ -73,3 +74,31 @@ def test_a_control_sessions_prompt_recalls_nothing_and_is_recorded(tmp_path: Pat
     assert (answer["text"], answer["entry_ids"], answer["arm"]) == ("", [], "control")
     [row] = _records(database_url)
     assert (row["kind"], row["arm"], row["entry_ids"]) == ("recall", "control", [])
+
+
+REWORDINGS = [
+    "Freeze time in auth tests; a moving clock makes them flake.",
+    "Flaky auth tests: the clock advances mid-test. Fix by pinning the clock.",
+    "Pin the clock in the auth tests, otherwise they flake as time moves on.",
+]
+
+
+def test_recall_gives_no_expired_entry_and_no_rewording_of_a_lesson_the_block_gave(tmp_path: Path, database_url: str) -> None:
+    settings = make_settings(tmp_path, database_url)
+    with TestClient(create_app(settings)) as client:
+        for content in REWORDINGS:
+            assert client.post("/marker", json={"type": "lesson", "content": content, "attrs": {"repo": "acme/widget"}}).status_code == 201
+        ended = {"title": "Deploy freeze", "repo": "acme/widget", "valid_until": "2020-01-01"}
+        assert client.post("/marker", json={"type": "decision", "content": "Freeze deploys during the November audit.", "attrs": ended}).status_code == 201
+        engine = create_engine(normalise_url(database_url))
+        with Session(engine) as db:
+            run_embed(db, embedder_for(settings))
+            db.commit()
+        engine.dispose()
+        assert client.post("/sessions", json={"session_id": "s-9", "cwd": "", "agent": "claude", "repo": "acme/widget"}).status_code == 200
+        block = client.get("/feed", params={"project": "acme/widget", "format": "markdown", "session_id": "s-9"}).text
+        assert "(recorded 3 times)" in block  # one line stands for the three rewordings
+        recalled = client.post("/recall", json={"session_id": "s-9", "prompt": "why do the auth tests flake when the clock moves?"}).json()
+        assert recalled["text"] == "", recalled  # every rewording was given with that line: none is news
+        freeze = client.post("/recall", json={"session_id": "s-9", "prompt": "are we in a deploy freeze for the November audit?"}).json()
+        assert "Freeze deploys" not in freeze["text"], freeze  # it expired in 2020: recalled unmarked, an agent would act on it

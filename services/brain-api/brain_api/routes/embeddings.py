@@ -294,11 +294,13 @@ def recall_for_prompt(
     row = get_session(db, body.session_id)
     ref = body.project or (row.repo or row.project if row is not None else None)
     empty: dict[str, Any] = {"session_id": body.session_id, "project": ref, "text": "", "entry_ids": [], "arm": None}
-    if ref is None:
-        return empty
-    found = reach.check(ref)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)
-    if found.status != EXACT:
-        return empty
+    found = reach.check(ref) if ref is not None else None  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)
+    if found is None or found.status != EXACT:
+        # Nothing to recall from, and still an answer given to a session: recorded, as the fleet block it read is.
+        assignment = arm_of(settings, repo=None, project=None, session_id=body.session_id)
+        agent = row.agent if row is not None else None
+        record(uow, kind=RECALL, assignment=assignment, served=Served("", ()), session_id=body.session_id, agent=agent, project=None, repo=None)
+        return {**empty, "arm": assignment.arm}
     assignment = arm_of(settings, repo=found.repo, project=found.key, session_id=body.session_id)
     text, ids = "", ()
     if assignment.arm != CONTROL:

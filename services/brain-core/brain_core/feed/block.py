@@ -64,6 +64,9 @@ class _Section:
     lines: tuple[str, ...]  # every candidate line, best first
     cap: int
     ids: tuple[str, ...] = ()  # the entry id behind each line, when the lines are entries
+    # the ids a line stands for besides its own (a repeated lesson's rewordings): given with it, so a prompt's recall
+    # never serves them again as news
+    folded: tuple[tuple[str, ...], ...] = ()
 
 
 def _entries(heading: str, noun: tuple[str, str], records: Sequence[EntryRecord], line: Callable[[EntryRecord], str], cap: int) -> _Section:
@@ -235,9 +238,20 @@ def _most_severe_kept(lined: list[tuple[EntryRecord, str]], cap: int) -> list[tu
 
 
 def _lessons(memory: ProjectMemory, worktree: str | None, stale: Mapping[str, Stale] | None, cap: int) -> _Section:
-    """The lessons, a repeated one once with its count (``brain_core.feed.repeats``); its line names the newest's id."""
+    """The lessons, a repeated one once with its count (``brain_core.feed.repeats``); its line names the newest's id, and
+    the block's served ids hold the whole group."""
     shown = counted(_ranked(memory.lessons, worktree), memory.repeats)
-    return _Section("Lessons", ("lesson", "lessons"), tuple(_log_line(r, worktree, stale) + times(n) for r, n in shown), cap, tuple(r.id for r, _ in shown))
+    members: dict[str, list[str]] = {}
+    for member, head in memory.repeats.items():
+        members.setdefault(head, []).append(member)
+    return _Section(
+        "Lessons",
+        ("lesson", "lessons"),
+        tuple(_log_line(r, worktree, stale) + times(n) for r, n in shown),
+        cap,
+        tuple(r.id for r, _ in shown),
+        tuple(tuple(sorted(members.get(r.id, ()))) for r, _ in shown),
+    )
 
 
 def _size(lines: Sequence[str]) -> int:
@@ -340,5 +354,6 @@ def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, mo
             taken[i] += 1
             if section.ids:
                 shown.append(section.ids[n])
+                shown.extend(section.folded[n] if section.folded else ())
     tail = omitted()
     return Rendered("\n".join([*head, *body, *(["", tail] if tail else []), CLOSING]) + "\n", tuple(shown), tail is not None)

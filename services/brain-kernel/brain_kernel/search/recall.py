@@ -65,8 +65,8 @@ def select_recall(hits: Sequence[Hit], given: set[str], *, limit: int, min_score
         vector, words = hit.scores.get("vector"), hit.scores.get("words")
         close = vector is not None and (vector >= min_score or (words is not None and vector >= BOTH_MIN_SCORE))
         ident = hit_entry_id(hit)
-        if not close or ident in given or ident in ids:
-            continue
+        if not close or ident in given or ident in ids or hit.metadata.get("expired"):
+            continue  # an expired entry is searchable, marked; recalled unmarked, an agent would act on it
         line = f"- {neutral(recall_text(hit), LINE_CHARS)} ({neutral(hit.key, 200)})"
         if size + len(line.encode()) + 1 > max_bytes:
             break
