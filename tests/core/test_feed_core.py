@@ -127,6 +127,10 @@ def test_clip_words_cuts_on_a_word_boundary() -> None:
     clipped = clip_words("alpha beta gamma delta epsilon", 17)
     assert clipped == "alpha beta gamma…"
     assert clip_words("short", 17) == "short"
+    # a word that is most of the line (a URL, a hash) is cut inside, never dropped to leave nothing
+    url = "See https://example.com/" + "a" * 400 + " for the fix."
+    assert clip_words(url, 60) == url[:59] + "…"
+    assert clip_words("é" * 2000 + " tail", 300) == "é" * 299 + "…"
 
 
 # -- hot arcs table and files ---------------------------------------------------------

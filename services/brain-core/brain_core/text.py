@@ -68,9 +68,9 @@ def clip_words(text: str | None, limit: int = 80) -> str:
     if len(flat) <= limit:
         return flat
     head = flat[: max(1, limit - 1)]
-    if flat[len(head)] != " ":  # the cut falls inside a word: drop that word
+    if flat[len(head)] != " ":  # the cut falls inside a word: drop that word, unless it is most of the line
         cut = head.rfind(" ")
-        if cut > 0:
+        if cut >= len(head) // 2:  # a URL, a hash or a stack line at the start: cut inside it, never to nothing
             head = head[:cut]
     return head.rstrip(" ,;:-") + "…"
 
