@@ -60,7 +60,11 @@ def test_a_trial_keeps_every_session_of_a_project_in_one_arm_and_control_reads_t
         for repo in repos:
             _lesson(client, repo, f"Lesson of {repo}: keep the build green.")
         blocks = {(repo, s): _block(client, project=repo, session_id=f"{repo}-{s}") for repo in repos for s in range(3)}
-    records = _records(database_url)
+        # a control project asked by its short key: the same frame (and record text) as by owner/name
+        control = next(repo for repo in repos if seed_of(repo, SALT) < 50)
+        by_key = _block(client, project=control.split("/")[1], session_id="by-key")
+    assert by_key == blocks[(control, 0)], (by_key, blocks[(control, 0)])
+    records = [r for r in _records(database_url) if r["session_id"] != "by-key"]
     assert len(records) == 120
     expected = {repo: CONTROL if seed_of(repo, SALT) < 50 else TREATMENT for repo in repos}
     for repo in repos:

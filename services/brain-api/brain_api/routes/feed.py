@@ -239,7 +239,8 @@ def _block_answer(served: Rendered, label: str, session_id: str | None, *, db: S
         row = get_session(db, session_id)
         assignment = arm_of(settings, repo=served.repo, project=served.key, session_id=session_id)
         if assignment.arm == CONTROL:  # a control session reads no memory: the frame and one neutral line (ADR 0050)
-            served = Rendered(control_block(neutral(label, LABEL_CHARS)), (), False, served.key, served.repo)
+            # named as the treatment's frame names it (owner/name, else the key), whatever the request's spelling
+            served = Rendered(control_block(neutral(served.repo or served.key or label, LABEL_CHARS)), (), False, served.key, served.repo)
         text = served.text
         record(
             uow,
