@@ -93,11 +93,27 @@ def neutral(text: str | None, limit: int = ENTRY_CHARS) -> str:
     A run of three or more backticks or tildes gets each character escaped
     (markdown shows it as typed); ``<!--`` and ``-->`` become ``&lt;!--`` and
     ``--&gt;``. The text never starts a line (a bullet precedes it), so a
-    ``#`` in it is never a heading.
+    ``#`` in it is never a heading. The tags an agent's harness wraps context
+    in (``</system-reminder>``, ``<user>``...) are escaped the same way, so an
+    entry can no more close or fake that wrapper than the block's own frame;
+    and invisible format characters (bidi overrides, zero-width spaces) go, so
+    a line reads as its bytes do.
     """
-    flat = clip_words(text, limit)
+    flat = _INVISIBLE.sub("", clip_words(text, limit))
     flat = _FENCE.sub(lambda m: "".join("\\" + c for c in m.group(0)), flat)
+    flat = _HARNESS_TAG.sub(lambda m: "&lt;" + m.group(0)[1:], flat)
     return flat.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+
+
+# Format characters (Unicode Cf) that change how a line reads without showing: bidi embeddings, overrides and
+# isolates, zero-width spaces and joiners, the BOM, the soft hyphen.
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
+# The wrappers agents' harnesses put around hook output and turns: an entry must not open or close one.
+_HARNESS_TAG = re.compile(
+    r"</?(?:system|system-reminder|user|assistant|human|instructions|context|tool_use|tool_result|function_calls|"
+    r"function_results|invoke|parameter|document|documents)\b[^>]*>",
+    re.IGNORECASE,
+)
 
 
 def _titled(title: str | None, content: str | None) -> str:
