@@ -181,13 +181,18 @@ def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_
         feed = remote.brain_feed("org1/api")
         block = remote.memory_block("org1/api")
         wide = remote.kb_search(word, 10, True, True, 0.0, None)  # unassignable: served as usual
+        # a session id the route cannot take names no session, as in-process: never a read served undecided
+        odd = [remote.kb_search(word, 10, True, True, 0.0, "org1/api", sid) for sid in ("", "x" * 301)]
+        bad = remote.kb_search("", 10, True, True, 0.0, "Bad Project!!")  # refused by the kernel: the read's answer
     finally:
         remote.close()
         stop(proc, 15)
+    assert all(o["count"] == 0 and o["note"] == NO_MEMORY for o in odd), odd
+    assert "error" in bad and "Bad Project" in bad["error"], bad
     assert found == {"query": word, "count": 0, "results": [], "sources_searched": ["artifact", "obsidian"], "note": NO_MEMORY}
     assert arc["note"] == NO_MEMORY and arc["content"] == "" and feed["entries"] == [] and feed["note"] == NO_MEMORY
     assert "No memory is shown in this block." in block["markdown"] and wide["count"] > 0
-    rows = _pulls(served.database_url or "")
+    rows = _pulls(served.database_url or "")[:5]
     assert [(r["kind"], r["agent"], r["arm"]) for r in rows] == [("pull", "mcp", CONTROL)] * 4 + [("pull", "mcp", UNASSIGNABLE)]
     assert (rows[0]["session_id"], rows[0]["project"], rows[0]["repo"]) == ("s-api", "api", "org1/api")
     assert rows[1]["repo"] == "org1/api" and all(r["entry_ids"] == [] for r in rows[:4])

@@ -66,6 +66,7 @@ log = logging.getLogger("brain.mcp.remote")
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 
 ARC_PRODUCER = PRODUCERS["arc"]  # POST /search's producer filter for arcs
+MAX_SESSION_ID_CHARS = 300  # what POST /pulls takes
 CONTEXT_LINES = 2  # as the in-process vault search
 VAULT_QUERY_CHARS = 500  # GET /vault/search takes q of at most 500 characters
 CONNECT_TIMEOUT_S = 5.0
@@ -213,9 +214,15 @@ class Remote:
     def pulled(self, answer: dict[str, Any], hidden: dict[str, Any], *, project: str | None, session_id: str | None, text: str | None = None) -> bool:
         """Record a read's answer as a pull (``POST /pulls``, ADR 0061): whether the kernel says to serve ``hidden``
         (a control project's). ``text`` is what was read when it is no JSON answer (a block's markdown). Telemetry:
-        a kernel that cannot record it leaves the answer served (logged), never an error."""
+        a kernel that cannot record it, or one before ADR 0061 (no route), leaves the answer served (logged).
+
+        The kernel's own refusal of the read (a project outside the token's, a malformed one) is the read's answer,
+        as in-process: never a read served with its arm undecided, which a control project would then see. A
+        session id the route cannot take (blank, over 300 characters) names no known session, as in-process.
+        """
+        usable = session_id if isinstance(session_id, str) and session_id.strip() and len(session_id) <= MAX_SESSION_ID_CHARS else None
         body = {
-            "session_id": session_id,
+            "session_id": usable,
             "project": project,
             "entry_ids": served_ids(answer),
             "text": text if text is not None else to_json(answer),
@@ -226,6 +233,9 @@ class Remote:
         try:
             return bool(self.json_of("POST", "/pulls", self.send("POST", "/pulls", json=body)).get("withheld"))
         except Refused as exc:
+            status = exc.answer.get("status")
+            if isinstance(status, int) and 400 <= status < 500 and status not in (404, 405):
+                raise
             log.warning("pull not recorded: %s", exc.answer["error"])
             return False
 

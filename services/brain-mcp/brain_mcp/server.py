@@ -128,11 +128,13 @@ def _reply(answer: dict[str, Any], *, structured: bool = True) -> CallToolResult
 
 def _with_identity(attrs: dict[str, Any] | None, project: str | None, repo: str | None) -> dict[str, Any] | None:
     """``attrs`` with a marker's ``project``/``repo`` given as arguments of their own (an agent passes them so more
-    often than in attrs); what attrs itself says wins."""
+    often than in attrs); what attrs itself says wins, but a null there, which the kernel reads as absent."""
     given = {k: v for k, v in (("project", project), ("repo", repo)) if v is not None}
     if not given:
         return attrs
-    return {**given, **(attrs or {})} if isinstance(attrs, dict) or attrs is None else attrs
+    if not (isinstance(attrs, dict) or attrs is None):
+        return attrs
+    return {**given, **{k: v for k, v in (attrs or {}).items() if not (k in given and v is None)}}  # a null is no value
 
 
 def _unless_error(answer: dict[str, Any]) -> dict[str, Any]:
