@@ -92,7 +92,8 @@ def mcp(
     """Run the MCP server (stdio, or streamable HTTP and SSE with --http).
 
     Its tools: kb_search, kb_brief, brain_search_arcs, brain_get_arc,
-    brain_ingest, brain_tick, brain_feed and brain_marker, answered in-process
+    brain_ingest, brain_tick, brain_feed, brain_marker, brain_retract,
+    brain_expire and brain_supersede, answered in-process
     from the index and the vault, or with --remote through a running kernel's
     HTTP API.
 
