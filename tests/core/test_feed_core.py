@@ -96,6 +96,10 @@ def test_derived_intent_names_the_hottest_arc_first() -> None:
     assert "Cold thing" in intent
     assert derive_intent([], subject="x") == "No active work in x right now."
 
+    # tied heats keep the index's order, which the focus line reads too: both name the same arc
+    tied = [ArcDigest("z-recent", "Auth cutover", heat=5.0), ArcDigest("a-older", "Claude inject", heat=5.0)]
+    assert derive_intent(tied, subject="acme/api").startswith("Focus in acme/api: Auth cutover")
+
 
 def test_llm_answers_are_parsed_filtered_and_capped() -> None:
     answer = '```json\n{"org1/api": "Finish auth. ' + "Then more. " * 80 + '", "other": "ignored", "org2/api": 5}\n```'

@@ -76,8 +76,12 @@ def _sentence(text: str) -> str:
 
 
 def derive_intent(arcs: Sequence[ArcDigest], *, subject: str | None = None, max_chars: int = INTENT_MAX_CHARS) -> str:
-    """An intent from the hottest arcs (highest heat first), capped at a sentence boundary."""
-    ranked = sorted(arcs, key=lambda a: (-a.heat, a.cluster_id))
+    """An intent from the hottest arcs (highest heat first, ties in the order given), capped at a sentence boundary.
+
+    Ties keep the caller's order, the index's (heat, then the most recently active, then the id), which the
+    block's focus line reads too: by cluster id, a tie named one arc the focus and another the intent's.
+    """
+    ranked = sorted(arcs, key=lambda a: -a.heat)
     if not ranked:
         where = f" in {subject}" if subject else ""
         return f"No active work{where} right now."
@@ -106,7 +110,7 @@ def intent_prompt(projects: Mapping[str, Sequence[ArcDigest]], max_chars: int = 
     ]
     for project in sorted(projects):
         lines.append(f"## {project}")
-        for arc in sorted(projects[project], key=lambda a: (-a.heat, a.cluster_id))[:5]:
+        for arc in sorted(projects[project], key=lambda a: -a.heat)[:5]:  # ties in the index's order, as derive_intent
             lines.append(f"- heat {arc.heat:.1f}, {arc.status or 'active'}: {blurb(arc, 160)}")
         lines.append("")
     return "\n".join(lines)
