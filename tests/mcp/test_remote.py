@@ -259,6 +259,7 @@ def test_the_token_is_sent_a_refused_one_is_the_tools_error_and_so_is_a_kernel_s
     assert "refused the token from" in refused["error"] and "invalid token" in refused["error"] and "client.json" in refused["error"]
     failed, unsent, _ = answers["elsewhere"]
     assert failed and unsent["status"] == 401 and "missing bearer token" in unsent["error"]
+    assert "none was sent" in unsent["error"] and "refused the token" not in unsent["error"]  # no token blamed that never went
     for key in ("stopped", "stopped_search"):
         failed, down, structured = answers[key]
         assert failed and structured is None and down["error"].startswith("kernel unavailable"), down

@@ -188,7 +188,12 @@ class Remote:
             body = None
         detail = body.get("detail") if isinstance(body, dict) and "detail" in body else (response.text.strip()[:200] or response.reason_phrase)
         reason = _reason(detail)
-        if status == 401:
+        if status == 401 and not self.headers:  # nothing was sent: the client file's token goes to its own URL only
+            reason = (
+                f"the kernel at {self.url} wants a token and none was sent ({reason}): {self.token_source} holds none for this URL; "
+                "run brain connect --url with this URL and --token-file"
+            )
+        elif status == 401:
             reason = f"the kernel at {self.url} refused the token from {self.token_source} ({reason}); set the right one with brain connect --token-file"
         elif status >= 500 and not reason.startswith(SERVER_FAULTS):
             reason = f"{KERNEL_UNAVAILABLE}: {method} {path} answered {status}: {reason}"
