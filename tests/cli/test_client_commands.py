@@ -108,7 +108,7 @@ def test_the_token_comes_from_brain_token_or_the_client_file_for_its_own_url(tmp
     with serve_in_thread(settings) as base:  # the client is the subject: the kernel runs in this process
         local = make_settings(tmp_path, None)
         refused = brain(local, "projects", "--url", base)
-        assert refused.exit_code == 1 and "refused the token" in refused.stderr and TOKEN not in refused.stderr
+        assert refused.exit_code == 1 and "wants a token and none was sent" in refused.stderr and TOKEN not in refused.stderr
         assert _json(brain(make_settings(tmp_path, None, client_token=TOKEN), "projects", "--url", base))["count"] == 0
 
         client_home.write_text(json.dumps({"url": base, "token": TOKEN}))

@@ -190,8 +190,8 @@ class Remote:
         reason = _reason(detail)
         if status == 401 and not self.headers:  # nothing was sent: the client file's token goes to its own URL only
             reason = (
-                f"the kernel at {self.url} wants a token and none was sent ({reason}): {self.token_source} holds none for this URL; "
-                "run brain connect --url with this URL and --token-file"
+                f"the kernel at {self.url} wants a token and none was sent ({reason}): a client file's token goes only to its "
+                f"own URL; give one with BRAIN_TOKEN, or brain connect --url {self.url} --token-file"
             )
         elif status == 401:
             reason = f"the kernel at {self.url} refused the token from {self.token_source} ({reason}); set the right one with brain connect --token-file"
