@@ -126,8 +126,8 @@ class Git:
         self.config: list[str] = []  # ``-c`` options put before every command
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        # A session of its own: a terminal's Ctrl-C reaches brain, which ends its job and stops, not git halfway
-        # through a fetch or a push (an interrupt of brain itself still kills git, as subprocess.run does).
+        # Its own process group (setsid): a terminal's Ctrl-C reaches brain, which ends its job and stops, not git
+        # halfway through a fetch or a push (an interrupt of brain itself still kills git, as subprocess.run does).
         proc = subprocess.run(
             ["git", *self.config, *args], cwd=self.root, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT, start_new_session=True
         )

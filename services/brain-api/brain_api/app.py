@@ -129,8 +129,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     @app.exception_handler(InterfaceError)
     async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
         # The database is down or unreachable: the service is unavailable, not broken (never a 500).
-        cause = exc.orig if exc.orig is not None else exc
-        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        reason = _driver_reason(exc)
         log.warning("database unavailable: %s", reason)
         return JSONResponse({"detail": f"database unavailable: {reason}"}, status_code=503)
 
@@ -138,9 +137,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     async def _data(request: Request, exc: DataError) -> JSONResponse:
         # Postgres refused a value the request carried (a NUL byte in a path or query value, a number out of
         # range): the input's fault, so a 422 with the database's reason, never a 500.
-        cause = exc.orig if exc.orig is not None else exc
-        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-        return JSONResponse({"detail": f"a value of the request cannot be stored or compared: {reason}"}, status_code=422)
+        return JSONResponse({"detail": f"a value of the request cannot be stored or compared: {_driver_reason(exc)}"}, status_code=422)
 
     @app.exception_handler(ConfigError)
     async def _config(request: Request, exc: ConfigError) -> JSONResponse:
@@ -167,6 +164,12 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     app.add_middleware(RequestObserver, settings=settings)  # outermost: it identifies, times and counts the edge's refusals too
     app.openapi = lambda: _documented_errors(app)  # type: ignore[method-assign]
     return app
+
+
+def _driver_reason(exc: DBAPIError) -> str:
+    """The first line of what the database driver said."""
+    cause = exc.orig if exc.orig is not None else exc
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
 
 
 def _operation_id(route: APIRoute) -> str:

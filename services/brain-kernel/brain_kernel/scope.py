@@ -147,17 +147,21 @@ class Scope:
         resolves to its own one: a 409 listing one choice would tell it that
         another repository of that name exists (reads tell nothing of other projects).
         """
+        return self._checked(ref)[0]
+
+    def _checked(self, ref: str) -> tuple[ProjectLookup, bool]:
+        """``check``'s answer, and whether a shared short key was narrowed to the token's one repository."""
         found = lookup_project(self.db, ref)
         if found.status == AMBIGUOUS:
             visible = [c for c in found.candidates if not self.restricted or self._candidate_allowed(c)]
             if self.restricted and not visible:
                 raise OutOfScope(f"project {ref.strip()!r} is outside this token's projects")
             if self.restricted and len(visible) == 1:
-                return self.check(visible[0])
+                return self._checked(visible[0])[0], True
             raise AmbiguousProject(ref.strip(), visible)
         if not self.allows(found):
             raise OutOfScope(f"project {ref.strip()!r} is outside this token's projects")
-        return found
+        return found, False
 
     def _candidate_allowed(self, candidate: str) -> bool:
         try:
@@ -172,8 +176,8 @@ class Scope:
         ref = ref.strip()
         if not self.restricted:
             return ref
-        found = self.check(ref)
-        return found.repo if found.repo and lookup_project(self.db, ref).status == AMBIGUOUS else ref
+        found, narrowed = self._checked(ref)
+        return found.repo if narrowed and found.repo else ref
 
     def default_project(self) -> str | None:
         """The project a request naming none means: None (everything) unrestricted, its one project, else OutOfScope."""

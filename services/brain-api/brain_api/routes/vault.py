@@ -154,11 +154,6 @@ def _read(vault: Vault, rel: str) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def _hidden(rel: str) -> bool:
-    """A dot file or a path through a dot folder (``.git/config``, ``.env``): never served, as list and search hide them."""
-    return unwalked(rel)
-
-
 @router.get("/vault/read", response_model=VaultFile, responses=errors(described={**ESCAPES, 404: "No such file (or the token may not read it)."}))
 def vault_read(
     vault: VaultDep,
@@ -171,7 +166,8 @@ def vault_read(
     if not path.strip():
         raise HTTPException(status_code=400, detail="path is required")
     target = vault.path(_rel(path))
-    if not target.exists() or (target != vault.root and _hidden(vault.rel(target))):
+    # .git/config, .env: never served, as list and search hide them
+    if not target.exists() or (target != vault.root and unwalked(vault.rel(target))):
         raise HTTPException(status_code=404, detail="not found")
     if Scope(db, principal).hides_path(vault.rel(target)):  # another project's file reads as a missing one (ADR 0033)
         raise HTTPException(status_code=404, detail="not found")

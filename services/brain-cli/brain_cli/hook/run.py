@@ -138,7 +138,7 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
         return None  # no kernel within the budget: nothing to say
     if not 200 <= answer.status < 300:
         # Not registered (a token bound to another project, a fault): only the block of the project this folder
-        # is, never the token's or the fleet's, which would be another project's memory in this session.
+        # is, never the token's or the fleet's, which would hand the agent another project's memory (ADR 0042).
         local = where.get("repo") or where.get("project")
         if not local:
             return None

@@ -292,7 +292,6 @@ def by_key(session: Session, key: str) -> list[dict[str, Any]]:
 
 # -- search ---------------------------------------------------------------------------------------------
 
-MODES = SEARCH_MODES
 PLANS = ("exact", "index")
 RRF_K = 60  # reciprocal rank fusion's constant: a result's share is 1 / (RRF_K + its rank) on each side
 # The vector side's plan (ADR 0045). Exact ranking costs about one unit a filtered row; the iterative HNSW scan
@@ -563,8 +562,8 @@ def search(
     size (exact under ``EXACT_ROWS``); ``exact`` or ``index`` force one (the
     bench compares them).
     """
-    if mode not in MODES or (plan is not None and plan not in PLANS):
-        raise ValueError(f"mode must be one of {MODES} and plan None or one of {PLANS}: {mode!r}, {plan!r}")
+    if mode not in SEARCH_MODES or (plan is not None and plan not in PLANS):
+        raise ValueError(f"mode must be one of {SEARCH_MODES} and plan None or one of {PLANS}: {mode!r}, {plan!r}")
     if within is not None and not within:
         return [], True
     where = _filters(project, within, producer, kind)
