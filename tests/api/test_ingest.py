@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from brain_kernel.vault_store import Vault
 from tests.support.gitrepo import git, make_repo
 from tests.support.harness import brain
 from tests.support.openai_stub import OpenAIStub
-from tests.support.servers import free_port
+from tests.support.servers import StubHTTPServer, free_port
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 ALPHA, BETA = "tok-alpha-0123456789", "tok-beta-0123456789"
@@ -62,7 +62,7 @@ class Pages:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = StubHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()

@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from brain_cli.cli import app
 from brain_cli.commands.init import parse_env
 from tests.deploy.conftest import CHART, MINIMAL, REPO, _by_kind, _pod_specs, _render, _run
+from tests.support.servers import StubHTTPServer
 
 UPSTREAM_TOKEN = "upstream-router-token"
 
@@ -109,7 +110,7 @@ class _Answers(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def local_server() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    server = StubHTTPServer(("127.0.0.1", 0), _Answers)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server.server_address[1]

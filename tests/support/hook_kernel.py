@@ -16,8 +16,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.servers import StubHTTPServer
 
 BLOCK = "# Recalled project memory (widget)\n\n- lesson: pin the clock in auth tests\n"
 # What ``POST /recall`` answers: the kernel selects and frames the recall (brain_kernel.search.recall).
@@ -117,7 +119,7 @@ def _handler(stub: StubKernel) -> type[BaseHTTPRequestHandler]:
 def stub_kernel(port: int = 0, delay: float = 0.01, refuse: set[str] | None = None, **options: Any) -> Iterator[StubKernel]:
     """A running stand-in kernel on 127.0.0.1 (``port`` 0: any free port), stopped on exit; ``options``: StubKernel's."""
     stub = StubKernel(delay=delay, refuse=refuse or set(), **options)
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(stub))
+    server = StubHTTPServer(("127.0.0.1", port), _handler(stub))
     stub.url = f"http://127.0.0.1:{server.server_address[1]}"
     # shutdown() waits for serve_forever to look at its flag, every poll_interval: 0.5 s by default, on every test.
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
