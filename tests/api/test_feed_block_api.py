@@ -11,10 +11,12 @@ import re
 from fastapi.testclient import TestClient
 
 from brain_api.app import create_app
+from brain_core.vault import frontmatter
 from brain_kernel.settings import Settings
+from brain_kernel.vault_store import Vault
 from tests.support.gitrepo import add_worktree, make_repo
 from tests.support.harness import make_settings
-from tests.support.planting import PROJECTS, Planted, post, token
+from tests.support.planting import PROJECTS, Planted, post, run_cli, token
 
 HEADINGS = ["### Signals", "### Focus and intent", "### Hot arcs", "### Decisions", "### Lessons", "### Milestones", "### Inject blocks"]
 
@@ -149,3 +151,35 @@ def test_a_token_bound_to_projects_gets_its_block_but_no_server_folder(tmp_path,
         assert c.get("/feed", params={"project": "org9/other", "format": "markdown"}, headers=bound).status_code == 403
         assert c.get("/feed", params={"project": "org9/app", "format": "markdown"}).status_code == 401
         assert c.get("/feed", params={"format": "markdown"}, headers={"Authorization": "Bearer tok-two-0123456789"}).status_code == 403  # the fleet's block
+
+
+def test_inject_blocks_reach_the_agents_they_name_and_none_past_their_days(client, settings: Settings) -> None:
+    vault = Vault(settings.vault)
+    codex, claude_app, old = token(), token(), token()
+    vault.write_atomic("brain-feed/inject/codex.md", frontmatter.render({"id": "for-codex", "title": f"Codex {codex}", "target": "codex"}, "Run cargo fmt.\n"))
+    vault.write_atomic(
+        "brain-feed/inject/claude-app.md",
+        frontmatter.render({"id": "claude-app", "title": f"App {claude_app}", "target": ["claude.md", "org9/app"]}, "Read the app's CLAUDE.md.\n"),
+    )
+    vault.write_atomic(
+        "bridge/connections.md",
+        f"---\ntitle: Connections\ncreated: 2020-01-01\n---\n<!-- @inject target=all ttl_days=1 -->\nOld advice {old}\n<!-- @/inject -->\n",
+    )
+    run_cli(settings, "reindex")
+    for sid, agent, repo in (("s-codex", "codex", "org9/app"), ("s-claude", "claude", "org9/app"), ("s-codex-out", "codex", None)):
+        r = client.post("/sessions", json={"session_id": sid, "cwd": "", "agent": agent, **({"repo": repo} if repo else {})})
+        assert r.status_code == 200, r.text
+
+    as_codex = _block(client, project="org9/app", session_id="s-codex")
+    assert f"- (fleet-wide, for codex) Codex {codex}: Run cargo fmt." in as_codex and claude_app not in as_codex
+    as_claude = _block(client, project="org9/app", session_id="s-claude")
+    assert claude_app in as_claude and "(org9/app, for claude)" in as_claude and codex not in as_claude
+    unknown_agent = _block(client, project="org9/app")  # a reader whose agent is unknown reads both, labelled
+    assert codex in unknown_agent and claude_app in unknown_agent
+    assert codex not in _block(client, project="org9/other", session_id="s-claude")
+    fleet_codex = _block(client, session_id="s-codex-out")
+    assert codex in fleet_codex and claude_app not in fleet_codex
+    for text in (as_codex, as_claude, unknown_agent, fleet_codex, _block(client)):
+        assert old not in text  # a day's block written in 2020 reaches no one
+    blocks = client.get("/feed").json()["blocks"]
+    assert [b["target"] for b in blocks] == [["codex"]]

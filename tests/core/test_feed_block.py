@@ -214,12 +214,12 @@ FLEET_GOLDEN = """\
 def test_the_fleet_block_renders_byte_exact_with_fleet_rows_only() -> None:
     project_only = EntryRecord(id="inject:api", kind="inject", vault_path="left/inject/api.md", content="Only api.", project="api", meta={"target": "api"})
     fleet = ProjectMemory(arcs=MEMORY.arcs, fleet_signals=MEMORY.fleet_signals, inject=(*MEMORY.inject, project_only))
-    assert render_fleet_block(fleet).text == FLEET_GOLDEN
+    assert render_fleet_block(fleet, now=NOW).text == FLEET_GOLDEN
 
 
 def test_the_fleet_block_keeps_to_max_bytes_and_says_what_it_left_out() -> None:
     arcs = tuple(_arc(f"arc-{n}", f"Work item {n} " + "x" * 200, 50 - n) for n in range(30))
-    text = render_fleet_block(ProjectMemory(arcs=arcs), max_bytes=MIN_MAX_BYTES).text
+    text = render_fleet_block(ProjectMemory(arcs=arcs), now=NOW, max_bytes=MIN_MAX_BYTES).text
     assert len(text.encode()) <= MIN_MAX_BYTES
     assert re.search(r"^… \d+ more arcs: GET /feed or the brain_feed MCP tool$", text, re.M)
 
@@ -259,3 +259,34 @@ def test_a_served_block_names_the_entries_it_shows_and_whether_anything_was_cut(
     assert list(whole.entry_ids) == shown
     capped = serve_block(API, MEMORY, now=NOW, caps=BlockCaps(lessons=1))
     assert capped.cut and MEMORY.lessons[1].id not in capped.entry_ids and MEMORY.lessons[0].id in capped.entry_ids
+
+
+def test_the_inject_cap_keeps_the_projects_own_then_the_higher_priority_then_the_newest() -> None:
+    def block(name: str, days: float, priority: int | None = None, **extra: object) -> EntryRecord:
+        meta: dict[str, object] = {"target": "all", **({"priority": priority} if priority is not None else {})}
+        # vault paths sort against the rank wanted, so a cap in path order would keep the wrong three
+        return EntryRecord(
+            id=f"inject:{name}",
+            kind="inject",
+            vault_path=f"a/{name}.md",
+            title=name,
+            content=f"{name}.",
+            occurred_at=NOW - dt.timedelta(days=days),
+            meta=meta,
+            **extra,
+        )
+
+    blocks = (
+        block("zz-old", 20),
+        block("yy-low", 0.5, priority=1),
+        block("xx-urgent", 10, priority=20),
+        block("ww-new", 1),
+        block("vv-mid", 5),
+        block("aa-own", 25, project="api", projects=("api",), repo="org1/api"),
+    )
+    served = serve_block(API, ProjectMemory(inject=blocks), now=NOW, caps=BlockCaps(inject=3))
+    lines = served.text.split("### Inject blocks\n")[1].splitlines()
+    assert lines[:3] == ["- (org1/api) aa-own.", "- (fleet-wide) xx-urgent.", "- (fleet-wide) ww-new."]
+    assert "\n… 3 more inject blocks: GET /feed?project=org1/api or the brain_feed MCP tool\n" in served.text
+    fleet = render_fleet_block(ProjectMemory(inject=blocks), now=NOW, caps=BlockCaps(inject=2)).text
+    assert "- (fleet-wide) xx-urgent.\n- (fleet-wide) ww-new.\n" in fleet and "aa-own" not in fleet

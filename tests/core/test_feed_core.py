@@ -257,13 +257,13 @@ def test_inject_blocks_reach_all_or_their_target_only() -> None:
     feed = project_feed(
         ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=False
     )
-    assert [b["id"] for b in feed["blocks"]] == ["everyone", "slug"]
-    assert [b["scope"] for b in feed["blocks"]] == ["fleet", "project"]
-    assert [e["id"] for e in feed["inject_blocks"]] == ["inject:everyone", "inject:slug"]  # the entries clients read
+    assert [b["id"] for b in feed["blocks"]] == ["slug", "everyone"]  # P's own first (ADR 0070)
+    assert [b["scope"] for b in feed["blocks"]] == ["project", "fleet"]
+    assert [e["id"] for e in feed["inject_blocks"]] == ["inject:slug", "inject:everyone"]  # the entries clients read
     unique = project_feed(
         ProjectRef("api", "org1/api", True), ProjectMemory(inject=blocks), now=NOW, vault_root="/v", lesson_days=14, top_n=10, key_is_unique=True
     )
-    assert [b["id"] for b in unique["blocks"]] == ["everyone", "slug", "bykey"]
+    assert [b["id"] for b in unique["blocks"]] == ["bykey", "slug", "everyone"]
 
 
 def test_membership_matches_by_slug_when_a_key_is_shared() -> None:

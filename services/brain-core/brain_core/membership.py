@@ -36,6 +36,9 @@ from typing import Any
 from brain_core.entries import EntryRecord
 
 FLEET_TARGETS = frozenset({"all", "*", "fleet", "everyone"})
+# Targets that name an agent (upstream's `claude.md`, or an agent's name), mapped to the agent name a session
+# registers with: they narrow who reads a block, not where it reaches (ADR 0070).
+AGENT_TARGETS = {"claude": "claude", "claude.md": "claude", "claude-code": "claude", "codex": "codex"}
 INACTIVE_SIGNAL_STATUSES = frozenset({"resolved", "cleared", "inactive", "expired", "closed", "done", "mitigated"})
 # An arc someone or something finished: its inject blocks no longer reach anyone, and its signals speak for the past.
 # Upstream listed `complete` too, a status it set once, at clustering; here `complete` and `stalled` are derived
@@ -130,11 +133,27 @@ def inject_targets(record: EntryRecord | Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(v).strip().lower() for v in values if str(v).strip()) or ("all",)
 
 
+def _place_targets(record: EntryRecord | Mapping[str, Any]) -> tuple[str, ...]:
+    """The targets that say where a block reaches: all of them but the agents' (only agents: ``all``)."""
+    return tuple(t for t in inject_targets(record) if t not in AGENT_TARGETS) or ("all",)
+
+
+def inject_agents(record: EntryRecord | Mapping[str, Any]) -> frozenset[str]:
+    """The agents a block is aimed at (``claude``, ``codex``); empty: every agent."""
+    return frozenset(AGENT_TARGETS[t] for t in inject_targets(record) if t in AGENT_TARGETS)
+
+
+def inject_reaches_agent(record: EntryRecord, agent: str | None) -> bool:
+    """Whether a session of ``agent`` reads the block; a reader whose agent is unknown reads it, labelled (ADR 0070)."""
+    agents = inject_agents(record)
+    return not agents or agent is None or AGENT_TARGETS.get(agent.lower(), agent.lower()) in agents
+
+
 def inject_is_fleet(record: EntryRecord | Mapping[str, Any]) -> bool:
     """True when the block targets every session (a block inside a project's arc reaches that project only)."""
     if isinstance(record, EntryRecord) and record.projects:
         return False
-    return any(t in FLEET_TARGETS for t in inject_targets(record))
+    return any(t in FLEET_TARGETS for t in _place_targets(record))
 
 
 def inject_is_live(record: EntryRecord, now: dt.datetime, *, stale_days: int = DEFAULT_STALE_INJECT_DAYS) -> bool:
@@ -159,7 +178,7 @@ def inject_applies(record: EntryRecord, key: str, repo: str | None, *, key_is_un
     key_is_unique = holds_unnamed(repo, key_is_unique=key_is_unique, pin=pin)
     if record.projects:
         return belongs(record, key, repo, key_is_unique=key_is_unique)
-    for target in inject_targets(record):
+    for target in _place_targets(record):
         if target in FLEET_TARGETS:
             return True
         if "/" in target:

@@ -197,12 +197,15 @@ def get_feed(
         worktree = worktree or cwd_worktree
     if project is None:
         project = scope.default_project()  # a token bound to one project gets that project's feed
+    # a registered session's agent: inject blocks aimed at other agents are not its memory (ADR 0070)
+    reader = get_session(db, session_id) if session_id and format_ == "markdown" else None
+    agent = reader.agent if reader is not None else None
     if project is None:
         if format_ == "provenance":
             raise _reject("format", "format=provenance needs a project: send project= or cwd=")
         if format_ == "markdown":  # the fleet's block: what a session in no project reads
-            served = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope)
-            return _block_answer(served, "the fleet", session_id, db=db, settings=settings, uow=uow)
+            served = fleet_block(db, top_n=top_n, lesson_days=lesson_days, now=now, max_bytes=max_bytes, scope=scope, agent=agent)
+            return _block_answer(served, "the fleet", session_id, agent, settings=settings, uow=uow)
         return global_answer(db, vault, now=now, scope=scope)
     if format_ in ("markdown", "provenance"):
         served = serve_project_block(  # same refusals as the JSON project feed
@@ -216,10 +219,11 @@ def get_feed(
             session_id=session_id,
             scope=scope,
             stale=flagged,
+            agent=agent,
         )
         if format_ == "provenance":  # read by the connector, which checks them against its checkout (ADR 0042)
             return {"project": project.strip(), "entries": provenance(db, served.entry_ids)}
-        return _block_answer(served, project.strip(), session_id, db=db, settings=settings, uow=uow)
+        return _block_answer(served, project.strip(), session_id, agent, settings=settings, uow=uow)
     answer = project_answer(  # malformed: 422, ambiguous: 409 (the app's error handlers)
         db,
         project,
@@ -233,10 +237,9 @@ def get_feed(
     return Response(stamp_answer(answer.body, now), media_type="application/json", headers={ANSWER_HEADER: answer.source})
 
 
-def _block_answer(served: Rendered, label: str, session_id: str | None, *, db: Session, settings: Settings, uow: Callable[[], Any]) -> Response:
+def _block_answer(served: Rendered, label: str, session_id: str | None, agent: str | None, *, settings: Settings, uow: Callable[[], Any]) -> Response:
     """The block as answered; served to a session, it is its trial arm's and it is recorded (ADR 0050)."""
     if session_id:
-        row = get_session(db, session_id)
         assignment = arm_of(settings, repo=served.repo, project=served.key, session_id=session_id)
         if assignment.arm == CONTROL:  # a control session reads no memory: the frame and one neutral line (ADR 0050)
             # named as the treatment's frame names it (owner/name, else the key), whatever the request's spelling
@@ -248,7 +251,7 @@ def _block_answer(served: Rendered, label: str, session_id: str | None, *, db: S
             assignment=assignment,
             served=Served(text, served.entry_ids, served.cut),
             session_id=session_id,
-            agent=row.agent if row is not None else None,
+            agent=agent,
             project=served.key,
             repo=served.repo,
         )

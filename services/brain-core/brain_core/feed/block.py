@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from brain_core.entries import EntryRecord
 from brain_core.feed.intent import derive_intent
 from brain_core.feed.keeper_files import SEVERITY_ORDER
-from brain_core.feed.project import ProjectMemory, ProjectRef, intent_parts, reaching_blocks
+from brain_core.feed.project import ProjectMemory, ProjectRef, fleet_blocks, intent_parts, reaching_blocks
 from brain_core.feed.repeats import counted, times
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
-from brain_core.membership import inject_is_fleet
+from brain_core.membership import inject_agents, inject_is_fleet
 from brain_core.text import clip_words, one_line, title_repeats
 
 DEFAULT_MAX_BYTES = 6000
@@ -209,6 +209,8 @@ def _log_line(record: EntryRecord, worktree: str | None, stale: Mapping[str, Sta
 
 def _inject_line(record: EntryRecord, pid: str) -> str:
     where = "fleet-wide" if inject_is_fleet(record) else pid
+    if agents := inject_agents(record):  # a reader whose agent is unknown sees whom it is for (ADR 0070)
+        where = f"{where}, for {' and '.join(sorted(agents))}"
     return f"- ({neutral(where, LABEL_CHARS)}) {neutral(_titled(record.title, record.content))}"
 
 
@@ -221,6 +223,7 @@ def _sections(
     key_is_unique: bool,
     caps: BlockCaps,
     stale: Mapping[str, Stale] | None,
+    agent: str | None,
 ) -> list[_Section]:
     pid = project.id
     if not project.known:  # an unknown project has no memory of its own: the fleet-wide parts only
@@ -232,7 +235,7 @@ def _sections(
         about = [f"- {neutral(focus)}", f"- Intent: {neutral(intent, 2 * ENTRY_CHARS)}"]
     else:
         about = [f"- No project memory yet for {neutral(pid, LABEL_CHARS)}."]
-    blocks = reaching_blocks(project, memory, now=now, key_is_unique=key_is_unique)
+    blocks = reaching_blocks(project, memory, now=now, key_is_unique=key_is_unique, agent=agent)
     lined = _most_severe_kept([(r, _signal_line(r, pid, stale) if n < own else _signal_line(r, "fleet-wide")) for n, r in enumerate(signals)], caps.signals)
     return [
         _Section("Signals", ("signal", "signals"), tuple(line for _, line in lined), caps.signals, tuple(r.id for r, _ in lined)),
@@ -291,32 +294,37 @@ def serve_block(
     key_is_unique: bool = True,
     caps: BlockCaps = BlockCaps(),
     stale: Mapping[str, Stale] | None = None,
+    agent: str | None = None,
 ) -> Rendered:
     """P's memory block: framed, sections in order within their caps, never over ``max_bytes`` UTF-8 bytes;
     with what an injection record keeps: the entry ids shown and whether anything was cut.
 
     ``stale`` (entry id to what changed, as the session's checkout found it)
-    tags those entries' lines ``[may be stale: ...]``. ValueError when
-    ``max_bytes`` is below ``MIN_MAX_BYTES``.
+    tags those entries' lines ``[may be stale: ...]``. ``agent`` (the
+    session's, when known) leaves out inject blocks aimed at other agents
+    (ADR 0070). ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
     """
     label = neutral(project.id, LABEL_CHARS)
     head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
-    sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale)
+    sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale, agent=agent)
     return dataclasses.replace(_render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}"), key=project.key, repo=project.repo)
 
 
 def render_fleet_block(
     memory: ProjectMemory,
     *,
+    now: dt.datetime,
     max_bytes: int = DEFAULT_MAX_BYTES,
     caps: BlockCaps = BlockCaps(),
+    agent: str | None = None,
 ) -> Rendered:
     """The block a session in no project reads (ADR 0040): fleet-wide signals, the fleet's focus, its hottest arcs, fleet inject blocks.
 
     ``memory`` holds fleet rows only: ``fleet_signals``, ``arcs`` (the fleet's
     hottest, each labelled with its project) and ``inject`` (blocks of no
-    project; only those aimed at the whole fleet are shown). No project's
-    lessons, decisions or milestones: those are that project's sessions' memory.
+    project; only the live ones aimed at the whole fleet, and at ``agent``
+    when known, are shown). No project's lessons, decisions or milestones:
+    those are that project's sessions' memory.
     """
     head = ["<!-- brain memory: recalled state for the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
     focus = derive_intent([digest(a) for a in memory.arcs], subject="the fleet")
@@ -325,7 +333,7 @@ def render_fleet_block(
         _Section("Focus and intent", ("focus line", "focus lines"), (f"- {neutral(focus, 2 * ENTRY_CHARS)}",), 1),
         _entries("Hot arcs", ("arc", "arcs"), memory.arcs, _fleet_arc_line, caps.arcs),
         _entries(
-            "Inject blocks", ("inject block", "inject blocks"), [r for r in memory.inject if inject_is_fleet(r)], lambda r: _inject_line(r, ""), caps.inject
+            "Inject blocks", ("inject block", "inject blocks"), fleet_blocks(memory.inject, now=now, agent=agent), lambda r: _inject_line(r, ""), caps.inject
         ),
     ]
     return _render(head, sections, max_bytes=max_bytes, more="GET /feed")

@@ -19,9 +19,9 @@ from typing import Any
 
 from brain_core.entries import EntryRecord
 from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY, FeedEntry, envelope
-from brain_core.feed.project import ProjectRef
+from brain_core.feed.project import ProjectRef, fleet_blocks
 from brain_core.feed.sections import HOT_ARC_BLURB_CHARS, HOT_ARCS_TITLE, day, digest, heat_text, hot_arc_item, hot_arcs_table, inject_item, lessons_markdown
-from brain_core.membership import inject_is_fleet, inject_targets, signal_is_fleet
+from brain_core.membership import inject_targets, signal_is_fleet
 from brain_core.redact import scrub
 from brain_core.text import clip_words, int_or, one_line, table_cell
 from brain_core.times import iso
@@ -241,5 +241,5 @@ def global_feed(
         now=now,
         vault_root=vault_root,
         upstream=True,
-        extra={"arcs": [hot_arc_item(a) for a in hot_arcs], "blocks": [inject_item(b, "fleet", None) for b in inject if inject_is_fleet(b)]},
+        extra={"arcs": [hot_arc_item(a) for a in hot_arcs], "blocks": [inject_item(b, "fleet", None) for b in fleet_blocks(inject, now=now)]},
     )

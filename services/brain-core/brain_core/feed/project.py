@@ -19,8 +19,8 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY, FeedEntry, envelope
 from brain_core.feed.intent import derive_intent, focus_line
 from brain_core.feed.sections import HOT_ARCS_TITLE, day, decisions_markdown, digest, hot_arc_item, hot_arcs_table, inject_item, lessons_markdown
-from brain_core.membership import inject_applies, inject_is_fleet, inject_is_live
-from brain_core.text import one_line
+from brain_core.membership import inject_applies, inject_is_fleet, inject_is_live, inject_reaches_agent
+from brain_core.text import int_or, one_line
 from brain_core.times import iso, parse_time
 
 
@@ -98,9 +98,29 @@ def intent_parts(project: ProjectRef, memory: ProjectMemory) -> tuple[str, str, 
     return focus, derive_intent([digest(a) for a in memory.arcs], subject=project.id), "derived"
 
 
-def reaching_blocks(project: ProjectRef, memory: ProjectMemory, *, now: dt.datetime, key_is_unique: bool) -> list[EntryRecord]:
-    """The inject blocks of ``memory`` that reach P and are still live, in their order."""
-    return [block for block in memory.inject if inject_applies(block, project.key, project.repo, key_is_unique=key_is_unique) and inject_is_live(block, now)]
+def _inject_rank(block: EntryRecord) -> tuple[bool, int, float, str]:
+    """A project's own blocks first, then the higher priority, then the newest: what a cap of a few keeps."""
+    newest = block.occurred_at.timestamp() if block.occurred_at else float("-inf")
+    return (inject_is_fleet(block), -int_or(block.meta.get("priority"), PRIORITY["inject"]), -newest, block.id)
+
+
+def reaching_blocks(project: ProjectRef, memory: ProjectMemory, *, now: dt.datetime, key_is_unique: bool, agent: str | None = None) -> list[EntryRecord]:
+    """The live inject blocks of ``memory`` that reach P (and a session of ``agent``, when known), ranked by ``_inject_rank``."""
+    return sorted(
+        (
+            block
+            for block in memory.inject
+            if inject_applies(block, project.key, project.repo, key_is_unique=key_is_unique)
+            and inject_is_live(block, now)
+            and inject_reaches_agent(block, agent)
+        ),
+        key=_inject_rank,
+    )
+
+
+def fleet_blocks(inject: Sequence[EntryRecord], *, now: dt.datetime, agent: str | None = None) -> list[EntryRecord]:
+    """The live inject blocks aimed at the whole fleet (and a session of ``agent``, when known), ranked by ``_inject_rank``."""
+    return sorted((b for b in inject if inject_is_fleet(b) and inject_is_live(b, now) and inject_reaches_agent(b, agent)), key=_inject_rank)
 
 
 def no_memory_entry(ref: str) -> FeedEntry:

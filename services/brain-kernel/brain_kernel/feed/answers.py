@@ -146,12 +146,14 @@ def serve_project_block(
     session_id: str | None = None,
     scope: Scope | None = None,
     stale: Mapping[str, Stale] | None = None,
+    agent: str | None = None,
 ) -> Rendered:
     """The memory block of ``project`` (ADR 0040): the rows the JSON project feed reads, rendered as markdown.
 
     Same refusals as ``project_answer`` (OutOfScope, InvalidKey, AmbiguousProject),
     each before P's rows are read. Without ``worktree``, a registered
-    ``session_id`` of this project lends its worktree to the ranking. Never
+    ``session_id`` of this project lends its worktree to the ranking; ``agent``
+    (the session's) leaves out inject blocks aimed at other agents (ADR 0070). Never
     stored: the block depends on the worktree and the byte budget, and the
     one statement behind it is what a stored JSON answer saves.
     """
@@ -163,7 +165,7 @@ def serve_project_block(
         if row is not None and row.project == read.found.key and (read.found.repo is None or row.repo == read.found.repo):
             worktree = row.worktree
     key_is_unique = read.rows.key_is_unique if read.rows is not None else True
-    return serve_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale)
+    return serve_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale, agent=agent)
 
 
 def provenance(db: Session, entry_ids: Iterable[str]) -> list[dict[str, Any]]:
@@ -186,7 +188,16 @@ def project_block(db: Session, project: str, **options: Any) -> str:
     return serve_project_block(db, project, **options).text
 
 
-def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, max_bytes: int = DEFAULT_MAX_BYTES, scope: Scope | None = None) -> Rendered:
+def fleet_block(
+    db: Session,
+    *,
+    top_n: int,
+    lesson_days: int,
+    now: dt.datetime,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    scope: Scope | None = None,
+    agent: str | None = None,
+) -> Rendered:
     """The memory block of a session in no project (ADR 0040): fleet-wide rows only, as the global feed's are.
 
     Those reach every project, so a token bound to projects may not have it (as the global feed).
@@ -198,7 +209,7 @@ def fleet_block(db: Session, *, top_n: int, lesson_days: int, now: dt.datetime, 
         fleet_signals=feed_repo.fleet_signals(db, since=now - dt.timedelta(days=lesson_days), now=now),
         inject=feed_repo.inject_blocks(db),
     )
-    return render_fleet_block(memory, max_bytes=max_bytes)
+    return render_fleet_block(memory, now=now, max_bytes=max_bytes, agent=agent)
 
 
 def feed_files(vault: Vault) -> list[tuple[str, str]]:

@@ -219,7 +219,8 @@ def _project_sql(with_repo: bool) -> str:
     rows = [f"('{p}','{k}',{n},%(since)s{'::timestamptz' if not i else ''})" for i, (p, k, n) in enumerate(windows)]
     rows += [f"('last','{k}',1,'-infinity')" for k in ACTIVITY_KINDS]
     arc_order = "heat DESC, occurred_at DESC NULLS LAST, id"
-    # Not to exceed 4,096 characters: psycopg parses a longer text anew on every execution.
+    # Not to exceed 4,096 characters: psycopg parses a longer text anew on every execution. The inject blocks
+    # are the newest 200 and need no rank here: the feed ranks them (``reaching_blocks``, ADR 0070).
     return f"""WITH u (ok) AS (SELECT {rule.held}),
 o AS MATERIALIZED (SELECT id, kind, heat, occurred_at, scope, status FROM entries e WHERE {rule.other} AND {live}),
 b (part, kind, lim, since) AS (VALUES {",".join(rows)}),
@@ -233,8 +234,8 @@ picked AS (SELECT id, part, ord FROM (SELECT id, part, lim, row_number() OVER (P
   UNION ALL SELECT id, occurred_at FROM o WHERE kind = 'intent' AND scope = 'project') i ORDER BY occurred_at DESC NULLS LAST, id LIMIT 1)
  UNION ALL (SELECT id, 'fleet_signal', row_number() OVER (ORDER BY occurred_at DESC, id) FROM entries e
   WHERE e.kind = 'signal' AND (e.scope = 'fleet' OR cardinality(e.projects) = 0) AND {active("e")} AND {live} AND occurred_at >= %(since)s ORDER BY occurred_at DESC, id LIMIT {MAX_SIGNALS})
- UNION ALL (SELECT e.id, 'inject', row_number() OVER (ORDER BY e.id) FROM entries e
-  WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR ({own}) OR e.id IN (SELECT id FROM o)) ORDER BY e.id LIMIT 200))
+ UNION ALL (SELECT e.id, 'inject', 1 FROM entries e
+  WHERE e.kind = 'inject' AND (cardinality(e.projects) = 0 OR ({own}) OR e.id IN (SELECT id FROM o)) ORDER BY e.occurred_at DESC, e.id LIMIT 200))
 SELECT part, ord, (SELECT ok FROM u), e.id, kind, vault_path, title, content, project, projects, repo, scope, status, severity, heat, occurred_at,
  CASE WHEN kind IN ('intent','inject') THEN metadata ELSE jsonb_build_object('cluster_id',metadata->'cluster_id','summary',metadata->'summary',
  'region',metadata->'region','worktrees',metadata->'worktrees','worktree',metadata->'worktree','valid_until',metadata->'valid_until') END
@@ -317,8 +318,13 @@ def fleet_signals(session: Session, *, since: dt.datetime, now: dt.datetime | No
 
 
 def inject_blocks(session: Session) -> list[EntryRecord]:
-    """Every indexed inject block of no project (the caller filters by target); a project's own blocks reach only it."""
-    stmt = select(*_COLUMNS).where(Entry.kind == "inject", func.cardinality(Entry.projects) == 0).order_by(Entry.id).limit(200)
+    """The newest 200 indexed inject blocks of no project (the caller filters by target and age); a project's own blocks reach only it."""
+    stmt = (
+        select(*_COLUMNS)
+        .where(Entry.kind == "inject", func.cardinality(Entry.projects) == 0)
+        .order_by(Entry.occurred_at.desc().nulls_last(), Entry.id)
+        .limit(200)
+    )
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
