@@ -634,8 +634,8 @@ def test_inject_lines() -> None:
     inject = _arc_rows()[3]
     fleet = EntryRecord(id="inject:left/z.md", kind="inject", vault_path="left/z.md", content="Be brief.\n", meta={"target": "claude.md"})
     body = frontmatter.parse(render_inject_file([inject, fleet], NOW)).body
-    assert "**[all]** _(project: org1/api)_ Run the tests first.\n" in body
-    assert "**[claude.md]** Be brief.\n" in body
+    assert "Run the tests first." not in body  # a project's block: its project feed serves it, not the fleet's file
+    assert body.strip() == "**[claude.md]** Be brief."
 
 
 def test_dashboard_table() -> None:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.identity import CatalogProject, catalog_pins
-from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, unique_keys
+from brain_core.membership import KnownProject, belongs, holds_unnamed, key_is_unique, owns_key, unique_keys
 from brain_kernel.db.engine import normalise_url
 from brain_kernel.db.models import Entry
 from brain_kernel.feed.feed_repo import key_owned_sql, key_unique_sql, list_projects, member, project_entries
@@ -137,7 +137,7 @@ def test_a_pin_gives_the_key_s_unnamed_entries_to_the_pinned_project_only() -> N
 @pytest.mark.parametrize("key, repo", [(k, r) for k in KEYS for r in REPOS])
 def test_belongs_and_the_sql_member_agree_with_pins(tx: Session, indexed: list[EntryRecord], key: str, repo: str | None) -> None:
     assert pins.sync(tx, PINS) == len(PINS) and pins.sync(tx, PINS) == 0
-    unique = key_is_unique(key, PROJECTS)
+    unique = owns_key(key, repo, PROJECTS)  # P's repository carries its key, known or not
     expected = {r.id for r in indexed if belongs(r, key, repo, key_is_unique=unique, pin=PINS.get(key))}
     assert tx.scalar(select(key_owned_sql(key, repo))) == holds_unnamed(repo, key_is_unique=unique, pin=PINS.get(key))
     assert _sql_members(tx, key, repo, holds_unnamed(repo, key_is_unique=unique, pin=PINS.get(key))) == expected

@@ -229,9 +229,10 @@ def test_one_tick_on_an_upstream_vault(upstream_vault: Vault, settings: Settings
     assert stats["signals_tombstoned_stale"] == 2  # last week's warning, and the graduated incident's nuclear signal
     assert stats["signals_written"] == 4 and stats["signals_collected"] == 9 and stats["signals_deduped"] == 0
 
-    # Inject blocks: the web arc's (project), the bridge's (fleet); not the expired or the graduated billing one.
+    # Inject blocks: the web arc's (project) and the bridge's (fleet) are live; not the expired or the graduated billing
+    # one. The fleet file upstream's clients inject everywhere holds the fleet's only: the web one is its project's.
     inject = vault.read_text("brain-feed/inject.md")
-    assert "WEBINJECT" in inject and "_(project: acme/web)_" in inject and "FLEETINJECT" in inject
+    assert "FLEETINJECT" in inject and "WEBINJECT" not in inject
     assert "EXPIREDINJECT" not in inject and "BILLINJECT" not in inject
     assert stats["inject_blocks_collected"] == 4 and stats["lessons_collected"] == 1
 

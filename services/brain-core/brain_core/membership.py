@@ -78,6 +78,14 @@ def key_is_unique(key: str, projects: Iterable[KnownProject]) -> bool:
     return len(carriers(key, projects)) <= 1
 
 
+def owns_key(key: str, repo: str | None, projects: Iterable[KnownProject]) -> bool:
+    """Whether P = (key, ``repo``) is the key's only carrier: with a repo, no other distinct project carries the key
+    (P's repository carries it even before it is known); without, ``key_is_unique``."""
+    if repo is None:
+        return key_is_unique(key, projects)
+    return all(p.repo == repo for p in carriers(key, projects))
+
+
 def unique_keys(projects: Iterable[KnownProject]) -> dict[str, bool]:
     """Every key and alias the projects carry -> whether it is unique (one pass, for listings)."""
     counts: dict[str, int] = {}

@@ -45,6 +45,7 @@ from brain_kernel.curation import service as curation
 from brain_kernel.db.engine import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity.resolver import IdentityResolver
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.identity.transcript_files import HEAD_LINES, TranscriptFile, TranscriptLocator, read_summary
 from brain_kernel.index.changes import ENTRIES, SEARCH, sync_changes
 from brain_kernel.index.entries import touch_project
@@ -194,11 +195,13 @@ def _scoped_attribution(scope: Scope, req: MarkerRequest, *, db: Session, settin
         scope.refuse_fleet("a fleet-wide signal")
     if req.unreadable_project is not None:
         scope.write_project(None, None, unreadable=req.unreadable_project)
+    if req.session_id and not (req.identity is not None and req.identity.project):
+        scope.check_session(req.session_id, get_session(db, req.session_id))  # its refusal names no project
     who = attribute(db, settings, req, disk=False)
     member = scope.write_project(who.project, who.repo)
     assert member is not None  # restricted
-    if who.project:
-        return who
+    if who.project:  # a bare key names the token's own repository of that key, never another's
+        return replace(who, repo=who.repo or member.repo)
     return Attribution(member.key, member.repo, who.worktree, "token")
 
 

@@ -42,7 +42,7 @@ from sqlalchemy.orm import Session
 
 from brain_core.entries import EntryRecord
 from brain_core.keys import InvalidKey, parse_project_ref
-from brain_core.membership import belongs, holds_unnamed, key_is_unique, signal_is_fleet
+from brain_core.membership import belongs, holds_unnamed, owns_key, signal_is_fleet
 from brain_kernel.auth import EVERYONE, Principal
 from brain_kernel.errors import BrainError
 from brain_kernel.feed.feed_repo import arc_by_cluster_id, records_at
@@ -116,7 +116,9 @@ class Scope:
                 key, repo = found.key, found.repo
             else:
                 key, repo = parse_project_ref(ref)
-            unique = found.status != AMBIGUOUS and key_is_unique(key, known)
+            # The token's own repository carries its key even before anyone knows it: another repository's
+            # entries that name only the key are not its memory.
+            unique = found.status != AMBIGUOUS and owns_key(key, repo, known)
             out.append(Member(key, repo, holds_unnamed(repo, key_is_unique=unique, pin=pinned.get(key))))
         return tuple(dict.fromkeys(out))
 
@@ -253,6 +255,12 @@ class Scope:
         if member is not None:
             return member.key, member.repo
         return (named.key, named.repo) if named is not None else None
+
+    def check_session(self, session_id: str | None, row: Any) -> None:
+        """OutOfScope when a restricted token names a session (``row``, its registration) held by a project it cannot
+        read: nothing it sends is written or recorded against that session, and the refusal names no project."""
+        if self.restricted and row is not None and row.project and not self.allows_ref(row.project, row.repo):
+            raise OutOfScope(f"session {session_id!r} is outside this token's projects")
 
     def refuse_fleet(self, what: str) -> None:
         """OutOfScope for a restricted principal writing something that would reach every project (ADR 0033)."""

@@ -292,6 +292,7 @@ def recall_for_prompt(
     """
     reach = Scope(db, principal)
     row = get_session(db, body.session_id)
+    reach.check_session(body.session_id, row)
     ref = body.project or (row.repo or row.project if row is not None else None)
     empty: dict[str, Any] = {"session_id": body.session_id, "project": ref, "text": "", "entry_ids": [], "arm": None}
     found = reach.check(ref) if ref is not None else None  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)

@@ -199,6 +199,7 @@ def get_feed(
         project = scope.default_project()  # a token bound to one project gets that project's feed
     # a registered session's agent: inject blocks aimed at other agents are not its memory (ADR 0070)
     reader = get_session(db, session_id) if session_id and format_ == "markdown" else None
+    scope.check_session(session_id, reader)  # a block is recorded against its session: only a session the token reads
     agent = reader.agent if reader is not None else None
     if project is None:
         if format_ == "provenance":

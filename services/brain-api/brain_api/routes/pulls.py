@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, StrictStr
 from brain_api.deps import AuthDep, PrincipalDep, ReadSessionDep, SettingsDep, UnitOfWorkDep
 from brain_api.responses import Answer, AnsweredRoute, errors
 from brain_kernel.identity.projects import EXACT
+from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import Scope
 from brain_kernel.trial import records
 
@@ -55,6 +56,8 @@ class Pulled(Answer):
 def post_pull(body: PullIn, db: ReadSessionDep, settings: SettingsDep, principal: PrincipalDep, uow: UnitOfWorkDep) -> dict[str, Any]:
     """Record an MCP read made through the routes (one ``injections`` row, kind pull) and answer its trial arm."""
     reach = Scope(db, principal)
+    if body.session_id:
+        reach.check_session(body.session_id, get_session(db, body.session_id))
     about = None
     if body.project is not None and body.project.strip():
         found = reach.check(body.project)  # malformed: 422, ambiguous: 409, out of scope: 403 (the app's handlers)

@@ -23,7 +23,7 @@ from brain_core import identity as core
 from brain_core.keys import InvalidKey
 from brain_kernel.identity.resolver import IdentityResolver
 from brain_kernel.identity.sessions import get_session
-from brain_kernel.scope import OutOfScope, Scope
+from brain_kernel.scope import Scope
 
 router = APIRouter(tags=["sessions"], dependencies=[AuthDep], route_class=AnsweredRoute)
 
@@ -125,10 +125,8 @@ def _scoped_identity(scope: Scope, db: Any, body: SessionRegistration, identity:
     """A restricted token's registration: inside its projects (or its only one), never over another project's session."""
     member = scope.write_project(identity.project, identity.repo)
     assert member is not None  # restricted
-    known = get_session(db, body.session_id)
-    if known is not None and known.project and not scope.allows_ref(known.project, known.repo):
-        raise OutOfScope(f"session {body.session_id!r} cannot be registered by this token")
+    scope.check_session(body.session_id, get_session(db, body.session_id))
     cwd = body.cwd.strip() or None
-    if identity.project:
-        return replace(identity, cwd=cwd)
+    if identity.project:  # a bare key names the token's own repository of that key, never another's
+        return replace(identity, cwd=cwd, repo=identity.repo or member.repo)
     return core.ProjectIdentity(member.key, member.repo, None, None, cwd, "attrs")

@@ -21,7 +21,7 @@ from brain_core.entries import EntryRecord
 from brain_core.feed.envelope import DEFAULT_TTL, PRIORITY, FeedEntry, envelope
 from brain_core.feed.project import ProjectRef, fleet_blocks
 from brain_core.feed.sections import HOT_ARC_BLURB_CHARS, HOT_ARCS_TITLE, day, digest, heat_text, hot_arc_item, hot_arcs_table, inject_item, lessons_markdown
-from brain_core.membership import inject_targets, signal_is_fleet
+from brain_core.membership import inject_is_fleet, inject_targets, signal_is_fleet
 from brain_core.redact import scrub
 from brain_core.text import clip_words, int_or, one_line, table_cell
 from brain_core.times import iso
@@ -100,15 +100,15 @@ def render_signals_file(signals: Sequence[EntryRecord], now: dt.datetime) -> str
 
 
 def render_inject_file(blocks: Sequence[EntryRecord], now: dt.datetime) -> str:
-    """``brain-feed/inject.md``: ``**[<target>]** <content>`` per unique block, a project's blocks labelled."""
-    if not blocks:
+    """``brain-feed/inject.md``: ``**[<target>]** <content>`` per unique block aimed at the whole fleet.
+
+    Upstream's clients read this file in the global feed and inject every block in it into every session, so a
+    project's blocks (its arcs', its notes', those aimed at one project) stay out: its project feed serves them.
+    """
+    fleet = [b for b in blocks if inject_is_fleet(b)]
+    if not fleet:
         return _file(INJECT_FILE, NO_INJECT)
-    parts = []
-    for b in blocks:
-        target = ",".join(inject_targets(b))
-        scope = "" if not b.projects else f" _(project: {b.repo or b.project})_"
-        parts.append(f"**[{target}]**{scope} {b.content.strip()}\n")
-    return _file(INJECT_FILE, "\n".join(parts))
+    return _file(INJECT_FILE, "\n".join(f"**[{','.join(inject_targets(b))}]** {b.content.strip()}\n" for b in fleet))
 
 
 def render_lessons_file(lessons: Sequence[EntryRecord], now: dt.datetime) -> str:

@@ -47,7 +47,10 @@ _HEADER = "## "
 # checklist in an entry's content is never taken for an entry.
 _CHECKBOX = re.compile(r"^- \[[ xX]\] (?=\d{4,}-\d{2}-\d{2}[T ]\d{2}:\d{2})")
 
-_ESCAPED_HEADER = re.compile(r"^(\\*)## ")
+# A content line that would open an entry where it is read back (a ``## `` header; upstream's stamped checkbox in
+# a milestone log) is written with one more leading backslash and read back without it: a marker's text can
+# never become an entry of its own, with another project's tag.
+_ESCAPED_OPENER = re.compile(r"^(\\*)(?:## |- \[[ xX]\] \d{4,}-\d{2}-\d{2}[T ]\d{2}:\d{2})")
 
 _META_LINE = re.compile(r"^<!-- brain (\{.*\}) -->$")
 
@@ -118,11 +121,11 @@ def _meta_comment(meta: Mapping[str, Any]) -> str:
 
 
 def _escape_body(content: str) -> str:
-    return "\n".join(("\\" + line) if _ESCAPED_HEADER.match(line) else line for line in content.split("\n"))
+    return "\n".join(("\\" + line) if _ESCAPED_OPENER.match(line) else line for line in content.split("\n"))
 
 
 def _unescape_body(lines: list[str]) -> list[str]:
-    return [line[1:] if _ESCAPED_HEADER.match(line) and line.startswith("\\") else line for line in lines]
+    return [line[1:] if _ESCAPED_OPENER.match(line) and line.startswith("\\") else line for line in lines]
 
 
 def upstream_suffix(kind: str, meta: Mapping[str, Any]) -> str:

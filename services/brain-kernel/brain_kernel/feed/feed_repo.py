@@ -93,10 +93,20 @@ def key_unique_sql(key: Any) -> ColumnElement[bool]:
 
 
 def key_owned_sql(key: Any, repo: Any) -> ColumnElement[bool]:
-    """``membership.holds_unnamed`` in SQL for P = (key, repo), the pin read from ``project_pins``: ``member``'s ``unique``."""
-    # The pinned project when the key has a pin (pins are NOT NULL, so the comparison is never NULL), else whether the key is unique.
+    """``membership.holds_unnamed`` in SQL for P = (key, repo), the pin read from ``project_pins``: ``member``'s ``unique``
+    (``membership.owns_key``: P's repository carries its key even before it is known)."""
+    # The pinned project when the key has a pin (pins are NOT NULL, so the comparison is never NULL), else whether the key is P's alone.
     pinned = select(ProjectPin.repo == repo if repo is not None else false()).where(ProjectPin.key == key).scalar_subquery()
-    return func.coalesce(pinned, key_unique_sql(key))
+    if repo is None:
+        return func.coalesce(pinned, key_unique_sql(key))
+    others = (
+        select(func.count() == 0)
+        .where(
+            (Project.key == key) | (any_(Project.aliases) == key), Project.repo.is_not(None) | Project.root.is_not(None), Project.repo.is_distinct_from(repo)
+        )
+        .scalar_subquery()
+    )
+    return func.coalesce(pinned, others)
 
 
 def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, of: Any = Entry) -> ColumnElement[bool]:
