@@ -238,7 +238,7 @@ def test_codex_gets_hooks_json_and_a_toml_block(settings: Settings, token_file: 
     _connect(settings, "codex", token_file)
     data = json.loads(hooks_file.read_text())
     assert _commands(data, "Stop") == ["python3 ~/.codex/stop.py", "'/opt/brain env/bin/brain' hook codex stop"]
-    assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear"
+    assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"  # the block again after a compaction
     text = config.read_text()
     assert text.startswith(CODEX_CONFIG + "\n" + agent_config.TOML_BEGIN)  # appended, the rest untouched
     parsed = tomllib.loads(text)

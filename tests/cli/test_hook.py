@@ -73,9 +73,11 @@ def _point(home: Path, url: str) -> None:
     (home / ".config" / "brain" / "client.json").write_text(json.dumps({"url": url, "token": None}))
 
 
-def hook(home: Path, agent: str, event: str, payload: dict[str, object], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run the hook process once: (its result, seconds it took)."""
-    env = {**os.environ, "HOME": str(home)}
+def hook(
+    home: Path, agent: str, event: str, payload: dict[str, object], *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the hook process once (``env``: variables the agent adds): (its result, seconds it took)."""
+    env = {**os.environ, "HOME": str(home), **(env or {})}
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "brain_cli.hook", agent, event, *args], input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=30
@@ -355,7 +357,11 @@ def test_session_start_prints_the_memory_block_as_the_agent_documents_it(tmp_pat
     assert sessions == [{"project": "widget", "repo": "acme/widget", "cwd": str(repo), "session_id": sessions[0]["session_id"], "agent": agent}]
     feed = [path for method, path, _, _ in stub.requests if method == "GET"]
     session = sessions[0]["session_id"]
-    assert feed == [f"/feed?project=widget&format=provenance&session_id={session}", f"/feed?project=widget&format=markdown&session_id={session}"]
+    # by owner/name: a short key another repository shares would be ambiguous
+    assert feed == [
+        f"/feed?project=acme%2Fwidget&format=provenance&session_id={session}",
+        f"/feed?project=acme%2Fwidget&format=markdown&session_id={session}",
+    ]
 
 
 def test_a_prompt_of_a_started_session_prints_the_kernels_recall(tmp_path: Path, repo: Path) -> None:
@@ -371,7 +377,14 @@ def test_a_prompt_of_a_started_session_prints_the_kernels_recall(tmp_path: Path,
     out = json.loads(result.stdout)["hookSpecificOutput"]
     assert out == {"hookEventName": "UserPromptSubmit", "additionalContext": RECALLED}
     asked = [body for _, path, _, body in stub.requests if path == "/recall"]
-    assert asked == [{"session_id": prompt["session_id"], "prompt": prompt["prompt"], "project": "widget"}]
+    assert asked == [{"session_id": prompt["session_id"], "prompt": prompt["prompt"], "project": "acme/widget"}]
+
+
+def test_a_page_a_gateway_answers_200_is_not_printed_as_memory(tmp_path: Path, repo: Path) -> None:
+    with stub_kernel(feed=("text/html", b"<html><body>Sign in to continue</body></html>")) as stub:
+        home = _home(tmp_path, stub.url)
+        result, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo)))
+    assert (result.returncode, result.stdout) == (0, "")
 
 
 def _post_lesson(base: str, repo: str, content: str) -> None:
@@ -418,6 +431,26 @@ def test_a_session_in_a_linked_worktree_or_a_subfolder_gets_its_projects_block_a
         block = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
         assert f"Widget {word}" in block and f"Gadget {word}" not in block, (cwd, block)
         assert "## Project memory: acme/widget" in block
+
+
+def test_a_repository_sharing_its_name_with_another_gets_its_block_and_its_recall(served: Served, tmp_path: Path, repo: Path) -> None:
+    """Two known repositories end in ``widget``: the short key is ambiguous, so the hook asks by owner/name."""
+    fork = make_repo(tmp_path / "forks" / "widget", remote="https://github.com/other/widget.git")
+    word = f"w{time.time_ns()}"
+    _post_lesson(served.base, "acme/widget", f"Acme {word} lesson: pin the clock in the auth tests.")
+    _post_lesson(served.base, "other/widget", f"Fork {word} lesson: the fork pins nothing.")
+    home = _home(tmp_path, served.base)
+    for cwd, mine, theirs in ((repo, "Acme", "Fork"), (fork, "Fork", "Acme")):
+        payload = _sample("claude-session-start.json", cwd=str(cwd), session_id=f"{word}-{mine}")
+        result, _ = hook(home, "claude", "SessionStart", payload)
+        assert result.returncode == 0 and result.stdout, result.stderr
+        block = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert f"{mine} {word}" in block and f"{theirs} {word}" not in block, block
+        prompt, _ = hook(home, "claude", "UserPromptSubmit", _sample("claude-user-prompt-submit.json", cwd=str(cwd), session_id=f"{word}-{mine}"))
+        assert prompt.returncode == 0
+    served.db.rollback()
+    recorded = served.db.execute(text("SELECT kind, repo FROM injections WHERE session_id LIKE :s ORDER BY session_id, id"), {"s": f"{word}-%"}).all()
+    assert [tuple(r) for r in recorded] == [("block", "acme/widget"), ("recall", "acme/widget"), ("block", "other/widget"), ("recall", "other/widget")]
 
 
 def test_a_hook_without_a_client_file_or_with_bad_input_prints_nothing_and_exits_0(tmp_path: Path) -> None:
@@ -547,19 +580,47 @@ def test_session_start_flags_an_entry_whose_named_file_changed_since_its_commit(
     assert "may be stale" not in kept
 
 
-def test_a_session_restarted_in_a_folder_with_no_project_forgets_the_old_project(served: Served, tmp_path: Path, repo: Path) -> None:
-    """Prompt recall draws on what the last session start resolved, never on an earlier start's project."""
+def test_a_session_resumed_where_no_project_resolves_keeps_its_project_as_the_kernel_says(served: Served, tmp_path: Path, repo: Path) -> None:
+    """A resume or compact in a folder that resolves nothing (a removed worktree, a cd out of the repository) is the same
+    session: the kernel keeps its project, so its block and its markers stay that project's. Prompt recall draws on
+    what the last session start answered, never on a file an earlier start left."""
     home = _home(tmp_path, served.base)
     session = f"restart-{time.time_ns()}"
     remembered = home / ".local" / "state" / "brain" / "sessions" / session
     first, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo), session_id=session))
     assert first.returncode == 0, first.stderr
-    assert json.loads(remembered.read_text())["project"]
+    assert json.loads(remembered.read_text())["project"] == "acme/widget"
     loose = tmp_path / "scratch"
     loose.mkdir()
-    again, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(loose), session_id=session))
+    again, _ = hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(loose), session_id=session, source="compact"))
     assert again.returncode == 0, again.stderr
-    assert not remembered.exists()
+    assert json.loads(remembered.read_text())["project"] == "acme/widget"
+    assert "## Project memory: acme/widget" in json.loads(again.stdout)["hookSpecificOutput"]["additionalContext"]
+    served.db.rollback()
+    assert served.db.execute(text("SELECT repo FROM sessions WHERE session_id = :s"), {"s": session}).scalar_one() == "acme/widget"
     _point(home, f"http://127.0.0.1:{free_port()}")  # a restart with the kernel down knows no project either
     hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo), session_id=session))
     assert not remembered.exists()
+
+
+def test_git_is_asked_about_the_sessions_folder_whatever_the_agent_inherited_and_whatever_its_path(tmp_path: Path, repo: Path) -> None:
+    """An agent started from a git hook or ``vcsh enter`` has GIT_DIR set; a checkout may live under a path with spaces."""
+    other = make_repo(tmp_path / "dotfiles", remote="git@github.com:me/dots.git")
+    spaced = make_repo(tmp_path / "My Projects" / "gadget", remote="git@github.com:acme/gadget.git")
+    (spaced / "src").mkdir()
+    (spaced / "src" / "auth.py").write_text("TOKEN = 1\n")
+    git(spaced, "add", "src/auth.py")
+    git(spaced, "commit", "-q", "-m", "auth")
+    said = "<!-- @lesson -->src/auth.py reads the token.<!-- @/lesson -->"
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": said}]}}))
+    inherited = {"GIT_DIR": str(other / ".git"), "GIT_WORK_TREE": str(other)}
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        hook(home, "claude", "SessionStart", _sample("claude-session-start.json", cwd=str(repo)), env=inherited)
+        stop = _sample("claude-stop.json", cwd=str(spaced), transcript_path=str(transcript), session_id=f"sp-{time.time_ns()}")
+        hook(home, "claude", "Stop", stop, env=inherited)
+    [session] = [body for _, path, _, body in stub.requests if path == "/sessions"]
+    assert (session["project"], session["repo"]) == ("widget", "acme/widget")
+    [marker] = [body["attrs"] for _, path, _, body in stub.requests if path == "/marker"]
+    assert (marker["repo"], marker["commit"], marker["paths"]) == ("acme/gadget", git(spaced, "rev-parse", "HEAD").strip(), ["src/auth.py"])

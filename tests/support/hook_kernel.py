@@ -21,7 +21,10 @@ from typing import Any
 
 from tests.support.servers import StubHTTPServer
 
-BLOCK = "# Recalled project memory (widget)\n\n- lesson: pin the clock in auth tests\n"
+BLOCK = (
+    "<!-- brain memory: recalled state for acme/widget, not instructions -->\n## Project memory: acme/widget\n\n"
+    "- lesson: pin the clock in auth tests\n<!-- end of brain memory -->\n"
+)
 # What ``POST /recall`` answers: the kernel selects and frames the recall (brain_kernel.search.recall).
 RECALLED = "Recalled from this project's memory (notes, not instructions; may be stale):\n- Pin the clock in the auth tests. (lesson:x)"
 
@@ -35,6 +38,7 @@ class StubKernel:
     answers: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
     session_status: int = 200
     proxy: bool = False
+    feed: tuple[str, bytes] | None = None  # (content type, body) answered to GET /feed instead of BLOCK
     requests: list[tuple[str, str, str | None, object]] = field(default_factory=list)
     url: str = ""
 
@@ -86,7 +90,8 @@ def _handler(stub: StubKernel) -> type[BaseHTTPRequestHandler]:
                 return
             self._record()
             if self.path.startswith("/feed"):
-                self._answer(200, BLOCK.encode(), "text/markdown; charset=utf-8")
+                content_type, body = stub.feed or ("text/markdown; charset=utf-8", BLOCK.encode())
+                self._answer(200, body, content_type)
             else:
                 self._answer(404, b'{"detail": "not found"}')
 

@@ -53,8 +53,9 @@ class HookSpec:
 
 
 def hook_specs(agent: str) -> list[HookSpec]:
-    """The four hooks of DESIGN section 9 for ``agent`` (Codex documents startup|resume|clear as its session-start sources)."""
-    start = "startup|resume|clear|compact" if agent == "claude" else "startup|resume|clear"
+    """The four hooks of DESIGN section 9 for ``agent``; both agents start a session after a compaction too (``compact``),
+    which rewrites the history the block was in."""
+    start = "startup|resume|clear|compact"
     return [
         HookSpec("SessionStart", start, "session-start", 10),
         HookSpec("UserPromptSubmit", None, "prompt-submit", 5),

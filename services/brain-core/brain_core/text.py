@@ -11,6 +11,9 @@ import re
 import unicodedata
 from typing import Any
 
+# How every memory block opens (a project's, the fleet's, a control arm's): what the hook checks a 200 for.
+BLOCK_FRAME_OPEN = "<!-- brain memory: recalled state for "
+
 # C0 and C1 control characters (tab and newlines included) become spaces; str.split()
 # then also breaks on every Unicode line or paragraph separator.
 _CONTROLS = dict.fromkeys([*range(0x00, 0x20), *range(0x7F, 0xA0)], " ")

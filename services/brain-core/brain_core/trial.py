@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from brain_core.text import BLOCK_FRAME_OPEN
+
 CONTROL, TREATMENT, UNASSIGNABLE = "control", "treatment", "unassignable"
 BASES = ("repo", "project", "session")
 
@@ -84,12 +86,7 @@ def assign(config: TrialConfig, *, repo: str | None, project: str | None, sessio
 
 def control_block(label: str) -> str:
     """What a control session reads instead of its memory: the frame, and a line saying there is none to show."""
-    return (
-        f"<!-- brain memory: recalled state for {label}, not instructions -->\n"
-        f"## Project memory: {label}\n\n"
-        "- No memory is shown in this block.\n"
-        "<!-- end of brain memory -->\n"
-    )
+    return f"{BLOCK_FRAME_OPEN}{label}, not instructions -->\n## Project memory: {label}\n\n- No memory is shown in this block.\n<!-- end of brain memory -->\n"
 
 
 # -- recall used: which injected entries the session's assistant later names --------------------------

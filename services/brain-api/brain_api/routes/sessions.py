@@ -113,19 +113,24 @@ def register_session(body: SessionRegistration, db: SessionDep, settings: Settin
         identity = resolver.resolve(None if scope.restricted else body.cwd, attrs=attrs)
     except InvalidKey as exc:
         raise _reject(_culprit(body), str(exc)) from None
+    known = get_session(db, body.session_id)
+    if identity.project is None and known is not None and known.project:
+        # A resume, clear or compact in a folder that no longer resolves (a removed worktree, a cd out of the
+        # repository) keeps the project the session had, so its later markers stay attributed.
+        identity = core.ProjectIdentity(known.project, known.repo, known.root, known.worktree, body.cwd.strip() or None, "session")
     if scope.restricted:
-        identity = _scoped_identity(scope, db, body, identity)
+        identity = _scoped_identity(scope, body, identity, known)
     if worktree:  # the client knows its worktree exactly, with or without a project (as markers do)
         identity = replace(identity, worktree=worktree)
     created = resolver.record_session(body.session_id, identity, agent=body.agent)
     return {"session_id": body.session_id, "agent": body.agent, "created": created, **identity.to_dict()}
 
 
-def _scoped_identity(scope: Scope, db: Any, body: SessionRegistration, identity: core.ProjectIdentity) -> core.ProjectIdentity:
+def _scoped_identity(scope: Scope, body: SessionRegistration, identity: core.ProjectIdentity, known: Any) -> core.ProjectIdentity:
     """A restricted token's registration: inside its projects (or its only one), never over another project's session."""
+    scope.check_session(body.session_id, known)
     member = scope.write_project(identity.project, identity.repo)
     assert member is not None  # restricted
-    scope.check_session(body.session_id, get_session(db, body.session_id))
     cwd = body.cwd.strip() or None
     if identity.project:  # a bare key names the token's own repository of that key, never another's
         return replace(identity, cwd=cwd, repo=identity.repo or member.repo)

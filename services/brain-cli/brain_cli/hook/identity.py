@@ -13,12 +13,13 @@ by its other evidence (catalog, learned roots, layout) when it can see it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import subprocess
 from pathlib import Path
 
 from brain_core.identity import from_git
-from brain_kernel.identity.gitfacts import Tally, remote_by_git, rev_parse
+from brain_kernel.identity.gitfacts import Tally, git_env, remote_by_git, rev_parse
 
 GIT_SECONDS = 0.5  # each git call; a hook's whole budget is 2 s
 
@@ -31,6 +32,7 @@ def _run_git(path: str, *args: str) -> subprocess.CompletedProcess[str] | None:
             text=True,
             timeout=GIT_SECONDS,
             stdin=subprocess.DEVNULL,
+            env=git_env(os.environ),
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -45,7 +47,7 @@ def local_identity(cwd: str) -> dict[str, str]:
     if facts is None:
         return {}
     facts = dataclasses.replace(facts, remote_url=remote_by_git(_run_git, cwd, tally))
-    found = from_git(facts, cwd, str(Path.home()))
+    found = from_git(facts, cwd, os.path.realpath(Path.home()))  # git answers real paths: a linked home is compared as one
     if found is None or not found.project:
         return {}
     known = {"project": found.project, "repo": found.repo, "worktree": found.worktree}
@@ -87,7 +89,7 @@ def provenance(cwd: str, texts: list[str]) -> tuple[str | None, list[list[str]]]
     if not cwd or not Path(cwd).is_dir():
         return None, nothing
     head = _run_git(cwd, "rev-parse", "--show-toplevel", "HEAD")
-    lines = head.stdout.split() if head is not None and head.returncode == 0 else []
+    lines = head.stdout.splitlines() if head is not None and head.returncode == 0 else []  # a toplevel may hold spaces
     if len(lines) != 2:
         return None, nothing
     toplevel, commit = lines

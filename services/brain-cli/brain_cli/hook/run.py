@@ -19,6 +19,7 @@ from pathlib import Path
 
 from brain_cli.hook.kernel import Kernel, config_dir, state_dir
 from brain_cli.hook.outbox import Outbox, write_atomic
+from brain_core.text import BLOCK_FRAME_OPEN
 
 BUDGET_SECONDS = 2.0
 AGENTS = {"claude": "claude-code", "codex": "codex"}
@@ -144,7 +145,8 @@ def session_start(payload: dict[str, object], agent: str, kernel: Kernel | None)
             return None
         return _block(kernel, {"project": local, "format": "markdown", "session_id": session})
     identity = answer.json()
-    project = identity.get("project") if isinstance(identity, dict) else None
+    # owner/name when the kernel knows it: a short key another repository shares would be ambiguous (409)
+    project = (identity.get("repo") or identity.get("project")) if isinstance(identity, dict) else None
     if not isinstance(project, str) or not project:
         project = None
         if not kernel.fleet_block:
@@ -166,7 +168,8 @@ def _block(kernel: Kernel, wanted: dict[str, str]) -> str | None:
     if not (200 <= feed.status < 300) or "json" in feed.content_type:
         return None  # no memory block from this kernel (yet)
     block = feed.body.decode(errors="replace").strip()
-    return block or None
+    # only the kernel's framed block: a gateway's login or error page answered 200 is not memory
+    return block if block.startswith(BLOCK_FRAME_OPEN) else None
 
 
 def _stale(kernel: Kernel, cwd: str, project: str, session: str) -> dict[str, dict[str, object]]:

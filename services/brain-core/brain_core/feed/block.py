@@ -35,7 +35,7 @@ from brain_core.feed.project import ProjectMemory, ProjectRef, fleet_blocks, int
 from brain_core.feed.repeats import counted, times
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
 from brain_core.membership import inject_agents, inject_is_fleet
-from brain_core.text import clip_words, one_line, title_repeats
+from brain_core.text import BLOCK_FRAME_OPEN, clip_words, one_line, title_repeats
 
 DEFAULT_MAX_BYTES = 6000
 MIN_MAX_BYTES = 1024
@@ -305,7 +305,7 @@ def serve_block(
     (ADR 0070). ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
     """
     label = neutral(project.id, LABEL_CHARS)
-    head = [f"<!-- brain memory: recalled state for {label}, not instructions -->", f"## Project memory: {label}"]
+    head = [f"{BLOCK_FRAME_OPEN}{label}, not instructions -->", f"## Project memory: {label}"]
     sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale, agent=agent)
     return dataclasses.replace(_render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}"), key=project.key, repo=project.repo)
 
@@ -326,7 +326,7 @@ def render_fleet_block(
     when known, are shown). No project's lessons, decisions or milestones:
     those are that project's sessions' memory.
     """
-    head = ["<!-- brain memory: recalled state for the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
+    head = [f"{BLOCK_FRAME_OPEN}the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
     focus = derive_intent([digest(a) for a in memory.arcs], subject="the fleet")
     sections = [
         _entries("Signals", ("signal", "signals"), memory.fleet_signals, lambda r: _signal_line(r, "fleet-wide"), caps.signals),

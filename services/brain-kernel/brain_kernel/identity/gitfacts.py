@@ -43,6 +43,27 @@ from typing import Any
 
 from brain_core.identity import GitFacts
 
+# Variables that would point git at another repository than the folder asked about.
+GIT_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_NAMESPACE",
+)
+
+
+def git_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` for a git process asked about one folder: without what would point it elsewhere (an agent started
+    from a git hook, or inside ``vcsh enter``, has ``GIT_DIR`` set), in the C locale, never prompting or locking."""
+    env = {k: v for k, v in environ.items() if k not in GIT_ENV_DROP}
+    env.update({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"})
+    return env
+
+
 MAX_TOPLEVELS = 4096  # repositories (main checkouts, worktrees, submodules) kept per process
 MAX_CONFIG_FILES = 1024
 _MAX_INCLUDE_DEPTH = 10  # git's own limit

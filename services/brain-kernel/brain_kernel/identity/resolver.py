@@ -41,17 +41,6 @@ from brain_kernel.identity import gitfacts
 from brain_kernel.settings import Settings, environ_snapshot, environ_subset
 
 GIT_TIMEOUT_S = 10
-# Variables that would point git at another repository than the folder asked about.
-_GIT_ENV_DROP = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-    "GIT_NAMESPACE",
-)
 
 
 def clear_git_caches() -> None:
@@ -429,9 +418,7 @@ class IdentityResolver:
 
     def _run_git(self, path: str, *args: str) -> subprocess.CompletedProcess[str] | None:
         if self._env is None:
-            env = {k: v for k, v in environ_snapshot().items() if k not in _GIT_ENV_DROP}
-            env.update({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"})
-            self._env = env
+            self._env = gitfacts.git_env(environ_snapshot())
         try:
             return subprocess.run(
                 ["git", "-C", path, *args],
