@@ -335,3 +335,22 @@ def test_the_trial_page_is_the_reports_figures(client, planted: Planted) -> None
     waiting = re.search(r'<th scope="row">without outcomes</th><td class="num">(\d+)</td><td class="num">(\d+)</td>', arms.group(0))
     assert waiting is not None and waiting.groups() == ("3", "0")  # served, not extracted yet
     assert "Trial period: control 0%" in html and "Not enough projects" in html
+
+
+def test_the_signals_page_leaves_out_withdrawn_and_expired_signals(client, planted: Planted) -> None:
+    from urllib.parse import quote
+
+    def signal(content: str, **attrs: str) -> str:
+        r = client.post("/marker", json={"type": "signal", "content": content, "attrs": {"repo": "acme/web", "severity": "critical", **attrs}})
+        assert r.status_code == 201, r.text
+        return r.json()["entry_id"]
+
+    before = client.get("/ui/signals").text
+    withdrawn = signal("RETRACTEDALARM the disk filled")
+    signal("EXPIREDALARM the freeze ended", valid_until="2020-01-01")
+    kept = signal("LIVEALARM the registry is down")
+    assert client.post(f"/entries/{quote(withdrawn, safe='/:')}/retract", json={"reason": "a false alarm"}).status_code == 200
+    page = client.get("/ui/signals").text
+    assert "LIVEALARM" in page and "RETRACTEDALARM" not in page and "EXPIREDALARM" not in page
+    counted = int(re.search(r"(\d+) active signal", before).group(1))  # type: ignore[union-attr]
+    assert f"{counted + 1} active signal" in page, (kept, page)

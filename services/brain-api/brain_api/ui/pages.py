@@ -288,8 +288,9 @@ def trial_page(request: Request, db: ReadSessionDep, clock: ClockDep, settings: 
     if Scope(db, principal).restricted:  # arms span every project: nothing of the report is a bound token's alone
         return _render(request, "trial.html", principal, now=now, restricted=True)
     current = Period.of(trial_config(settings))
-    # A table, not a chart: differences may be negative, and the intervals are the point.
-    return _render(request, "trial.html", principal, now=now, restricted=False, data=trial_report(db, current, current=current, rounds=1000))
+    # A table, not a chart: differences may be negative, and the intervals are the point; the same rounds as the CLI,
+    # so the page and `brain trial report` print the same intervals.
+    return _render(request, "trial.html", principal, now=now, restricted=False, data=trial_report(db, current, current=current))
 
 
 # -- keeper ---------------------------------------------------------------------------------------
@@ -339,7 +340,7 @@ def signals_page(request: Request, db: ReadSessionDep, clock: ClockDep) -> Respo
         return _sign_in_first(request)
     now = clock()
     scope = Scope(db, principal)
-    signals = reads.active_signals(db, scope)
+    signals = reads.active_signals(db, scope, now=now)
     fleet = [s for s in signals if signal_is_fleet(s)]
     mine = [s for s in signals if not signal_is_fleet(s)]
     limits = [days for _, days in views.AGE_BUCKETS if days is not None]

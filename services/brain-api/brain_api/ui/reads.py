@@ -24,22 +24,14 @@ from sqlalchemy.orm import Session
 
 from brain_core.chunks import PRODUCERS
 from brain_core.entries import EntryRecord
-from brain_core.membership import INACTIVE_SIGNAL_STATUSES
 from brain_kernel.db.models import ContentEmbedding, Entry, SessionRow, TickRequest, TickRun
+from brain_kernel.feed import feed_repo
 from brain_kernel.feed.feed_repo import key_owned_sql, member, unattributed_counts
 from brain_kernel.scope import Scope
 
 MARKER_KINDS = ("lesson", "decision", "milestone", "signal")
 TIMELINE_KINDS = ("lesson", "decision", "milestone", "signal")
 ENTRY_KINDS = ("arc", "lesson", "decision", "milestone", "signal")
-
-
-def _fleet_signal() -> ColumnElement[bool]:
-    return and_(Entry.kind == "signal", or_(Entry.scope == "fleet", func.cardinality(Entry.projects) == 0))
-
-
-def _active_signal() -> ColumnElement[bool]:
-    return or_(Entry.status.is_(None), func.lower(Entry.status).not_in(sorted(INACTIVE_SIGNAL_STATUSES)))
 
 
 def scope_condition(scope: Scope) -> ColumnElement[bool] | None:
@@ -289,17 +281,18 @@ def embedding_coverage(db: Session, scope: Scope) -> list[Coverage]:
 # -- signals --------------------------------------------------------------------------------------
 
 
-def _signal_conditions(scope: Scope) -> list[Any]:
-    conds: list[Any] = [Entry.kind == "signal", _active_signal()]
+def _signal_conditions(scope: Scope, now: dt.datetime) -> list[Any]:
+    """Active and live signals (the feed's: not resolved, superseded, retracted or past ``valid_until``), the scope's."""
+    conds: list[Any] = [Entry.kind == "signal", feed_repo.active_signal(), feed_repo.live(now)]
     cond = scope_condition(scope)
     if cond is not None:
-        conds.append(or_(_fleet_signal(), cond))
+        conds.append(or_(feed_repo.fleet_signal(), cond))
     return conds
 
 
-def active_signals(db: Session, scope: Scope, *, limit: int = 200) -> list[EntryRecord]:
+def active_signals(db: Session, scope: Scope, *, now: dt.datetime, limit: int = 200) -> list[EntryRecord]:
     """The newest active signals the scope reads (fleet-wide and its projects')."""
-    stmt = select(*_LIST_COLUMNS).where(*_signal_conditions(scope)).order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)
+    stmt = select(*_LIST_COLUMNS).where(*_signal_conditions(scope, now)).order_by(Entry.occurred_at.desc().nulls_last(), Entry.id).limit(limit)
     return _listed(db.execute(stmt).all())
 
 
@@ -313,5 +306,5 @@ def signal_counts(db: Session, scope: Scope, *, now: dt.datetime, bucket_days: S
     severity = func.lower(func.coalesce(func.nullif(func.trim(Entry.severity), ""), "info"))
     age = literal(now) - Entry.occurred_at
     bucket = case(*((age < dt.timedelta(days=d), i) for i, d in enumerate(bucket_days)), else_=len(bucket_days))
-    stmt = select(fleet, severity, bucket, func.count()).where(*_signal_conditions(scope)).group_by(fleet, severity, bucket)
+    stmt = select(fleet, severity, bucket, func.count()).where(*_signal_conditions(scope, now)).group_by(fleet, severity, bucket)
     return [(bool(f), str(s), int(b), int(n)) for f, s, b, n in db.execute(stmt)]

@@ -133,11 +133,11 @@ def member(key: Any, repo: Any, unique: bool | ColumnElement[bool], *, of: Any =
     return and_(has_key, cond)
 
 
-def _fleet_signal() -> ColumnElement[bool]:
+def fleet_signal() -> ColumnElement[bool]:
     return and_(Entry.kind == "signal", or_(Entry.scope == "fleet", func.cardinality(Entry.projects) == 0))
 
 
-def _active_signal() -> ColumnElement[bool]:
+def active_signal() -> ColumnElement[bool]:
     return or_(Entry.status.is_(None), func.lower(Entry.status).not_in(sorted(INACTIVE_SIGNAL_STATUSES)))
 
 
@@ -294,7 +294,7 @@ def project_memory(
     return ProjectRows(memory=memory, last_active=last[0].occurred_at if last else None, key_is_unique=key_unique)
 
 
-def _live(now: dt.datetime | None) -> ColumnElement[bool]:
+def live(now: dt.datetime | None) -> ColumnElement[bool]:
     """The row is live at ``now`` (the present when None): not superseded, retracted or expired (ADR 0048)."""
     return text(live_sql("entries", ":now")).bindparams(now=now_text(now or dt.datetime.now(dt.timezone.utc)))
 
@@ -320,7 +320,7 @@ def fleet_signals(session: Session, *, since: dt.datetime, now: dt.datetime | No
     """Active, live fleet-wide signals since ``since``, newest first (what an unknown project still gets)."""
     stmt = (
         select(*_COLUMNS)
-        .where(_fleet_signal(), _active_signal(), _live(now), Entry.occurred_at >= since)
+        .where(fleet_signal(), active_signal(), live(now), Entry.occurred_at >= since)
         .order_by(Entry.occurred_at.desc(), Entry.id)
         .limit(MAX_SIGNALS)
     )
@@ -583,7 +583,7 @@ def count_of_kind(session: Session, kind: str) -> int:
 
 def recent_of_kind(session: Session, kind: str, *, since: dt.datetime, limit: int, now: dt.datetime | None = None) -> list[EntryRecord]:
     """The newest live entries of ``kind`` since ``since`` (``ix_entries_kind_occurred``): the global feed's lessons."""
-    stmt = select(*_COLUMNS).where(Entry.kind == kind, Entry.occurred_at >= since, _live(now)).order_by(Entry.occurred_at.desc(), Entry.id.desc()).limit(limit)
+    stmt = select(*_COLUMNS).where(Entry.kind == kind, Entry.occurred_at >= since, live(now)).order_by(Entry.occurred_at.desc(), Entry.id.desc()).limit(limit)
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
@@ -646,7 +646,7 @@ def project_index_rows(session: Session, key: str, repo: str | None, *, since: d
     newest = (Entry.occurred_at.desc().nulls_last(), Entry.id)
 
     def rows(*conds: ColumnElement[bool], order: Sequence[Any] = newest) -> list[EntryRecord]:
-        stmt = select(*_COLUMNS).where(mine, _live(now), *conds).order_by(*order).limit(limit)
+        stmt = select(*_COLUMNS).where(mine, live(now), *conds).order_by(*order).limit(limit)
         return [_record_at(r, 0) for r in session.execute(stmt)]
 
     return IndexRows(
@@ -654,7 +654,7 @@ def project_index_rows(session: Session, key: str, repo: str | None, *, since: d
         decisions=rows(Entry.kind == "decision"),
         lessons=rows(Entry.kind == "lesson", Entry.occurred_at >= since),
         milestones=rows(Entry.kind == "milestone", Entry.occurred_at >= since),
-        signals=rows(Entry.kind == "signal", _active_signal()),
+        signals=rows(Entry.kind == "signal", active_signal()),
     )
 
 
