@@ -274,6 +274,31 @@ def test_concurrent_retractions_of_one_entry_record_it_once(served) -> None:
     assert log.count('"kind": "curation"') == 1 and len(_audit(settings)) == 1
 
 
+@pytest.mark.slow
+def test_markers_superseding_entries_of_one_shared_log_at_once_are_all_written_and_audited(served) -> None:
+    """Six markers at once over a 4-worker server, superseding one lesson and two others of the same day's log: each
+    writes its lesson beside the others' uncommitted ones, so a curation that re-wrote the whole log deadlocked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.harness import HTTP
+
+    base, settings = served.base, served.settings
+
+    def post(content: str, **attrs: str) -> object:
+        return HTTP.post(f"{base}/marker", json={"type": "lesson", "content": content, "attrs": {"repo": "acme/api", **attrs}}, timeout=60)
+
+    olds = [post(f"Old rule {n}: retry the deploy {n} times.").json()["entry_id"] for n in range(3)]
+    targets = [olds[0], olds[0], olds[0], olds[1], olds[2], olds[1]]
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda n: post(f"New rule {n}: roll back instead.", supersedes=targets[n]), range(6)))
+    assert [r.status_code for r in answers] == [201] * 6, [r.text for r in answers]
+    audited = [(line["entry_id"], line["superseded_by"]) for line in _audit(settings) if line["action"] == "superseded"]
+    assert sorted(audited) == sorted(zip(targets, (r.json()["entry_id"] for r in answers), strict=True))
+    for old in olds:
+        entry = HTTP.get(f"{base}/entries/{quote(old, safe='/:')}", timeout=60).json()["entry"]
+        assert entry["state"] == "superseded" and len(entry["superseded_by"]) == targets.count(old), entry
+
+
 @pytest.mark.own_database  # the vector column takes the offline model's width
 def test_search_leaves_out_a_superseded_or_retracted_entry_and_marks_an_expired_one(client, settings: Settings, db: Session) -> None:
     from brain_kernel.search.embed_run import run_embed

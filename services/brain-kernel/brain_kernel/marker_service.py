@@ -250,6 +250,7 @@ def post_marker(
     # The entries it replaces, as ids: what the vault keeps, so a rebuild needs no lookup (ADR 0048).
     olds = curation.resolve_supersedes(db, req.supersedes, scope) if req.supersedes else []
     req = replace(req, supersedes=tuple(r.id for r in olds))
+    curation.hold(db, req.supersedes)  # before its own rows: another marker superseding them goes first, whole
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
     if written is None:
         written = write_marker(vault, req, who, marker_id=marker_id, at=at, key=_marker_key(idempotency_key, shown_key, req))

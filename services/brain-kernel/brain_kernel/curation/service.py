@@ -88,8 +88,33 @@ def check_curatable(record: EntryRecord, scope: Scope) -> None:
 
 def _lock(db: Session, entry_id: str) -> EntryRecord | None:
     """Take the entry's advisory lock for this transaction and read it again (another action may just have committed)."""
-    db.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:id, 48))"), {"id": entry_id})
+    hold(db, [entry_id])
     return feed_repo.entry_by_id(db, entry_id)
+
+
+def hold(db: Session, entry_ids: Sequence[str]) -> None:
+    """Take the advisory locks of entries a write is about to curate, in one order, before it writes anything: a marker
+    that supersedes waits here for another curating the same entry, not while holding its own rows of a shared log."""
+    for entry_id in sorted(set(entry_ids)):
+        db.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:id, 48))"), {"id": entry_id})
+
+
+def _sync_curated(db: Session, vault: Vault, curated: Sequence[EntryRecord]) -> None:
+    """Bring the index up to date with curation records just written: a file of its own whole, in a shared log only
+    the curated entries' rows. The log's other rows may be another writer's, not committed yet (a marker appended
+    beside them), and re-writing them would wait on that writer while it waits on this transaction's locks."""
+    ids = {r.id for r in curated}
+    logs = sorted({r.vault_path for r in curated if r.kind in LOG_KINDS})
+    own = sorted({r.vault_path for r in curated if r.kind not in LOG_KINDS})
+    appended = {}
+    for path in logs:
+        try:
+            text_ = vault.read_text(path)
+        except FileNotFoundError:
+            own.append(path)  # gone: the whole-file sync drops its rows
+            continue
+        appended[path] = [r for r in records.records_for(path, text_) if r.id in ids]
+    sync_changes(db, vault, own, appended=appended)
 
 
 def adr_name(record: EntryRecord) -> str | None:
@@ -207,7 +232,7 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     else:  # an earlier attempt's record stands: its reason and moment are the ones the vault keeps
         why = written.meta.get("retracted_reason") or why
     revived = _reinstate_superseded(db, vault, current, at=now, by=by)
-    sync_changes(db, vault, sorted({current.vault_path, *(r.vault_path for r, _ in revived)}))
+    _sync_curated(db, vault, [current, *(r for r, _ in revived)])
     _audit(vault, curation.RETRACTED, current, at=now, by=by, reason=why)
     name = adr_name(current) or current.id
     for old, action in revived:
@@ -251,7 +276,7 @@ def expire(db: Session, vault: Vault, ref: Any, reason: Any, at: Any = None, *, 
         return current
     else:
         _record_state(vault, current, curation.EXPIRED, at=now, by=by, reason=why, until=until)
-    sync_changes(db, vault, [current.vault_path])
+    _sync_curated(db, vault, [current])
     _audit(vault, curation.EXPIRED, current, at=now, by=by, reason=why, until=until, until_before=current.meta.get("valid_until"))
     return feed_repo.entry_by_id(db, current.id) or current
 
@@ -314,10 +339,12 @@ def supersede(db: Session, vault: Vault, successor: EntryRecord, olds: Sequence[
             continue
         if name in curation.supersedes_refs(current.meta.get("superseded_by")):
             continue
-        _record_state(vault, current, curation.SUPERSEDED, at=now, by=by, successor=name)
+        if name not in curation.supersedes_refs(_in_vault(vault, current).meta.get("superseded_by")):
+            _record_state(vault, current, curation.SUPERSEDED, at=now, by=by, successor=name)
+        # else an earlier attempt wrote it and rolled back: the index and the audit line it lost are still to do
         marked.append(current)
     if marked:
-        sync_changes(db, vault, sorted({r.vault_path for r in marked}))
+        _sync_curated(db, vault, marked)
         for record in marked:
             _audit(vault, curation.SUPERSEDED, record, at=now, by=by, successor=name)
     return [r.id for r in marked]
