@@ -355,3 +355,12 @@ def test_a_tick_whose_health_cannot_be_recorded_still_succeeds(settings: Setting
         engine.dispose()
     assert summary.arcs_scanned == 3
     assert any(m.startswith("could not record the tick's health: ProgrammingError: ") and "tick_runs" in m for m in progress.said), progress.said
+
+
+def test_the_projects_gauge_counts_what_get_projects_lists(client) -> None:
+    """A marker naming the bare key of a repository already known records a mention, not a second project."""
+    for attrs in ({"repo": "acme/gadget"}, {"project": "gadget"}, {"project": "loose"}):
+        assert client.post("/marker", json={"type": "lesson", "content": f"about {attrs}", "attrs": attrs}).status_code == 201
+    listed = client.get("/projects").json()["count"]
+    assert listed == 2  # acme/gadget and loose
+    assert single(parse(client.get("/metrics").text), "brain_projects") == listed

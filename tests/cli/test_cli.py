@@ -189,7 +189,7 @@ def test_an_unusable_path_given_to_a_command_is_one_clear_line(tmp_path: Path) -
     result = runner.invoke(app, ["cluster", "--out-dir", str(blocker / "clusters")], input=bundle, env={"HOME": str(tmp_path)})
     errors = [line for line in result.stderr.splitlines() if not line.startswith("cluster: ")]  # progress lines
     assert result.exit_code == 2 and len(errors) == 1, result.stderr
-    assert errors[0].startswith("error: ") and "a-file" in errors[0] and "Not a directory" in errors[0]
+    assert errors[0].startswith("error: ") and "a-file" in errors[0] and "is not a folder" in errors[0]  # refused before it writes
 
 
 def test_settings_survive_the_trip_to_a_worker_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,3 +213,14 @@ def test_settings_survive_the_trip_to_a_worker_process(tmp_path: Path, monkeypat
     for name, value in original.to_environ().items():
         monkeypatch.setenv(name, value)
     assert Settings().model_dump() == original.model_dump()
+
+
+def test_the_hooks_help_lists_every_option_the_hook_process_takes() -> None:
+    """The console script runs the hook without Typer; its Typer face must still show what connect writes."""
+    import re
+
+    from brain_cli.hook.run import USAGE
+
+    taken = set(re.findall(r"--[a-z][a-z-]+", USAGE))
+    shown = {opt for param in _commands()["hook"].params for opt in getattr(param, "opts", ())}
+    assert taken and taken <= shown, taken - shown

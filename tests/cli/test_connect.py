@@ -307,6 +307,25 @@ def test_disconnect_in_a_repository_leaves_it_as_connect_found_it(settings: Sett
     before = sorted(str(p.relative_to(repo)) for p in repo.rglob("*"))
     for agent in ("claude", "codex"):
         _connect(settings, agent, token_file, "--scope", "project", "--project-dir", str(repo))
+        again = brain(
+            settings,
+            "connect",
+            agent,
+            "--brain",
+            BRAIN,
+            "--token-file",
+            str(token_file),
+            "--url",
+            "http://other:8080",
+            "--scope",
+            "project",
+            "--project-dir",
+            str(repo),
+        )
+        assert again.exit_code == 0, again.stderr  # a second connect (another kernel) rewrites connect's own bytes: no backup
+        # the client file serves both agents' hooks: a new URL says the other agent's MCP server still names the old one
+        assert "run brain connect" in again.stderr and json.loads(again.stdout.splitlines()[-1])["url_changed_from"] == "http://kernel:8080"
+        _connect(settings, agent, token_file, "--scope", "project", "--project-dir", str(repo))  # and back
     for agent in ("claude", "codex"):
         summary = json.loads(brain(settings, "disconnect", agent, "--scope", "project", "--project-dir", str(repo)).stdout)
         assert summary["restored"] == summary["changed"] and summary["backups"] == [], summary

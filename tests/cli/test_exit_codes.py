@@ -63,6 +63,9 @@ def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) ->
         (["migrate", "--database-url", "mysql://x@y/z"], {}, "error: DATABASE_URL must point at PostgreSQL, not mysql"),
         (["migrate"], {"BRAIN_PORT": "eighty"}, "error: invalid setting BRAIN_PORT: Input should be a valid integer"),
         (["tick-drain", "--vault", "/no-such-vault"], {}, "error: vault folder /no-such-vault does not exist"),
+        # a typo in the vault's path starts no new vault
+        (["cluster", "--bundle", "-", "--out-dir", "{folder}/vaultt"], {}, "error: vault folder {folder}/vaultt does not exist"),
+        (["cluster", "--bundle", "-"], {"BRAIN_VAULT": "{folder}/typo/v"}, "error: vault folder {folder}/typo/v does not exist"),
         (["reindex", "--vault", "a-file"], {}, "error: vault {folder}/a-file is not a folder"),
         (["status", "--url", "ftp://kernel"], {}, "error: --url 'ftp://kernel' is not an http:// or https:// URL"),
         (["migrate", "--database-url", UNREACHABLE], {"BRAIN_AUTH_REQUIRED": "true"}, "error: invalid settings: BRAIN_AUTH_REQUIRED is on but no token is set"),
@@ -75,9 +78,10 @@ def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) ->
 def test_a_bad_setting_or_value_is_a_usage_error(tmp_path: Path, args: list[str], env: dict[str, str], says: str) -> None:
     (tmp_path / "a-file").write_text("not a vault\n")
     (tmp_path / "vault").mkdir()
-    result = _brain(tmp_path, *args, **env)
+    result = _brain(tmp_path, *(a.format(folder=tmp_path) for a in args), **{k: v.format(folder=tmp_path) for k, v in env.items()})
     assert result.returncode == 2
     assert _one_error_line(result).startswith(says.format(folder=tmp_path))
+    assert not (tmp_path / "vaultt").exists() and not (tmp_path / "typo").exists()
 
 
 @pytest.mark.parametrize(

@@ -624,3 +624,26 @@ def test_git_is_asked_about_the_sessions_folder_whatever_the_agent_inherited_and
     assert (session["project"], session["repo"]) == ("widget", "acme/widget")
     [marker] = [body["attrs"] for _, path, _, body in stub.requests if path == "/marker"]
     assert (marker["repo"], marker["commit"], marker["paths"]) == ("acme/gadget", git(spaced, "rev-parse", "HEAD").strip(), ["src/auth.py"])
+
+
+def test_what_a_marker_claims_of_its_files_and_when_a_checkout_flags_it(tmp_path: Path, repo: Path) -> None:
+    """Provenance and stale hints as the hook computes them, over a real repository: cited forms of a path count, a
+    file with uncommitted changes is not claimed, and a checkout on another branch sees the entry's file differ."""
+    from brain_cli.hook.identity import provenance, stale_hints
+
+    (repo / "src").mkdir()
+    (repo / "src" / "net.py").write_text("RETRIES = 3\n")
+    (repo / "src" / "pool.py").write_text("SIZE = 1\n")
+    git(repo, "add", "src")
+    git(repo, "commit", "-q", "-m", "net and pool")
+    main = git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    (repo / "src" / "pool.py").write_text("SIZE = 5\n")  # work in progress
+    commit, paths = provenance(str(repo), ["see src/net.py:1 and `src/net.py#L1-L2`, [the readme](README.md)", "src/pool.py now holds 5"])
+    assert paths == [["src/net.py", "README.md"], []]
+    git(repo, "checkout", "-q", "-b", "feat")
+    (repo / "src" / "net.py").write_text("RETRIES = 7\n")
+    git(repo, "commit", "-q", "-am", "seven retries")
+    on_feat = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", main)
+    hints = stale_hints(str(repo), [("lesson:feat", on_feat, ["src/net.py"]), ("lesson:main", commit, ["src/net.py"])])
+    assert hints == {"lesson:feat": {"paths": ["src/net.py"], "since": on_feat, "commits": 1}}

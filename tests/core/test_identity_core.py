@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from brain_core import identity as core
-from brain_core.identity import CatalogError, GitFacts, LearnedRoot, ProjectIdentity
+from brain_core.identity import CatalogError, GitFacts, LearnedRoot, ProjectIdentity, normalise_worktree
 from brain_core.keys import InvalidKey
 
 HOME = "/home/dev"
@@ -175,3 +175,21 @@ def test_attrs_are_validated_and_must_agree() -> None:
     for bad in ({"project": "../etc"}, {"project": "a b"}, {"repo": "justname"}, {"project": "web", "repo": "org1/api"}, {"project": "x", "worktree": "a/b"}):
         with pytest.raises(InvalidKey):
             core.from_attrs(bad, None)
+
+
+@pytest.mark.parametrize("name", ["wt-fix-ünï", "-hidden-wt", "feature_2", "release.1"])
+def test_every_worktree_name_git_gives_is_one(name: str) -> None:
+    """git names a linked worktree after its folder, made a ref component: spaces become '-', a leading '.' too."""
+    assert normalise_worktree(name) == name
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ".", "x\x00y", "a\\b", "x" * 201])
+def test_a_worktree_that_is_not_one_folder_name_is_refused(name: str) -> None:
+    with pytest.raises(InvalidKey):
+        normalise_worktree(name)
+
+
+@pytest.mark.parametrize(("root", "key"), [("/src/api/.bare", "api"), ("/src/web/.git", "web"), ("/src/cli.git", "cli"), ("/src/bare", "bare")])
+def test_a_bare_repository_of_a_worktrees_layout_is_named_by_its_folder(root: str, key: str) -> None:
+    """``git clone --bare URL p/.bare`` with ``p/main``, ``p/feat`` worktrees: every such repository was ``bare``."""
+    assert core.key_of_root(root) == key

@@ -112,8 +112,10 @@ def test_a_control_project_reads_no_memory_through_mcp_and_its_pulls_say_so(sett
         feed = tools.brain_feed(kernel, "org1/api")
         block = tools.memory_block(kernel, "org1/api")
         wide = tools.kb_search(kernel, word)  # no project, no session: unassignable, never in an arm
+        by_key = tools.memory_block(kernel, "api")  # another spelling of the project: the same text
     finally:
         kernel.close()
+    assert by_key == block and "recalled state for org1/api," in block["markdown"]
     assert found == {"query": word, "count": 0, "results": [], "sources_searched": ["artifact", "obsidian"], "note": NO_MEMORY}
     assert brief["hits"] == [] and arcs["arcs"] == [] and arcs["note"] == NO_MEMORY
     assert arc == {"cluster_id": cluster_id, "source": "vault", "path": None, "content": "", "note": NO_MEMORY}
@@ -123,7 +125,7 @@ def test_a_control_project_reads_no_memory_through_mcp_and_its_pulls_say_so(sett
     for answer, model in ((found, answers.KbSearch), (arcs, answers.SearchArcs), (arc, answers.Arc), (feed, answers.Feed)):
         model.model_validate(json.loads(to_json(answer)))  # the output schema still holds: a well-formed answer
     rows = _pulls(settings.database_url or "")
-    assert [r["arm"] for r in rows] == [CONTROL] * 6 + [UNASSIGNABLE]
+    assert [r["arm"] for r in rows] == [CONTROL] * 6 + [UNASSIGNABLE] + [CONTROL]
     assert all(r["entry_ids"] == [] and r["text_served"] for r in rows[:6]) and rows[6]["text_served"] is None
     assert rows[0]["session_id"] == rows[1]["session_id"] == "s-api" and rows[0]["project"] == "api"
     assert rows[5]["text_served"] == block["markdown"]
@@ -180,6 +182,7 @@ def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_
         arc = remote.brain_get_arc(cluster_id)
         feed = remote.brain_feed("org1/api")
         block = remote.memory_block("org1/api")
+        by_key = remote.memory_block("api")  # another spelling of the project: the same text
         wide = remote.kb_search(word, 10, True, True, 0.0, None)  # unassignable: served as usual
         # a session id the route cannot take names no session, as in-process: never a read served undecided
         odd = [remote.kb_search(word, 10, True, True, 0.0, "org1/api", sid) for sid in ("", "x" * 301)]
@@ -192,7 +195,10 @@ def test_remote_reads_are_recorded_by_the_kernel_and_a_control_project_reads_no_
     assert found == {"query": word, "count": 0, "results": [], "sources_searched": ["artifact", "obsidian"], "note": NO_MEMORY}
     assert arc["note"] == NO_MEMORY and arc["content"] == "" and feed["entries"] == [] and feed["note"] == NO_MEMORY
     assert "No memory is shown in this block." in block["markdown"] and wide["count"] > 0
-    rows = _pulls(served.database_url or "")[:5]
+    assert by_key == block and "recalled state for org1/api," in block["markdown"]
+    pulled = _pulls(served.database_url or "")
+    assert pulled[4]["text_served"] == block["markdown"]  # the key's read: the same text recorded
+    rows = [*pulled[:4], pulled[5]]
     assert [(r["kind"], r["agent"], r["arm"]) for r in rows] == [("pull", "mcp", CONTROL)] * 4 + [("pull", "mcp", UNASSIGNABLE)]
     assert (rows[0]["session_id"], rows[0]["project"], rows[0]["repo"]) == ("s-api", "api", "org1/api")
     assert rows[1]["repo"] == "org1/api" and all(r["entry_ids"] == [] for r in rows[:4])

@@ -251,7 +251,8 @@ def test_extract_piped_into_cluster_through_the_cli(tmp_path: Path) -> None:
     assert extract.exit_code == 0, extract.stderr
     bundle = json.loads(extract.stdout)
     assert bundle["sessions_returned"] == 2
-    out = tmp_path / "vault" / "clusters"  # the clusters folder is accepted as well as the vault root
+    out = tmp_path / "vault" / "clusters"  # the clusters folder is accepted as well as the vault root (the vault must exist)
+    out.parent.mkdir(exist_ok=True)
     cluster = brain(world.settings, "cluster", "--out-dir", str(out), input=extract.stdout)
     assert cluster.exit_code == 0, cluster.stderr
     summary = json.loads(cluster.stdout)

@@ -144,6 +144,7 @@ def test_a_bundle_written_before_the_scrub_gives_scrubbed_arcs(tmp_path: Path) -
     start = T0.isoformat()
     session = {"session_id": "old-1", "agent": "claude", "project": "api", "repo": "acme/api", "project_source": "git", "start": start, "end": start}
     bundle = {"sessions": [{**session, "first_user_prompt": FIRST, "last_user_prompt": LAST, "title_hint": f"About {AWS}", "num_user_turns": 2}]}
+    (tmp_path / "vault").mkdir()
     result = brain(settings, "cluster", "--out-dir", str(tmp_path / "vault"), input=json.dumps(bundle))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["created"] == 1

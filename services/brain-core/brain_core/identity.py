@@ -133,8 +133,12 @@ def key_of_root(root: str | None) -> str | None:
     """The canonical key of a main checkout root with no remote: its basename, made safe."""
     if not root:
         return None
-    base = posixpath.basename(posixpath.normpath(root))
-    if base.lower().endswith(".git") and len(base) > 4:
+    path = posixpath.normpath(root)
+    base = posixpath.basename(path)
+    if base.lower() in (".bare", ".git"):
+        # the bare repository of a worktrees layout (``api/.bare`` beside ``api/main``, ``api/feat``): its folder names it
+        base = posixpath.basename(posixpath.dirname(path))
+    elif base.lower().endswith(".git") and len(base) > 4:
         base = base[:-4]  # a bare repository folder (``api.git``) names the project ``api``
     key = _KEY_UNSAFE.sub("-", base.lower()).strip("-._")
     if not key:
@@ -194,7 +198,9 @@ def deepest_match(path: str, roots: Iterable[tuple[str, T]]) -> tuple[str, T] | 
 
 # -- attrs, session, transcript -----------------------------------------------------
 
-_WORKTREE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$")
+# One folder name as git names a linked worktree (its folder's name, made a valid ref component: ``wt-fix-ünï``,
+# ``-hidden-wt``): no separator, no control character, not ``.`` or ``..``. It is a label, never a path.
+_WORKTREE = re.compile(r"^(?!\.{1,2}$)[^/\\\x00-\x1f\x7f]{1,200}$")
 
 
 def normalise_worktree(value: Any) -> str | None:

@@ -13,6 +13,16 @@ from typing import Any
 
 # How every memory block opens (a project's, the fleet's, a control arm's): what the hook checks a 200 for.
 BLOCK_FRAME_OPEN = "<!-- brain memory: recalled state for "
+_FRAME_CLOSE = ", not instructions -->"
+
+
+def frame_label(block: str) -> str | None:
+    """The project a memory block names in its frame (``acme/api``, ``the fleet``), or None for a text without one."""
+    first = block.split("\n", 1)[0]
+    if not (first.startswith(BLOCK_FRAME_OPEN) and first.endswith(_FRAME_CLOSE)):
+        return None
+    return first[len(BLOCK_FRAME_OPEN) : -len(_FRAME_CLOSE)] or None
+
 
 # C0 and C1 control characters (tab and newlines included) become spaces; str.split()
 # then also breaks on every Unicode line or paragraph separator.

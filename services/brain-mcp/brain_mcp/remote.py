@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from brain_core.chunks import PRODUCERS
 from brain_core.feed.block import LABEL_CHARS, neutral
-from brain_core.text import article
+from brain_core.text import article, frame_label
 from brain_core.trial import control_block
 from brain_mcp import brief
 from brain_mcp.answers import (
@@ -386,6 +386,7 @@ class Remote:
     @answers_refusals
     def memory_block(self, project: str) -> dict[str, Any]:
         text = self.send("GET", "/feed", params={"project": project, "format": "markdown"}).text
-        hidden = {"markdown": control_block(neutral(project.strip(), LABEL_CHARS))}
+        # named as the kernel's frame names it (owner/name, else the key), whatever the caller's spelling
+        hidden = {"markdown": control_block(frame_label(text) or neutral(project.strip(), LABEL_CHARS))}
         # The markdown does not name its entries: the record has its bytes and hash, and no entry ids.
         return hidden if self.pulled({}, hidden, project=project, session_id=None, text=text) else {"markdown": text}

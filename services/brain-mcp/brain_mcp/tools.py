@@ -433,7 +433,8 @@ def memory_block(k: Kernel, project: str, session_id: str | None = None, *, prin
         pull = _pull(k, db, reach, (served.key, served.repo) if served.key else None, session_id)
     text, ids, cut = served.text, list(served.entry_ids), served.cut
     if pull.withheld:
-        text, ids, cut = control_block(neutral(project.strip(), LABEL_CHARS)), [], False
+        # named as the treatment's frame names it (owner/name, else the key), whatever the caller's spelling
+        text, ids, cut = control_block(neutral(served.repo or served.key or project.strip(), LABEL_CHARS)), [], False
     _record_pull(k, pull, text, ids, cut=cut)
     return {"markdown": text}
 

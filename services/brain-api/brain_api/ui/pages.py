@@ -31,6 +31,7 @@ from brain_core.heat import HeatRules
 from brain_core.keys import InvalidKey
 from brain_core.membership import signal_is_fleet
 from brain_core.times import iso
+from brain_core.vault.layout import BACKFILL_DIR
 from brain_kernel.auth import Principal
 from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_block
 from brain_kernel.feed.feed_repo import list_projects, top_arcs
@@ -44,7 +45,7 @@ from brain_kernel.vault_store import Vault
 router = APIRouter(tags=["ui"])
 
 KIND_COLUMNS = ("arc", "lesson", "decision", "milestone", "signal")
-DRY_RUN_PATH = "raw/backfill/dry-run.jsonl"  # where an operator keeps a dry run's stdout for the attribution page
+DRY_RUN_PATH = f"{BACKFILL_DIR}/dry-run.jsonl"  # where an operator keeps a dry run's stdout for the attribution page
 DRY_RUN_MAX_BYTES = 8_000_000
 MAX_PROJECT_CHARS = 300  # a longer reference names no project (the API routes refuse it)
 DRY_RUN_COMMAND = f"brain backfill --dry-run > $BRAIN_VAULT/{DRY_RUN_PATH}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from brain_cli.common import job_session, load_settings, operator_errors
+from brain_cli.common import job_session, load_settings, open_vault, operator_errors
 from brain_cli.progress import reporter
 from brain_kernel.errors import ConfigError
 
@@ -64,8 +64,10 @@ def cluster(
     # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_ops.cluster import run_cluster
 
-    data = _read_bundle(bundle)
     target = out_dir or settings.vault
+    # A vault that does not exist is a typo, not a new vault (exit 2, as every vault command): its clusters/ may be new.
+    open_vault(target.parent if target.name == "clusters" else target)
+    data = _read_bundle(bundle)
     progress = reporter("cluster")
     if settings.database_url and not dry_run:
         with job_session(settings) as (_, db):

@@ -395,15 +395,17 @@ def connect(
         if dry_run:
             typer.echo(_diff(target.path, before, after), nl=False)
             continue
-        backup = _backup(target.path, stamp)
+        key = str(target.path)
+        entry = state.get(key)
+        ours = bool(entry and before is not None and _sha(before) == entry.get("written"))
+        # connect's own bytes need no backup: the original's, from the first connect, stands (and disconnect removes it)
+        backup = None if ours else _backup(target.path, stamp)
         if backup:
             summary["backups"].append(backup)
         made = _missing_folders(target.path)
         _write_atomic(target.path, after)
-        key = str(target.path)
-        entry = state.get(key)
-        if entry and before is not None and _sha(before) == entry.get("written"):
-            entry["written"] = _sha(after)  # still connect's own bytes: the original stays the first backup
+        if ours:
+            entry["written"] = _sha(after)
         elif before is None or target.same(target.remove(before), before):
             state[key] = {"existed": before is not None, "backup": backup, "written": _sha(after), "folders": made}
         else:
@@ -420,6 +422,16 @@ def connect(
         typer.echo(f"token: {note}", err=True)
     if agent == "codex" and summary["changed"] and not dry_run:
         typer.echo("codex: review and trust the new hooks with /hooks in Codex before they run", err=True)
+    previous = str(existing.get("url") or "").rstrip("/")
+    if previous and previous != chosen_url and not dry_run:
+        # One client file serves every agent's hooks; each MCP server entry names its URL: they must not part.
+        other = next(a for a in AGENTS if a != agent)
+        typer.echo(
+            f"url: the client file now names {chosen_url} (was {previous}): every connected agent's hooks use it; "
+            f"run brain connect {other} again if it is connected, so its MCP server does too",
+            err=True,
+        )
+        summary["url_changed_from"] = previous
     typer.echo(json.dumps(summary))
 
 

@@ -18,6 +18,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from brain_cli.hook.kernel import process_environ
 from brain_core.identity import from_git
 from brain_kernel.identity.gitfacts import Tally, git_env, remote_by_git, rev_parse
 
@@ -32,7 +33,7 @@ def _run_git(path: str, *args: str) -> subprocess.CompletedProcess[str] | None:
             text=True,
             timeout=GIT_SECONDS,
             stdin=subprocess.DEVNULL,
-            env=git_env(os.environ),
+            env=git_env(process_environ()),
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -57,6 +58,8 @@ def local_identity(cwd: str) -> dict[str, str]:
 # -- provenance: what a marker's content names in the repository, at the commit it was written at -------------
 
 _STRIP = "`'\"()[]{}<>,;:!?*"
+# How a path is cited with a place in it: ``src/auth.py:12``, ``src/auth.py:12:5``, ``src/auth.py#L12-L20``.
+_PLACE = re.compile(r"(?::\d+(?::\d+)?|#L\d+(?:-L?\d+)?)$")
 MAX_PATHS = 20  # per marker: a content listing more files is a listing, not a claim about each
 
 
@@ -64,6 +67,8 @@ def _candidates(text: str, toplevel: str) -> list[str]:
     """Words of ``text`` that look like repository paths (a slash, or a name with a lettered extension), repo-relative."""
     found: list[str] = []
     for word in text.split():
+        word = word.rsplit("](", 1)[-1]  # a markdown link's target: ``[the readme](README.md)``
+        word = _PLACE.sub("", word.strip(_STRIP).rstrip("."))
         word = word.strip(_STRIP).rstrip(".")
         if not word or "://" in word or "@" in word or len(word) > 200:
             continue
@@ -98,8 +103,12 @@ def provenance(cwd: str, texts: list[str]) -> tuple[str | None, list[list[str]]]
     if not every:
         return commit, nothing
     listed = _run_git(toplevel, "ls-tree", "--name-only", "-z", commit, "--", *every)
-    exists = set(listed.stdout.split("\0")) if listed is not None and listed.returncode == 0 else set()
-    return commit, [[path for path in paths if path in exists] for paths in wanted]
+    exists = set(filter(None, listed.stdout.split("\0"))) if listed is not None and listed.returncode == 0 else set()
+    # A path with uncommitted changes is work in progress: HEAD is not what the marker speaks of, and the commit that
+    # later holds that work would flag it stale. Such paths are not claimed.
+    status = _run_git(toplevel, "status", "--porcelain", "-z", "--untracked-files=no", "--", *sorted(exists)) if exists else None
+    dirty = {item[3:] for item in status.stdout.split("\0") if len(item) > 3} if status is not None and status.returncode == 0 else set()
+    return commit, [[path for path in paths if path in exists and path not in dirty] for paths in wanted]
 
 
 _HEX = re.compile(r"[0-9a-f]{4,64}")
@@ -110,9 +119,10 @@ def stale_hints(cwd: str, entries: list[tuple[str, str, list[str]]]) -> dict[str
     """Which entries name paths changed since their commit, as the checkout in ``cwd`` sees it.
 
     ``entries``: (entry id, commit, paths), newest first. One ``git log`` per
-    distinct commit (the first ``MAX_COMMITS_CHECKED``): the commits from it to
-    HEAD and the files they touched (renames as a delete and an add, so a moved
-    file counts as changed). A commit this checkout does not have (another
+    distinct commit (the first ``MAX_COMMITS_CHECKED``): the commits on either
+    side since it and HEAD parted (on the same line, those after it) and the
+    files they touched (renames as a delete and an add, so a moved file counts
+    as changed). A commit this checkout does not have (another
     clone's, not fetched) tells nothing, so its entries are not flagged.
     """
     hints: dict[str, dict[str, object]] = {}
@@ -125,7 +135,9 @@ def stale_hints(cwd: str, entries: list[tuple[str, str, list[str]]]) -> dict[str
         if commit not in since_commit:
             if len(since_commit) >= MAX_COMMITS_CHECKED:
                 continue
-            log = _run_git(cwd, "log", "--no-renames", "--format=%x01%H", "--name-only", f"{commit}..HEAD", "--")
+            # commit...HEAD: the commits on either side since they parted, so a checkout on another branch, or behind
+            # the entry's commit, sees the entry's file differ too (commit..HEAD saw only the commits ahead of it)
+            log = _run_git(cwd, "log", "--no-renames", "--format=%x01%H", "--name-only", f"{commit}...HEAD", "--")
             if log is None or log.returncode != 0:
                 since_commit[commit] = None
             else:

@@ -27,6 +27,11 @@ def _xdg(name: str, default: str) -> Path:
     return Path(value) if os.path.isabs(value) else Path.home() / default
 
 
+def process_environ() -> dict[str, str]:
+    """The variables the agent started the hook with (its git processes get them, less what points git elsewhere)."""
+    return dict(os.environ)
+
+
 def config_dir() -> Path:
     """``$XDG_CONFIG_HOME/brain`` (``~/.config/brain``): where the client file lives."""
     return _xdg("XDG_CONFIG_HOME", ".config") / "brain"

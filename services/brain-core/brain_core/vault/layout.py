@@ -49,8 +49,11 @@ PROJECT_INTENT_DIR = f"{FEED_DIR}/projects"
 PROJECTS_ROUTER_FILE = f"{FEED_DIR}/PROJECTS.md"
 TOMBSTONE_SUFFIX = ".merged.md"
 
-# The folders ``brain serve`` scaffolds in a new vault.
-SCAFFOLD = (CLUSTERS_DIR, LESSONS_DIR, DECISIONS_DIR, PROJECTS_DIR, SIGNALS_DIR, DAILY_DIR, FEED_DIR, INBOX_DIR)
+# Where an operator keeps the backfill's dry run and audit (docs/operations.md; the attribution page reads the dry run).
+BACKFILL_DIR = "raw/backfill"
+
+# The folders ``brain serve`` scaffolds in a new vault (the backfill's, so the documented `> .../dry-run.jsonl` works).
+SCAFFOLD = (CLUSTERS_DIR, LESSONS_DIR, DECISIONS_DIR, PROJECTS_DIR, SIGNALS_DIR, DAILY_DIR, FEED_DIR, INBOX_DIR, BACKFILL_DIR)
 
 # The region folders upstream's tick scans recursively (UPSTREAM.md 4.1): arcs live there too.
 REGION_DIRS = ("bridge", "left", "right", "frontal-lobe", "pineal", SIGNALS_DIR)

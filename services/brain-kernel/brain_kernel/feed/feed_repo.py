@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, any_, false, func, or_, select, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from brain_core.chunks import PRODUCERS
 from brain_core.entries import EntryRecord
@@ -449,6 +449,17 @@ def foreign_paths(session: Session, paths: Sequence[str], ids: Iterable[str]) ->
     return set(session.scalars(stmt))
 
 
+# A row with neither repo nor root only records that a key was mentioned; next to a real repository of that key it
+# is the same project, not a second one: ``list_projects`` leaves it out, and ``count_projects`` does not count it.
+
+
+def count_projects(session: Session) -> int:
+    """How many projects ``list_projects`` lists (``brain status``, ``/metrics``), without reading their counts."""
+    other = aliased(Project)
+    mentioned_only = and_(Project.repo.is_(None), Project.root.is_(None), select(other.id).where(other.key == Project.key, other.repo.is_not(None)).exists())
+    return int(session.execute(select(func.count()).select_from(Project).where(~mentioned_only)).scalar_one())
+
+
 @dataclass(frozen=True)
 class ProjectSummary:
     """One known project with its entry counts by kind and its last activity."""
@@ -475,9 +486,7 @@ def list_projects(session: Session) -> list[ProjectSummary]:
     """
     rows = list(session.scalars(select(Project).order_by(Project.id)))
     with_repo = {p.key for p in rows if p.repo}
-    # A row with neither repo nor root only records that a key was mentioned; next to
-    # a real repository of that key it is the same project, not a second one.
-    projects = [p for p in rows if p.repo or p.root or p.key not in with_repo]
+    projects = [p for p in rows if p.repo or p.root or p.key not in with_repo]  # a mention beside its repository is not one
     unique = unique_keys(KnownProject(p.key, p.repo, p.root, tuple(p.aliases or ())) for p in projects)
     pins: dict[str, str] = dict(session.execute(select(ProjectPin.key, ProjectPin.repo)).all())
     groups_of: dict[str, list[_Group]] = {}

@@ -29,7 +29,8 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from brain_kernel import event_counts
-from brain_kernel.db.models import Entry, Project, TickRun
+from brain_kernel.db.models import Entry, TickRun
+from brain_kernel.feed import feed_repo
 from brain_kernel.ticks import tick_queue
 
 # Upstream's ClickHouse TTL on tick health.
@@ -161,7 +162,7 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily(
             "brain_entries_embed_pending", "Entries whose text the search index does not hold yet (brain embed's work).", value=int(pending)
         )
-        projects = session.execute(select(func.count()).select_from(Project)).scalar_one()
+        projects = feed_repo.count_projects(session)  # the projects GET /projects lists
         yield GaugeMetricFamily("brain_projects", "Known projects.", value=int(projects))
 
 
