@@ -156,6 +156,7 @@ def test_only_the_current_period_is_read_and_sessions_without_outcomes_are_count
         write_claude(settings.resolved_claude_dir, f"cur-{p}", f"/srv/p{p}", NOW - dt.timedelta(hours=1), ["Go on", "Again"])
         write_claude(settings.resolved_claude_dir, f"old-{p}", f"/srv/p{p}", NOW - dt.timedelta(hours=1), ["Go on", "Again"])
     _serve(sessions, settings, repos[0], "no-transcript")  # served, never extracted: counted apart
+    _serve(sessions, settings, repos[1], "old-1")  # resumed after the change: still the earlier period's session
     write_claude(settings.resolved_claude_dir, "never-served", "/srv/p0", NOW - dt.timedelta(hours=1), ["Go on"])  # no record: not in the trial
     assert brain(settings, "extract", "--since", "2d", "--min-turns", "1").exit_code == 0
 
@@ -166,6 +167,7 @@ def test_only_the_current_period_is_read_and_sessions_without_outcomes_are_count
     assert arms[CONTROL]["projects"] == control
     assert arms[CONTROL]["without_outcomes"] + arms[TREATMENT]["without_outcomes"] == 1
     assert any("no outcomes yet" in note for note in data["notes"])
+    # each period counts the sessions whose first block it holds, as its arms do
     assert {(p["control_percent"], p["sessions"]) for p in data["periods"]} == {(20, 6), (50, 7)}
 
     old = _report(settings, "--control-percent", "20", "--salt-id", TrialConfig(20, "another-salt-456").salt_id or "")

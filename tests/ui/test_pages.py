@@ -11,6 +11,7 @@ rules fast.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -354,3 +355,14 @@ def test_the_signals_page_leaves_out_withdrawn_and_expired_signals(client, plant
     assert "LIVEALARM" in page and "RETRACTEDALARM" not in page and "EXPIREDALARM" not in page
     counted = int(re.search(r"(\d+) active signal", before).group(1))  # type: ignore[union-attr]
     assert f"{counted + 1} active signal" in page, (kept, page)
+
+
+def test_a_held_out_projects_page_shows_the_block_its_sessions_read(client, planted: Planted, settings: Settings) -> None:
+    """In the trial's control arm a session reads the neutral block: the page must not say the memory is what it reads."""
+    assert 'id="held-out"' not in client.get("/ui/project?project=org1/api").text
+    held = settings.with_overrides(trial_control_percent=100, trial_salt="a-salt-for-the-pages")
+    with TestClient(create_app(held)) as other:
+        page = other.get("/ui/project?project=org1/api").text
+        read = other.get("/feed", params={"project": "org1/api", "format": "markdown", "session_id": "ui-held-1"}).text
+    assert 'id="held-out"' in page and "No memory is shown in this block." in read
+    assert html.escape(read.strip(), quote=False) in page  # the very text a session of it reads

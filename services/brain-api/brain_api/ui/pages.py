@@ -27,10 +27,12 @@ from brain_api.responses import SIGN_IN_FIRST, page_errors
 from brain_api.routes import embeddings as search_route
 from brain_api.ui import auth, charts, reads, views
 from brain_core.curation import state_of
+from brain_core.feed.block import LABEL_CHARS, neutral
 from brain_core.heat import HeatRules
 from brain_core.keys import InvalidKey
 from brain_core.membership import signal_is_fleet
 from brain_core.times import iso
+from brain_core.trial import CONTROL, control_block
 from brain_core.vault.layout import BACKFILL_DIR
 from brain_kernel.auth import Principal
 from brain_kernel.feed.answers import DEFAULT_LESSON_DAYS, DEFAULT_TOP_N, project_block
@@ -38,7 +40,7 @@ from brain_kernel.feed.feed_repo import list_projects, top_arcs
 from brain_kernel.identity.projects import EXACT, AmbiguousProject
 from brain_kernel.scope import OutOfScope, Scope
 from brain_kernel.settings import Settings
-from brain_kernel.trial.records import trial_config
+from brain_kernel.trial.records import arm_of, trial_config
 from brain_kernel.trial.report import Period, trial_report
 from brain_kernel.vault_store import Vault
 
@@ -181,6 +183,9 @@ def project_page(
     if found.status != EXACT:
         return _not_found(request, principal, ref)
     block = project_block(db, ref, top_n=DEFAULT_TOP_N, lesson_days=DEFAULT_LESSON_DAYS, now=now, scope=scope)
+    # In the trial's control arm a session reads the neutral block, not this memory (ADR 0050): the page says so.
+    held_out = arm_of(settings, repo=found.repo, project=found.key, session_id=None).arm == CONTROL
+    control = control_block(neutral(found.repo or found.key, LABEL_CHARS)) if held_out else None
     summary = next((p for p in list_projects(db) if p.key == found.key and p.repo == found.repo), None)
     rules = heat_rules(settings)
     weeks = [(now - dt.timedelta(weeks=back)).date() for back in range(views.HEAT_WEEKS - 1, -1, -1)]
@@ -205,6 +210,7 @@ def project_page(
         summary=summary,
         kinds=KIND_COLUMNS,
         block=block,
+        control=control,
         arcs=arcs,
         weeks=weeks,
         timeline=timeline,

@@ -39,11 +39,19 @@ _FIRST_BLOCKS = text(
      WHERE control_percent = :percent AND salt_id IS NOT DISTINCT FROM :salt_id AND (CAST(:since AS timestamptz) IS NULL OR at >= :since)
     """
 )
+# A period's sessions are those whose first block it holds, as its arms count them (``_FIRST_BLOCKS``): a session
+# resumed after the salt or the percentage changed reads blocks in the new period but belongs to its first.
 _PERIODS = text(
     """
-    SELECT control_percent, salt_id, count(DISTINCT session_id), min(at), max(at)
-      FROM injections WHERE kind = 'block' AND session_id IS NOT NULL AND (CAST(:since AS timestamptz) IS NULL OR at >= :since)
-     GROUP BY 1, 2 ORDER BY min(at)
+    WITH first AS (
+        SELECT DISTINCT ON (session_id) session_id, control_percent, salt_id
+          FROM injections WHERE kind = 'block' AND session_id IS NOT NULL ORDER BY session_id, id
+    )
+    SELECT b.control_percent, b.salt_id, count(DISTINCT f.session_id), min(b.at), max(b.at)
+      FROM injections b
+      LEFT JOIN first f ON f.session_id = b.session_id AND f.control_percent = b.control_percent AND f.salt_id IS NOT DISTINCT FROM b.salt_id
+     WHERE b.kind = 'block' AND b.session_id IS NOT NULL AND (CAST(:since AS timestamptz) IS NULL OR b.at >= :since)
+     GROUP BY 1, 2 ORDER BY min(b.at)
     """
 )
 
