@@ -42,6 +42,7 @@ from brain_core.vault.repairs import CHAIN, REPAIRS, Fix, merge_chains, merged_l
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import SEARCH, stale_paths, sync_changes
+from brain_kernel.index.entries import scan_point
 from brain_kernel.index.rebuild import live_vault_files
 from brain_kernel.vault_store import Vault
 from brain_kernel.vault_writes import VaultWrites
@@ -160,6 +161,8 @@ def run_repair(
     """
     if db is not None and not dry_run:
         hold_keeper_lock(db)  # not beside a tick, an apply or a scrub: they rewrite the same arcs
+    # Rows written from here on are markers acknowledged while it runs: its re-read of a shared log must keep them.
+    started = scan_point(db) if db is not None and not dry_run else None
     run = _Run(vault, dry_run, audit, plan)
     rels = candidates(vault)
     progress.say(f"{len(rels)} files to read")
@@ -180,7 +183,7 @@ def run_repair(
     if touched and db is not None:
         progress.say(f"bringing the index up to {len(touched)} files")
         live = set(live_vault_files(filestats.stat_files(vault)))
-        result = sync_changes(db, vault, [rel for rel in touched if rel in live])
+        result = sync_changes(db, vault, [rel for rel in touched if rel in live], before=started)
         sync_changes(db, vault, [rel for rel in touched if rel not in live], stores=frozenset({SEARCH}))  # tombstones, gone files
         summary.index = {"refreshed": True, "files": len(touched), "entries_written": result.entries, "removed": result.removed}
     return summary

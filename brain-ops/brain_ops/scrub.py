@@ -49,6 +49,7 @@ from brain_core.vault.layout import CLUSTERS_DIR, FEED_DIR, REGION_DIRS, is_arc,
 from brain_kernel.db.engine import hold_keeper_lock
 from brain_kernel.index import filestats
 from brain_kernel.index.changes import SEARCH, stale_paths, sync_changes
+from brain_kernel.index.entries import scan_point
 from brain_kernel.index.rebuild import live_vault_files
 from brain_kernel.vault_store import Vault
 
@@ -110,6 +111,8 @@ def run_scrub(
     """
     if db is not None and not dry_run:
         hold_keeper_lock(db)  # not beside a tick, an apply or a backfill: they rewrite the same arcs
+    # Rows written from here on are markers acknowledged while it runs: its re-read of a shared log must keep them.
+    started = scan_point(db) if db is not None and not dry_run else None
     summary = ScrubSummary(dry_run=dry_run)
     rels = candidates(vault)
     for done, rel in enumerate(rels, 1):
@@ -150,11 +153,11 @@ def run_scrub(
     if summary.files_written:
         vault.sync_folders(summary.files_written)
     if db is not None and not dry_run:
-        _follow(db, vault, summary, rels, progress)
+        _follow(db, vault, summary, rels, progress, before=started)
     return summary
 
 
-def _follow(db: Session, vault: Vault, summary: ScrubSummary, scanned: list[str], progress: Progress) -> None:
+def _follow(db: Session, vault: Vault, summary: ScrubSummary, scanned: list[str], progress: Progress, *, before: dt.datetime | None) -> None:
     """The index follows the files written, and those a killed run wrote before its commit (their secrets would
     otherwise stay in the index's rows and search text until the next tick): live documents' rows and search
     text, the others' search text."""
@@ -163,6 +166,6 @@ def _follow(db: Session, vault: Vault, summary: ScrubSummary, scanned: list[str]
         return
     progress.say(f"bringing the index up to {len(touched)} files")
     live = set(live_vault_files(filestats.stat_files(vault)))
-    result = sync_changes(db, vault, [rel for rel in touched if rel in live])
+    result = sync_changes(db, vault, [rel for rel in touched if rel in live], before=before)
     sync_changes(db, vault, [rel for rel in touched if rel not in live], stores=frozenset({SEARCH}))  # they hold no entries
     summary.index = {"refreshed": True, "files": len(touched), "entries_written": result.entries, "removed": result.removed}

@@ -110,3 +110,25 @@ def test_two_bodies_racing_on_one_key_replay_against_the_body_written(settings: 
     again_second = post_marker(db, vault, settings, second, idempotency_key="race-key", fresh=False)
     assert again_first.body["idempotent_replay"] is True and again_first.body.get("body_mismatch") is True
     assert again_second.body["idempotent_replay"] is True and "body_mismatch" not in again_second.body
+
+
+def test_a_milestone_retried_once_its_session_is_known_is_not_written_twice(settings: Settings, db: Session) -> None:
+    """The attempt (its session unknown) wrote the day's note and died before its commit; the session registered; the
+    retry, attributed now, would go to the project's BLOCKS.md: it finds the attempt's entry in the note instead."""
+    from brain_core.identity import ProjectIdentity
+    from brain_kernel.identity.sessions import record_session
+
+    vault = Vault(settings.vault)
+    vault.scaffold()
+    req = parse_request("milestone", "Shipped the gamma importer.", {"session_id": "s-crash-1"}, max_chars=settings.marker_max_chars)
+    assert reserve(db, settings, req, idempotency_key="crash-key") is True
+    db.commit()
+    first = post_marker(db, vault, settings, req, idempotency_key="crash-key", fresh=True)
+    db.rollback()  # killed before its commit: the note holds the entry, the index and the key know nothing of it
+    record_session(db, "s-crash-1", ProjectIdentity("gamma", "acme/gamma", None, None, None, "attrs"))
+    db.commit()
+    again = post_marker(db, vault, settings, req, idempotency_key="crash-key", fresh=False)
+    db.commit()
+    assert again.body["vault_path"] == first.body["vault_path"]
+    copies = [p for p in vault.iter_files("") if "Shipped the gamma importer." in p.read_text()]
+    assert len(copies) == 1 and vault.read_text(vault.rel(copies[0])).count("## ") == 1  # one entry, in one file

@@ -83,3 +83,33 @@ def test_a_lesson_with_one_word_changed_keeps_its_own_line_beside_folded_rewordi
         assert [line for line in lines if sentence in line and "recorded" not in line], sentence
     block = client.get("/feed", params={"project": "acme/web", "format": "markdown"}).text
     assert "(recorded 2 times)" not in block and "(recorded 5 times)" in block, (block, lines, embedded)
+
+
+@pytest.mark.own_database
+def test_curating_the_line_of_a_repeated_lesson_curates_every_wording_of_it(client: Any, settings: Settings) -> None:
+    """The block shows five rewordings as one line: superseding that line (by the id it names) replaces the fact, and
+    retracting a line withdraws it, instead of leaving another wording of it in the block (ADR 0071)."""
+    from urllib.parse import quote
+
+    _post(client, [*REWORDINGS, *OTHERS])
+    _tick(settings)
+    lessons = client.get("/entries", params={"project": "acme/web", "kind": "lesson"}).json()["entries"]
+    shown = next(e for e in lessons if e["content"] == REWORDINGS[-1])  # the group's newest: the id its line names
+    successor = "Auth tests no longer depend on the wall clock: the fixture injects a fake one."
+    r = client.post("/marker", json={"type": "lesson", "content": successor, "attrs": {"repo": "acme/web", "supersedes": shown["entry_id"]}})
+    assert r.status_code == 201, r.text
+    assert len(r.json()["supersedes"]) == len(REWORDINGS)  # every wording, named on the successor (a retraction of it reinstates them)
+    _tick(settings)
+    block = client.get("/feed", params={"project": "acme/web", "format": "markdown"}).text
+    assert successor in block and not [w for w in REWORDINGS if w[:40] in block], block
+    other = next(e for e in lessons if e["content"] == OTHERS[1])
+    assert client.post(f"/entries/{quote(other['entry_id'], safe='/:')}/retract", json={"reason": "psycopg fixed it"}).status_code == 200
+    assert OTHERS[1][:30] not in client.get("/feed", params={"project": "acme/web", "format": "markdown"}).text
+    withdrawn = client.post(f"/entries/{quote(r.json()['entry_id'], safe='/:')}/retract", json={"reason": "not yet true"})
+    assert withdrawn.status_code == 200  # the successor retracted: the five wordings are the project's memory again
+    states = {e["entry_id"]: e["state"] for e in client.get("/entries", params={"project": "acme/web", "kind": "lesson", "state": "all"}).json()["entries"]}
+    assert [states[e["entry_id"]] for e in lessons if e["content"] in REWORDINGS] == ["live"] * len(REWORDINGS)
+    assert client.post(f"/entries/{quote(shown['entry_id'], safe='/:')}/retract", json={"reason": "wrong"}).status_code == 200
+    states = {e["entry_id"]: e["state"] for e in client.get("/entries", params={"project": "acme/web", "kind": "lesson", "state": "all"}).json()["entries"]}
+    assert [states[e["entry_id"]] for e in lessons if e["content"] in REWORDINGS] == ["retracted"] * len(REWORDINGS)
+    assert states[next(e for e in lessons if e["content"] == OTHERS[0])["entry_id"]] == "live"  # another fact stays

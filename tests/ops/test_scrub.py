@@ -270,3 +270,33 @@ def test_a_rerun_after_a_killed_scrub_takes_the_secrets_out_of_the_index_too(tmp
     summary = json.loads(rerun.stdout.strip().splitlines()[-1])
     assert summary["changed"] == 0 and summary["index"]["files"] >= len(held), summary
     assert _index_holding_secrets(db) == [] and _chunks_holding_secrets(db) == [] and _segments_holding_secrets(db) == []
+
+
+def test_a_scrub_or_repair_keeps_the_rows_of_markers_acknowledged_while_it_ran(tmp_path: Path, database_url: str, db: Session) -> None:
+    """Their re-read of a shared log may precede a marker appended to it: the marker's row (written after the job
+    started) is kept, not deleted as an entry the text read does not hold. Rows moved to the future stand in for it."""
+    from fastapi.testclient import TestClient
+
+    from brain_api.app import create_app
+
+    settings = make_settings(tmp_path, database_url)
+    Vault(settings.vault).scaffold()
+    for command in ("scrub", "repair"):
+        with TestClient(create_app(settings)) as client:
+            earlier = client.post("/marker", json={"type": "lesson", "content": f"Written before the {command}.", "attrs": {"repo": "acme/api"}})
+            assert earlier.status_code == 201, earlier.text
+            assert brain(settings, "reindex").exit_code == 0  # the log's stats recorded: the marker below makes it stale
+            posted = client.post("/marker", json={"type": "lesson", "content": f"Acknowledged during the {command}.", "attrs": {"repo": "acme/api"}})
+            assert posted.status_code == 201, posted.text
+        db.rollback()
+        [row] = db.execute(select(Entry.id, Entry.vault_path).where(Entry.content.like(f"%during the {command}%"))).all()
+        log = Path(settings.vault) / row.vault_path
+        text_ = log.read_text()
+        log.write_text(text_[: text_.index(f"Acknowledged during the {command}")].rsplit("## ", 1)[0])  # the read the job made
+        db.execute(text("UPDATE entries SET updated_at = now() + interval '1 hour' WHERE id = :id"), {"id": row.id})
+        db.commit()
+        result = brain(settings, command)
+        assert result.exit_code == 0, result.stderr
+        db.rollback()
+        assert db.execute(select(Entry.id).where(Entry.id == row.id)).scalar_one_or_none() == row.id, command
+        log.write_text(text_)

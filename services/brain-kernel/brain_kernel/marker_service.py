@@ -248,7 +248,7 @@ def post_marker(
     who = who or attribute(db, settings, req, locator=locator)
     scope = scope or Scope(db)
     # The entries it replaces, as ids: what the vault keeps, so a rebuild needs no lookup (ADR 0048).
-    olds = curation.resolve_supersedes(db, req.supersedes, scope) if req.supersedes else []
+    olds = curation.resolve_supersedes(db, req.supersedes, scope, now=at) if req.supersedes else []
     req = replace(req, supersedes=tuple(r.id for r in olds))
     curation.hold(db, req.supersedes)  # before its own rows: another marker superseding them goes first, whole
     written = None if fresh else find_written(vault, req, who, marker_id=marker_id, at=at)
@@ -373,15 +373,22 @@ def find_written(vault: Vault, req: MarkerRequest, who: Attribution, *, marker_i
     reserved second, the decisions folder).
     """
     if req.type in ("lesson", "milestone"):
-        path = _log_path(vault, req, who, at)
-        if not vault.exists(path):
-            return None
-        text = vault.read_text(path)
-        if f'"id": "{marker_id}"' not in text:
-            return None
+        # A milestone's log follows its attribution, which a retry may know when the attempt did not (its session
+        # registered in between): the day's note, where an unattributed attempt wrote, is looked in too.
+        paths = [_log_path(vault, req, who, at)]
+        if req.type == "milestone":
+            paths.append(layout.milestone_path(None, at))
         parse = records.lesson_records if req.type == "lesson" else records.milestone_records
-        mine = [r for r in parse(text, path) if r.meta.get("marker_id") == marker_id]
-        return _Written("appended", path, len(text.encode("utf-8")), mine) if mine else None
+        for path in dict.fromkeys(paths):
+            if not vault.exists(path):
+                continue
+            text = vault.read_text(path)
+            if f'"id": "{marker_id}"' not in text:
+                continue
+            mine = [r for r in parse(text, path) if r.meta.get("marker_id") == marker_id]
+            if mine:
+                return _Written("appended", path, len(text.encode("utf-8")), mine)
+        return None
     if req.type == "signal":
         stamp = layout.signal_path(req.title, req.severity or DEFAULT_SEVERITY, at).removesuffix(".md")
         # An attempt made before an upgrade named the file ``YYYYMMDD-HHMMSS-...``: found too.

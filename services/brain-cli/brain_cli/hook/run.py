@@ -277,4 +277,9 @@ def main(argv: list[str]) -> int:
             run(argv[0], event, stdin, deadline, _emit, client_file)
     except Exception:  # the hook's one promise: exit 0, whatever went wrong
         return 0
+    finally:
+        # The timer stops before the interpreter's shutdown: fired there, with the handlers back to their defaults,
+        # SIGALRM would end the process with 142, which the agent shows as a failed hook.
+        with contextlib.suppress(AttributeError, ValueError):
+            signal.setitimer(signal.ITIMER_REAL, 0)
     return 0

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from brain_core import curation
 from brain_core.entries import KINDS, EntryRecord
+from brain_core.feed.repeats import NEAR_DUPLICATE, repeat_of
 from brain_core.markers import Attribution
 from brain_core.membership import signal_is_fleet
 from brain_core.redact import scrub
@@ -220,12 +221,16 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     why = scrub(curation.reason_text(reason))
     record = find_entry(db, ref, scope)
     check_curatable(record, scope)
+    repeats = repeats_of(db, record, now=now)  # the block's one line: its rewordings go with it (ADR 0071)
+    hold(db, [record.id, *(r.id for r in repeats)])  # one order for every lock this retraction takes
     current = _lock(db, record.id)
     if current is None:
         raise EntryNotFound(NOT_FOUND)
     if current.status == curation.RETRACTED:
         return current
     by = actor(scope.principal)
+    for repeat in repeats:
+        _retract_one(db, vault, repeat, why, by=by, now=now)
     written = _in_vault(vault, current)
     if written.status != curation.RETRACTED:
         _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
@@ -238,6 +243,17 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     for old, action in revived:
         _audit(vault, action, old, at=now, by=by, retracted_successor=name)
     return feed_repo.entry_by_id(db, current.id) or current
+
+
+def _retract_one(db: Session, vault: Vault, record: EntryRecord, why: str, *, by: str, now: dt.datetime) -> None:
+    """Retract a repeat of the entry being retracted, with its reason (its lock already held); a retracted one stays."""
+    current = _lock(db, record.id)
+    if current is None or current.status == curation.RETRACTED or not vault.exists(current.vault_path):
+        return
+    if _in_vault(vault, current).status != curation.RETRACTED:
+        _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
+    _sync_curated(db, vault, [current])
+    _audit(vault, curation.RETRACTED, current, at=now, by=by, reason=why)
 
 
 def expire(db: Session, vault: Vault, ref: Any, reason: Any, at: Any = None, *, scope: Scope, now: dt.datetime) -> EntryRecord:
@@ -309,9 +325,27 @@ def _reinstate_superseded(db: Session, vault: Vault, successor: EntryRecord, *, 
     return out
 
 
-def resolve_supersedes(db: Session, refs: Sequence[str], scope: Scope) -> list[EntryRecord]:
-    """The entries a marker's ``supersedes`` names that the writer may curate; any other reference is left out, as an
-    unknown one is (a marker is never refused for an attr, and a scoped token learns nothing of another project)."""
+REPEATS_READ = 200  # a project's newest live lessons a lesson's repeats are sought among (the block reads fewer)
+
+
+def repeats_of(db: Session, record: EntryRecord, *, now: dt.datetime) -> list[EntryRecord]:
+    """The live lessons the memory block shows as one line with ``record``: its re-posts and rewordings
+    (``brain_core.feed.repeats``), of its project. Curating that line curates them all (ADR 0071)."""
+    if record.kind != "lesson":
+        return []
+    newest = feed_repo.live_lessons_like(db, record, now=now, limit=REPEATS_READ)
+    if record.id not in {r.id for r in newest}:
+        return []  # already withdrawn, or older than every lesson read: the block shows it with none
+    near = feed_repo.near_lessons([r.id for r in newest], min_cosine=NEAR_DUPLICATE, session=db)
+    group = repeat_of(newest, near)
+    head = group.get(record.id, record.id)
+    return [r for r in newest if r.id != record.id and group.get(r.id, r.id) == head]
+
+
+def resolve_supersedes(db: Session, refs: Sequence[str], scope: Scope, *, now: dt.datetime) -> list[EntryRecord]:
+    """The entries a marker's ``supersedes`` names that the writer may curate, with a lesson's repeats (the block's one
+    line: ADR 0071); any other reference is left out, as an unknown one is (a marker is never refused for an attr,
+    and a scoped token learns nothing of another project)."""
     out: dict[str, EntryRecord] = {}
     for ref in refs:
         try:
@@ -320,6 +354,8 @@ def resolve_supersedes(db: Session, refs: Sequence[str], scope: Scope) -> list[E
         except BrainError:  # not found, not curatable, a fleet signal for a scoped token
             continue
         out.setdefault(record.id, record)
+        for repeat in repeats_of(db, record, now=now):
+            out.setdefault(repeat.id, repeat)
     return list(out.values())
 
 

@@ -365,6 +365,14 @@ def entry_records(session: Session, *where: Any, order_by: Sequence[Any] = (Entr
     return [_record_at(r, 0) for r in session.execute(stmt)]
 
 
+def live_lessons_like(session: Session, record: EntryRecord, *, now: dt.datetime, limit: int) -> list[EntryRecord]:
+    """The newest live lessons filed as ``record`` is (the same project and repository, or none), newest first."""
+    same = [Entry.kind == "lesson", live(now)]
+    same.append(Entry.project == record.project if record.project is not None else Entry.project.is_(None))
+    same.append(Entry.repo == record.repo if record.repo is not None else Entry.repo.is_(None))
+    return entry_records(session, *same, order_by=(Entry.occurred_at.desc().nulls_last(), Entry.id), limit=limit)
+
+
 def entries_of_kinds(session: Session, kinds: Sequence[str]) -> list[EntryRecord]:
     """Every indexed entry of the given kinds, by id (what ``brain embed`` embeds)."""
     return entry_records(session, Entry.kind.in_(list(kinds)))
