@@ -132,3 +132,44 @@ def test_a_milestone_retried_once_its_session_is_known_is_not_written_twice(sett
     assert again.body["vault_path"] == first.body["vault_path"]
     copies = [p for p in vault.iter_files("") if "Shipped the gamma importer." in p.read_text()]
     assert len(copies) == 1 and vault.read_text(vault.rel(copies[0])).count("## ") == 1  # one entry, in one file
+
+
+def test_a_marker_written_beside_its_sessions_registration_is_attributed(settings: Settings, db: Session) -> None:
+    """The registration relabels the session's markers it sees; the marker attributes by a registration it sees. Run
+    side by side, each saw neither, and the marker stayed unattributed until a tick: now the later one waits."""
+    import threading
+
+    from sqlalchemy import text as sql
+
+    from brain_core.identity import ProjectIdentity
+    from brain_kernel.db.engine import make_engine
+    from brain_kernel.identity.sessions import record_session
+
+    vault = Vault(settings.vault)
+    engine = make_engine(settings.database_url or "", pooled=False)
+    req = parse_request("lesson", "Warm the cache before the load test.", {"session_id": "s-race-1"}, max_chars=settings.marker_max_chars)
+    assert reserve(db, settings, req, idempotency_key="race-session") is True
+    db.commit()
+    registering = Session(engine)
+    outcome: list[object] = []
+    try:
+        record_session(registering, "s-race-1", ProjectIdentity("gamma", "acme/gamma", None, None, None, "attrs"))  # not committed yet
+        with Session(engine) as writer:
+            thread = threading.Thread(
+                target=lambda: (outcome.append(post_marker(writer, vault, settings, req, idempotency_key="race-session", fresh=True)), writer.commit())
+            )
+            thread.start()
+            waiting = 0
+            while thread.is_alive() and not waiting:  # the marker waits for the registration's lock, not the clock
+                waiting = db.execute(
+                    sql(
+                        "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = current_database() AND locktype = 'advisory' AND NOT granted"
+                    )
+                ).scalar_one()
+                db.rollback()
+            registering.commit()
+            thread.join(30)
+    finally:
+        registering.close()
+        engine.dispose()
+    assert waiting == 1 and outcome and outcome[0].body["project"] == "gamma"  # type: ignore[attr-defined]

@@ -45,7 +45,7 @@ from brain_kernel.curation import service as curation
 from brain_kernel.db.engine import unit_of_work
 from brain_kernel.errors import BrainError
 from brain_kernel.identity.resolver import IdentityResolver
-from brain_kernel.identity.sessions import get_session
+from brain_kernel.identity.sessions import get_session, hold_session
 from brain_kernel.identity.transcript_files import HEAD_LINES, TranscriptFile, TranscriptLocator, read_summary
 from brain_kernel.index.changes import ENTRIES, SEARCH, sync_changes
 from brain_kernel.index.entries import touch_project
@@ -245,6 +245,8 @@ def post_marker(
     # same entry, and a key taken over after it expired writes a new one.
     marker_id = marker_id_for(idempotency_key, row.created_at)
     at = row.created_at.astimezone(dt.timezone.utc).replace(microsecond=0)
+    if who is None and req.session_id:
+        hold_session(db, req.session_id)  # not beside its session's registration: one of the two sees the other
     who = who or attribute(db, settings, req, locator=locator)
     scope = scope or Scope(db)
     # The entries it replaces, as ids: what the vault keeps, so a rebuild needs no lookup (ADR 0048).

@@ -78,6 +78,13 @@ def _session_values(session_id: str, identity: ProjectIdentity, agent: str | Non
     )
 
 
+def hold_session(db: Session, session_id: str) -> None:
+    """This transaction's lock on a session id, taken by its registration and by a marker naming it before either reads
+    the other: whichever commits second sees the first, so a marker is never left unattributed beside its session's
+    registration (the registration relabels markers it sees; a marker attributes by a registration it sees)."""
+    db.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:id, 49))"), {"id": session_id})
+
+
 def record_session(
     db: Session,
     session_id: str,
@@ -87,6 +94,7 @@ def record_session(
     started_at: dt.datetime | None = None,
 ) -> bool:
     """Insert or update a session's identity (no write when nothing changed); returns True when the session is new."""
+    hold_session(db, session_id)
     written = db.execute(_record_session_stmt(), _session_values(session_id, identity, agent, started_at)).first()
     if identity.project is not None:
         # Known, not active: a project's last activity comes from its entries, so registering a
