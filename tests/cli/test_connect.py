@@ -249,11 +249,12 @@ def test_codex_gets_hooks_json_and_a_toml_block(settings: Settings, token_file: 
 def test_the_token_goes_to_the_client_file_only(settings: Settings, token_file: Path) -> None:
     _claude_files(settings)
     _codex_files(settings)
+    (settings.user_home / ".config" / "brain").mkdir(parents=True, mode=0o755)  # made before, by another umask
     summary = _connect(settings, "claude", token_file)
     _connect(settings, "codex", token_file)
     client = Path(summary["client_file"])
     assert client == settings.user_home / ".config" / "brain" / "client.json"
-    assert stat.S_IMODE(client.stat().st_mode) == 0o600
+    assert stat.S_IMODE(client.stat().st_mode) == 0o600 and stat.S_IMODE(client.parent.stat().st_mode) == 0o700
     assert json.loads(client.read_text()) == {"url": "http://kernel:8080", "token": TOKEN}
     for path in settings.user_home.rglob("*"):
         if path.is_file() and path != client:

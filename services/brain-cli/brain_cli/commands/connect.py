@@ -270,6 +270,8 @@ def write_client_file(folder: Path, url: str, token: str) -> Path:
     data = _json_object(path)
     data.update(url=url, token=token)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):  # another's folder (a shared --config-dir): the file's own 0600 still holds
+        folder.chmod(0o700)  # a folder made before (0755 by a umask) holds a token from now on
     text = json.dumps(data, indent=2) + "\n"
     if current != text or (path.stat().st_mode & 0o777) != 0o600:
         _write_atomic(path, text, mode=0o600)
