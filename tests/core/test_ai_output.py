@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from brain_core.ai_output import merge_title, parse_ai_output
 from brain_core.redact import REDACTED, scrub
 from brain_core.tick_prompt import MAX_ARCS, PromptArc, PromptInputs, build_prompt, previous_intent
@@ -121,6 +123,29 @@ def test_scrub_replaces_tokens_and_credential_values() -> None:
     out = scrub(text)
     assert out.count(REDACTED) == 5 and "DB_PASSWORD=" + REDACTED in out and "Bearer " + REDACTED in out
     assert scrub("a short token=abc and sk-short") == "a short token=abc and sk-short"
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("redis://:Sup3rS3cretRedisPw@cache:6379/0", "redis://:<REDACTED_SECRET>@cache:6379/0"),  # no user
+        ("HTTPS://deploy:pw12345@git.example.com/x", "HTTPS://deploy:<REDACTED_SECRET>@git.example.com/x"),
+        ("postgres://app:p@ssw0rd!xyz@db:5432/app", "postgres://app:<REDACTED_SECRET>@db:5432/app"),  # '@' in it
+        ("https://user:pa/ss@host.example/path", "https://user:<REDACTED_SECRET>@host.example/path"),
+        ("DB_PASSWORD=Tr0ub4dor&3horse!battery now", "DB_PASSWORD=<REDACTED_SECRET> now"),
+        ('PGPASSWORD="hunter2 hunter2"', 'PGPASSWORD="<REDACTED_SECRET>"'),
+        ("https://h/p?a=1&password=secret123&b=2", "https://h/p?a=1&password=<REDACTED_SECRET>&b=2"),
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----", "<REDACTED_SECRET>"),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "<REDACTED_SECRET>"),
+        ("npm_abcdefghijklmnopqrstuvwxyz0123456789 hf_abcdefghijklmnopqrstuvwxyz01234567", "<REDACTED_SECRET> <REDACTED_SECRET>"),
+        ("ghr_abcdefghijklmnopqrstuvwxyz0123 sk_live_abcdefghijklmnop1234", "<REDACTED_SECRET> <REDACTED_SECRET>"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic <REDACTED_SECRET>"),
+        ("X-Api-Key: abcdefghijklmnop12345", "X-Api-Key: <REDACTED_SECRET>"),
+        ("password: required; see git@github.com:acme/api.git and http://host:8080/p", None),  # prose and addresses stay
+    ],
+)
+def test_scrub_knows_the_shapes_secrets_leaked_in(said: str, kept: str | None) -> None:
+    assert scrub(said) == (said if kept is None else kept)
 
 
 def test_prompt_trims_the_arc_table_keeps_whole_sentences_and_scrubs() -> None:

@@ -290,3 +290,8 @@ def test_the_inject_cap_keeps_the_projects_own_then_the_higher_priority_then_the
     assert "\n… 3 more inject blocks: GET /feed?project=org1/api or the brain_feed MCP tool\n" in served.text
     fleet = render_fleet_block(ProjectMemory(inject=blocks), now=NOW, caps=BlockCaps(inject=2)).text
     assert "- (fleet-wide) xx-urgent.\n- (fleet-wide) ww-new.\n" in fleet and "aa-own" not in fleet
+
+
+def test_a_stale_hint_nested_past_the_parsers_depth_is_refused_not_a_crash() -> None:
+    with pytest.raises(ValueError, match="stale"):
+        parse_stale("[" * 5000 + "]" * 5000)

@@ -134,3 +134,12 @@ def test_an_edits_document_is_what_parsing_the_edited_file_gives(text: str) -> N
         edited, doc = frontmatter.edit(text, frontmatter.parse(text), changes, remove)
         assert edited == frontmatter.update(text, changes, remove)
         assert doc == frontmatter.parse(edited), (changes, remove)
+
+
+def test_a_value_nested_deeper_than_the_parsers_walk_is_a_bad_block_not_a_stop() -> None:
+    """600 levels of ``tags:`` (1.2 kB, from a peer's sync or a hand edit) stopped every tick and reindex."""
+    deep = "---\ntitle: Deep\ncluster_id: arc-deep\ntags: " + "[" * 600 + "]" * 600 + "\n---\nbody\n"
+    doc = frontmatter.parse(deep)
+    assert doc.meta["title"] == "Deep" and doc.meta["cluster_id"] == "arc-deep" and not doc.strict and doc.body == "body\n"
+    nested_map = "---\ntitle: Deep\nmeta:\n" + "".join("  " * n + f"k{n}:\n" for n in range(1, 1200)) + "---\nbody\n"
+    assert frontmatter.parse(nested_map).meta["title"] == "Deep"

@@ -78,3 +78,93 @@ def test_a_local_file_is_read_inside_the_roots_and_within_the_size_limit(tmp_pat
             read_local(value, settings)
     with pytest.raises(FetchError, match="BRAIN_LOCAL_READ_ROOTS is empty"):
         read_local(str(small), _settings(tmp_path, local_read_roots=[]))
+
+
+def _peak_bytes(work: object) -> int:
+    """The most memory Python allocated while ``work()`` ran (tracemalloc): what one ingest costs the kernel."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        work()  # type: ignore[operator]
+    except FetchError:
+        pass
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak
+
+
+def test_a_readme_of_many_megabytes_that_packs_small_is_read_only_to_its_cut(tmp_path: Path) -> None:
+    """Zeros pack to nothing: a clone under the size limit held a 1.5 GB README, read whole before its cut (4 GB)."""
+    from brain_kernel.ingest.fetch import MAX_README_CHARS
+
+    repo = make_repo(tmp_path / "roots" / "zeros")
+    (repo / "README.md").write_bytes(b"\0" * (24 * 1024 * 1024))
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "zeros")
+    found: list[object] = []
+    peak = _peak_bytes(lambda: found.append(clone(repo.as_uri(), _settings(tmp_path))))
+    assert found and len(found[0].readme) == MAX_README_CHARS  # type: ignore[attr-defined]
+    assert peak < 8 * 1024 * 1024, peak  # the cut, not the file: 24 MB read whole before
+
+
+def test_a_compressed_page_is_bounded_by_what_it_unpacks_to(tmp_path: Path) -> None:
+    """64 MB of zeros is 64 kB of gzip: the limit is on the page, not on its size on the wire."""
+    import gzip
+    from http.server import BaseHTTPRequestHandler
+
+    from brain_kernel.ingest.fetch import fetch_url
+    from tests.support.servers import StubHTTPServer
+
+    bomb = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+
+    class Bomb(BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(bomb)))
+            self.end_headers()
+            self.wfile.write(bomb)
+
+    server = StubHTTPServer(("127.0.0.1", 0), Bomb)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        settings = _settings(tmp_path)  # 5 MB
+        url = f"http://127.0.0.1:{server.server_address[1]}/bomb"
+        with pytest.raises(FetchError, match="larger than"):
+            fetch_url(url, settings)
+        peak = _peak_bytes(lambda: fetch_url(url, settings))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert peak < 3 * settings.ingest_fetch_max_bytes, peak
+
+
+def test_a_repository_in_the_roots_whose_git_data_lies_outside_them_is_not_cloned(tmp_path: Path) -> None:
+    """A ``.git`` file, a ``.git`` link or an objects alternate pointing out of the roots: the clone read the outside."""
+    secret = make_repo(tmp_path / "outside" / "secret")
+    (secret / "README.md").write_text("SECRET OUTSIDE THE ROOTS\n")
+    git(secret, "commit", "-qam", "secret")
+    roots = tmp_path / "roots"
+    gitfile = roots / "gitfile"
+    gitfile.mkdir(parents=True)
+    (gitfile / ".git").write_text(f"gitdir: {secret / '.git'}\n")
+    linked = roots / "linked"
+    linked.mkdir()
+    (linked / ".git").symlink_to(secret / ".git")
+    alternate = roots / "alternate.git"
+    git(roots, "init", "-q", "--bare", str(alternate))
+    (alternate / "objects" / "info" / "alternates").write_text(f"{secret / '.git' / 'objects'}\n")
+    git(alternate, "update-ref", "refs/heads/main", git(secret, "rev-parse", "HEAD").strip())
+    git(alternate, "symbolic-ref", "HEAD", "refs/heads/main")
+    for repo in (gitfile, linked, alternate):
+        with pytest.raises(FetchError, match="outside the local read roots"):
+            clone(repo.as_uri(), _settings(tmp_path))
+    inside = make_repo(roots / "fine")
+    assert clone(inside.as_uri(), _settings(tmp_path)).readme == "# fine\n"

@@ -147,3 +147,20 @@ def test_a_rebuild_restores_keys_younger_than_the_ttl_and_never_overwrites_a_row
     written = dt.datetime.strptime(new.json()["vault_path"].rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)  # its file's stamp
     assert (row.key, row.state, row.body_hash, row.response) == ("new", "done", new.json()["body_hash"], new.json())
     assert row.created_at == written and row.expires_at == written + dt.timedelta(seconds=ttl)
+
+
+def test_keys_an_earlier_version_stored_with_a_tokens_prefix_still_replay(tmp_path: Path, database_url: str, db: Session) -> None:
+    """Versions before namespaced every named token's keys (``t<12 hex>:key``), a token of every project's too: a client
+    re-posting after the upgrade replays them, where it wrote every marker again (curation undone with them)."""
+    from brain_kernel.auth import parse_entry
+
+    settings = make_settings(tmp_path, database_url, tokens=[TOKEN])
+    with TestClient(create_app(settings)) as client:
+        first = _post_all(client, TOKEN)
+    db.execute(text("UPDATE idempotency_keys SET key = :prefix || key"), {"prefix": f"{parse_entry(TOKEN).name}:"})  # as stored then
+    db.commit()
+    before = _vault_files(settings.vault)
+    with TestClient(create_app(settings)) as client:
+        again = _post_all(client, TOKEN)
+    assert again == [{**a, "idempotent_replay": True} for a in first]
+    assert _vault_files(settings.vault) == before

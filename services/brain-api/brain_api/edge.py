@@ -1,7 +1,12 @@
 """The app's edge: what every request meets before routing, auth or body parsing (ADR 0021).
 
-``RequestEdge`` is one ASGI middleware with two rules:
+``RequestEdge`` is one ASGI middleware with three rules:
 
+- a request that changes something (any method but GET, HEAD, OPTIONS) whose
+  ``Origin`` names another site answers 403 (ADR 0072): a browser sends it
+  with every cross-site form post, which needs no preflight, so with auth off
+  (the embedded default) any page a developer opens could otherwise write
+  inject blocks every session reads; clients that are not browsers send none;
 - a request body larger than ``BRAIN_MAX_BODY_BYTES`` answers 413 before it
   is read: at once from ``Content-Length``, or as soon as a streamed body
   passes the limit (the handler never sees a truncated body);
@@ -14,6 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -22,6 +28,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from brain_kernel.auth import TokenEntry, authenticate
 
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def cross_site(origin: str | None, host: str | None) -> bool:
+    """Whether a browser's ``Origin`` names another site than the ``Host`` asked (``null``, a sandboxed or file page,
+    is another). The host and port, not the scheme: behind a proxy that ends TLS a page is https there, http here."""
+    return origin is not None and urlsplit(origin).netloc != (host or "")
 
 
 class BodyTooLarge(Exception):
@@ -41,6 +54,10 @@ class RequestEdge:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        if scope["method"] not in SAFE_METHODS and cross_site(headers.get("origin"), headers.get("host")):
+            detail = f"a cross-site request is refused: Origin {headers.get('origin')!r} is not this kernel's site"
+            await JSONResponse({"detail": detail}, status_code=403)(scope, receive, send)
+            return
         if self.docs_entries is not None and scope["path"] in DOC_PATHS:
             answer = authenticate(headers.get("authorization"), self.docs_entries)
             if isinstance(answer, str):

@@ -246,12 +246,12 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         worktree=worktree,
         cwd=cwd,
         session_id=_text(attrs, "session_id"),
-        source=_text(attrs, "source"),
+        source=_scrubbed(_text(attrs, "source")),  # the labels are written into the vault too: no secret in them either
         severity=severity if severity in SEVERITIES else None,
         scope=FLEET if fleet else "project",
-        label=label,
+        label=_scrubbed(label),
         status=status,
-        target=_text(attrs, "target"),
+        target=_scrubbed(_text(attrs, "target")),
         title_given=title_given,
         unreadable_project=unreadable,
         supersedes=supersedes_refs(attrs.get("supersedes")),
@@ -260,6 +260,10 @@ def parse_request(type_: Any, content: Any, attrs: Any, *, max_chars: int) -> Ma
         commit=commit_attr(attrs.get("commit")),
         paths=paths_attr(attrs.get("paths")),
     )
+
+
+def _scrubbed(value: str | None) -> str | None:
+    return scrub(value) if value else value
 
 
 _COMMIT = re.compile(r"[0-9a-f]{4,64}")

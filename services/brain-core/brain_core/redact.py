@@ -10,9 +10,9 @@ write: markers (content and title), inbox notes, the amygdala's alert text
 What is replaced by ``<REDACTED_SECRET>``:
 
 - well-known token shapes (GitHub, Anthropic, OpenAI, Slack, AWS access and
-  temporary keys, Google, GitLab personal/deploy/runner tokens, bearer
-  tokens), matched whole;
-- PEM private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to its END
+  temporary keys, Google, GitLab personal/deploy/runner tokens, npm, Hugging
+  Face, Stripe, JSON web tokens, bearer and basic credentials), matched whole;
+- PEM and PGP private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to its END
   line, or to the end of the text when cut);
 - assignments ``NAME=value`` / ``NAME: value`` whose name holds SECRET,
   PASSWORD, PASSWD, TOKEN, API_KEY, ACCESS_KEY or PRIVATE_KEY, where only the
@@ -20,7 +20,7 @@ What is replaced by ``<REDACTED_SECRET>``:
   ``password=`` / ``passwd=`` / ``pwd=`` / ``secret=`` pair with ``=`` has
   its value replaced from 6 characters (prose like ``password: required``
   keeps its word);
-- the password of a URL's credentials (``https://user:pw@host``).
+- the password of a URL's credentials (``https://user:pw@host``, ``redis://:pw@host``).
 
 What ``brain extract`` and ``brain cluster`` mine from transcripts (prompts,
 title hints) goes through ``scrub`` where the parser keeps it, so arcs, their
@@ -39,24 +39,28 @@ REDACTED = "<REDACTED_SECRET>"
 
 _TOKENS = re.compile(
     r"(?<![A-Za-z0-9_-])(?:"
-    r"(?P<github>gh[psou]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"
+    r"(?P<github>gh[psour]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"
     r"|(?P<anthropic>sk-ant-[A-Za-z0-9_-]{20,})"
     r"|(?P<openai>sk-[A-Za-z0-9_-]{20,})"
     r"|(?P<slack>xox[baprs]-[A-Za-z0-9-]{10,})"
     r"|(?P<aws>(?:AKIA|ASIA)[0-9A-Z]{16})"
     r"|(?P<google>AIza[0-9A-Za-z_-]{20,})"
     r"|(?P<gitlab>gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{15,})"
+    r"|(?P<npm>npm_[A-Za-z0-9]{30,})"
+    r"|(?P<huggingface>hf_[A-Za-z0-9]{30,})"
+    r"|(?P<stripe>(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,})"
+    r"|(?P<jwt>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
     r")"
 )
-_BEARER = re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]{20,}")
+_BEARER = re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]{20,}|(\bBasic\s+)[A-Za-z0-9+/]{12,}={0,2}")
 _ASSIGNMENT = re.compile(
-    r"(?i)(\b[A-Z0-9_.-]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_.-]*[\"']?\s*[:=]\s*)"
+    r"(?i)(\b[A-Z0-9_.-]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API[_-]KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY)[A-Z0-9_.-]*[\"']?\s*[:=]\s*)"
     r"([\"']?)([A-Za-z0-9/+_.-]{16,})\2"
 )
 
 
-_KEY_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-_KEY_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+_KEY_BEGIN = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"  # PGP's ends in BLOCK
+_KEY_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _PRIVATE_KEY = re.compile(rf"{_KEY_BEGIN}(?:.*?{_KEY_END}|.*\Z)", re.DOTALL)
 # A document holds many texts, one a line (an arc's prompts, a table's cells): there a key block ends at an
 # END on its own line or right after its key lines, and one cut short ends with its line and the key lines
@@ -65,8 +69,13 @@ _PRIVATE_KEY_LINES = re.compile(
     rf"{_KEY_BEGIN}(?:[^\r\n]*?{_KEY_END}"
     rf"|[^\r\n]*(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info):[^\r\n]*)[ \t]*(?=\r?\n|\Z))*(?:\r?\n[ \t]*{_KEY_END})?)"
 )
-_PASSWORD_PAIR = re.compile(r"(?i)(\b(?:password|passwd|pwd|secret)\s*=\s*)([\"']?)([^\s\"'&;,]{6,})\2")
-_URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s/@]+)(@)")
+# A name ending in one of the words (``DB_PASSWORD``, ``PGPASSWORD``); a quoted value to its quote, a bare one to a
+# space; in a URL's query (after ``?`` or ``&``) a bare value ends at the query's next separator.
+_PASSWORD_PAIR = re.compile(r"(?i)((?<![?&\w])[A-Z0-9_]*(?:password|passwd|pwd|secret)\s*=\s*)(?:([\"'])([^\"'\r\n]{6,})\2|()([^\s\"'`]{6,}))")
+_PASSWORD_QUERY = re.compile(r"(?i)((?<=[?&])[A-Z0-9_]*(?:password|passwd|pwd|secret)=)([^\s\"'&;,#]{6,})")
+# The user may be empty (``redis://:pw@host``) and the password may hold ``@`` or ``/``: it ends at the last ``@``
+# before the host; any scheme's case.
+_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)([^\s]+?)(@)(?=[^\s@]*(?:[\s/?#]|$))")
 
 
 @dataclass(frozen=True)
@@ -99,9 +108,10 @@ def _scrub(text: str, private_key: re.Pattern[str]) -> Scrubbed:
 
     out = private_key.sub(lambda m: whole("private_key"), text)
     out = _URL_CREDENTIALS.sub(lambda m: value("url_credentials", m, m.group(1), m.group(3), m.group(2)), out)
-    out = _PASSWORD_PAIR.sub(lambda m: value("password", m, m.group(1) + m.group(2), m.group(2), m.group(3)), out)
+    out = _PASSWORD_QUERY.sub(lambda m: value("password", m, m.group(1), "", m.group(2)), out)
+    out = _PASSWORD_PAIR.sub(lambda m: value("password", m, m.group(1) + (m.group(2) or ""), m.group(2) or "", m.group(3) or m.group(5)), out)
     out = _ASSIGNMENT.sub(lambda m: value("assignment", m, m.group(1) + m.group(2), m.group(2), m.group(3)), out)
-    out = _BEARER.sub(lambda m: m.group(1) + whole("bearer"), out)
+    out = _BEARER.sub(lambda m: (m.group(1) or m.group(2)) + whole("bearer" if m.group(1) else "basic"), out)
     out = _TOKENS.sub(lambda m: whole(str(m.lastgroup)), out)
     return Scrubbed(out, dict(sorted(found.items())))
 

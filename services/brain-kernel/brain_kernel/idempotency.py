@@ -99,6 +99,11 @@ def reserve(session: Session, key: str, *, scope: str, body_hash: str, ttl_secon
     return conn.exec_driver_sql(_RENEW, values).first() is not None
 
 
+def held(session: Session, key: str) -> bool:
+    """Whether the key has a row (pending or done, expired or not)."""
+    return session.connection().exec_driver_sql("SELECT 1 FROM idempotency_keys WHERE key = %(key)s", {"key": key}).first() is not None
+
+
 def lock(session: Session, key: str) -> KeyRow | None:
     """The key's row, locked until the caller's transaction ends (waits for a concurrent writer of the key)."""
     return _row(session.connection().exec_driver_sql(_LOCK, {"key": key}).first())

@@ -336,7 +336,7 @@ def write_inbox(
         raise HTTPException(status_code=400, detail="the note holds a lone surrogate (not valid Unicode text)")
     owner = Scope(db, principal).note_owner(project)
     title, content = scrub(title), scrub(content)  # secrets never reach the vault (ADR 0021)
-    tag_list, ref_list = _comma_list(tags), _comma_list(artifact_refs)
+    tag_list, ref_list = [scrub(t) for t in _comma_list(tags)], [scrub(r) for r in _comma_list(artifact_refs)]
     now = clock().astimezone(dt.timezone.utc)  # the file's date and `created` are both UTC
     meta: dict[str, Any] = {"title": title, "created": now.isoformat(timespec="microseconds")}
     if tag_list:

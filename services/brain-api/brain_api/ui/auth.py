@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 from fastapi import Request
 from fastapi.responses import Response
 
+from brain_api.edge import cross_site
 from brain_kernel.auth import EVERYONE, PREFIX, Principal, authenticate
 
 TOKEN_COOKIE = "brain_ui_token"
@@ -82,9 +83,7 @@ def csrf_of(request: Request) -> tuple[str, bool]:
 def csrf_ok(request: Request, sent: str) -> bool:
     """Whether a posted form's CSRF token equals the browser's cookie and the request comes from this site."""
     current = request.cookies.get(CSRF_COOKIE, "")
-    origin = request.headers.get("origin")
-    # The host, not the scheme: behind a proxy that ends TLS the page is https to the browser and http here.
-    if origin is not None and urlsplit(origin).netloc != request.url.netloc:
+    if cross_site(request.headers.get("origin"), request.url.netloc):
         return False
     return bool(current) and hmac.compare_digest(current.encode(), sent.encode())
 

@@ -160,7 +160,7 @@ def parse_stale(text: str) -> dict[str, Stale]:
     """``{"<entry id>": {"paths": [...], "since": "<commit>", "commits": N}}`` as a client sends it; ValueError with the reason."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser walks: as malformed
         raise ValueError("stale must be a JSON object") from None
     if not isinstance(data, dict) or len(data) > MAX_STALE:
         raise ValueError(f"stale must be a JSON object of at most {MAX_STALE} entries")

@@ -72,8 +72,8 @@ def _lenient(block: str) -> dict[str, Any]:
             meta[key] = raw
             continue
         try:
-            value = yaml.load(raw, Loader=_Loader) if raw else None
-        except yaml.YAMLError:
+            value = _plain(yaml.load(raw, Loader=_Loader)) if raw else None
+        except (yaml.YAMLError, RecursionError):  # nested deeper than the parsers walk: kept as its text
             value = raw
         if isinstance(value, dict):  # "title: Disk: full" is one flat value, not a nested mapping
             value = raw
@@ -89,11 +89,12 @@ def parse(text: str) -> Document:
     block, _, body = parts
     try:
         loaded = yaml.load(block, Loader=_Loader) if block.strip() and not _ANCHOR.search(block) else ({} if not block.strip() else None)
-    except yaml.YAMLError:
-        loaded = None
-    strict = isinstance(loaded, dict)
-    meta = loaded if isinstance(loaded, dict) else _lenient(block)
-    meta = {str(k): _plain(v) for k, v in meta.items()}
+        meta = {str(k): _plain(v) for k, v in loaded.items()} if isinstance(loaded, dict) else None
+    except (yaml.YAMLError, RecursionError):  # a value nested deeper than the parsers walk is a bad block, as bad syntax is
+        meta = None
+    strict = meta is not None
+    if meta is None:
+        meta = _lenient(block)
     return Document(meta=meta, body=body, has_frontmatter=True, strict=strict)
 
 

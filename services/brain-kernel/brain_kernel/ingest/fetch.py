@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,16 +70,19 @@ def fetch_url(url: str, settings: Settings, *, transport: httpx.BaseTransport | 
     try:
         with (
             httpx.Client(transport=transport, follow_redirects=True, max_redirects=MAX_REDIRECTS, timeout=httpx.Timeout(seconds)) as client,
-            client.stream("GET", url, headers={"Accept": "text/html, text/plain, text/markdown, */*;q=0.5"}) as response,
+            client.stream("GET", url, headers={"Accept": "text/html, text/plain, text/markdown, */*;q=0.5", "Accept-Encoding": "gzip, deflate"}) as response,
         ):
             if response.status_code >= 400:
                 raise FetchError(f"HTTP {response.status_code}")
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
                 raise FetchError(f"larger than {limit} bytes ({declared})")
+            unpack = _bounded_decoder(response.headers.get("content-encoding", ""))
             data = bytearray()
-            for chunk in response.iter_bytes():
-                data += chunk
+            # Raw bytes, unpacked here at most to the limit: a compressed body is bounded by what it unpacks to,
+            # not by its size on the wire (a gigabyte of zeros is a megabyte of gzip).
+            for chunk in response.iter_raw():
+                data += unpack(chunk, limit + 1 - len(data))
                 if len(data) > limit:
                     raise FetchError(f"larger than {limit} bytes")
                 if time.monotonic() > deadline:
@@ -89,6 +94,24 @@ def fetch_url(url: str, settings: Settings, *, transport: httpx.BaseTransport | 
         raise FetchError(f"more than {MAX_REDIRECTS} redirects") from None
     except httpx.HTTPError as exc:
         raise FetchError(f"{type(exc).__name__}: {str(exc)[:200] or 'request failed'}") from None
+
+
+def _bounded_decoder(encoding: str) -> Callable[[bytes, int], bytes]:
+    """``(chunk, at most) -> bytes`` for a body's ``Content-Encoding``: identity, gzip or deflate; FetchError for others."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return lambda chunk, most: chunk[: max(most, 0)]
+    if name not in ("gzip", "x-gzip", "deflate"):
+        raise FetchError(f"content encoding {encoding!r} is not read")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if "gzip" in name else zlib.MAX_WBITS)
+
+    def unpack(chunk: bytes, most: int) -> bytes:
+        try:
+            return inflater.decompress(chunk, max(most, 1))  # what is left over is past the limit anyway
+        except zlib.error as exc:
+            raise FetchError(f"a {name} body that does not unpack: {exc}") from None
+
+    return unpack
 
 
 def _roots(settings: Settings) -> list[Path]:
@@ -134,8 +157,32 @@ def clone_url(value: str, settings: Settings) -> str:
     if scheme in ("http", "https"):
         return value
     if scheme == "file":
-        return allowed_path(value, settings).as_uri()
+        folder = allowed_path(value, settings)
+        _repository_inside(folder, settings)
+        return folder.as_uri()
     raise FetchError("only http(s) repositories, or file:// inside the local read roots, are cloned")
+
+
+def _repository_inside(folder: Path, settings: Settings) -> None:
+    """FetchError unless the repository at ``folder`` keeps its git data inside the local read roots: a ``.git`` file
+    or link, or an objects alternate, would have the clone read a repository outside them."""
+    roots = _roots(settings)
+
+    def inside(path: Path) -> bool:
+        resolved = path.resolve()
+        return any(resolved == root or resolved.is_relative_to(root) for root in roots)
+
+    try:
+        dirs = _git(folder, "rev-parse", "--absolute-git-dir", "--git-common-dir").decode("utf-8", "replace").splitlines()
+    except FetchError:
+        return  # not a repository: the clone says so
+    data = [Path(d) if Path(d).is_absolute() else folder / d for d in dirs if d]
+    for git_dir in list(data):
+        alternates = git_dir / "objects" / "info" / "alternates"
+        with contextlib.suppress(OSError):
+            data += [Path(line.strip()) for line in alternates.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    if not all(inside(d) for d in data):
+        raise FetchError("the repository's git data lies outside the local read roots (BRAIN_LOCAL_READ_ROOTS)")
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -159,6 +206,16 @@ def _git(folder: Path, *args: str) -> bytes:
     if proc.returncode != 0:
         raise FetchError(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
     return proc.stdout
+
+
+def _git_head(folder: Path, *args: str, most: int) -> bytes:
+    """The first ``most`` bytes git writes for ``args``; git is stopped there. A blob is read whole otherwise, and a
+    shallow clone under the size limit can hold a file of gigabytes that packs to a few (zeros pack to nothing)."""
+    with subprocess.Popen(["git", "-C", str(folder), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_git_env()) as proc:
+        assert proc.stdout is not None
+        head = proc.stdout.read(most)
+        proc.kill()
+    return head
 
 
 def clone(value: str, settings: Settings) -> Repository:
@@ -194,5 +251,5 @@ def clone(value: str, settings: Settings) -> Repository:
             raise FetchError("the repository has no commit to read") from None
         files = [name for name in listed if name]
         top = sorted((name for name in files if "/" not in name and _README.match(name)), key=lambda n: (n.lower() != "readme.md", n))
-        readme = _git(target, "cat-file", "blob", f"HEAD:{top[0]}").decode("utf-8", "replace")[:MAX_README_CHARS] if top else ""
+        readme = _git_head(target, "cat-file", "blob", f"HEAD:{top[0]}", most=4 * MAX_README_CHARS).decode("utf-8", "replace")[:MAX_README_CHARS] if top else ""
         return Repository(readme, files[:MAX_TREE_ENTRIES], max(0, len(files) - MAX_TREE_ENTRIES))
