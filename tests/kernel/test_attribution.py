@@ -179,3 +179,25 @@ def test_upstream_marker_files_keep_their_shapes(client, settings: Settings) -> 
     doc = frontmatter.parse(text)
     assert doc.meta["id"] == "ADR-0001" and doc.meta["status"] == "proposed" and doc.body.lstrip().startswith("# ADR-0001 — Storage")
     assert Path(settings.vault / decision["vault_path"]).name.startswith("ADR-0001-storage")
+
+
+def test_a_first_rebuild_into_an_empty_database_resolves_a_legacy_project_as_a_second_does(client, settings: Settings, db: Session) -> None:
+    """A rebuild records the projects last: an old arc's ``project: web`` was read before ``web`` was known and stayed
+    unattributed, its ``@inject target=all`` reaching every project, until a second rebuild."""
+    from sqlalchemy import text
+
+    assert client.post("/marker", json={"type": "lesson", "content": "Web lesson.", "attrs": {"repo": "acme/web"}}).status_code == 201
+    vault = Vault(settings.vault)
+    when = (NOW - dt.timedelta(hours=2)).isoformat()
+    note = {"cluster_id": "web-notes", "title": "Web notes", "project": "web", "created": when}
+    _legacy_arc(vault, "left/2026-12-01-web-notes.md", note, "<!-- @inject target=all -->\nRun the web checklist.\n<!-- @/inject -->\n")
+    for table in ("entries", "projects", "sessions", "project_counts", "vault_file_stats"):
+        db.execute(text(f"DELETE FROM {table}"))  # the database lost: the vault alone is left
+    db.commit()
+    rebuild(db, vault)
+    db.commit()
+    first = {(r.kind, r.project, r.repo) for r in db.scalars(select(Entry).where(Entry.vault_path == "left/2026-12-01-web-notes.md"))}
+    assert first == {("arc", "web", "acme/web"), ("inject", "web", "acme/web")}, first
+    rebuild(db, vault)
+    db.commit()
+    assert {(r.kind, r.project, r.repo) for r in db.scalars(select(Entry).where(Entry.vault_path == "left/2026-12-01-web-notes.md"))} == first

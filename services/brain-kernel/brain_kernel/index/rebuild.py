@@ -142,6 +142,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress = SILENT, key_
         peek or contextlib.nullcontext(),
     ):
         inflight: Future[None] | None = None
+        legacy: list[EntryRecord] = []  # records a legacy ``project:`` names: resolved against the known projects
         for batch in search_docs.batches(paths, REBUILD_BATCH, size_of, REBUILD_BYTES):
             records: list[EntryRecord] = []
             entries: list[StatRow] = []
@@ -160,6 +161,7 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress = SILENT, key_
                 found, doc = file_records(rel, text_, summary.skipped)
                 meta = doc.meta if doc is not None else None
                 records.extend(found)
+                legacy.extend(r for r in found if r.project is None and r.meta.get("legacy_project"))
                 spans[rel] = entry_line_spans(rel, text_)  # the split file_records just made (kept by the parser)
                 if keys_since is not None:
                     kept.extend(kept_keys(rel, text_, found, since=keys_since))
@@ -181,6 +183,10 @@ def rebuild(session: Session, vault: Vault, *, progress: Progress = SILENT, key_
     forget(session, [p for p in known if p not in live])
     apply_mitigation(session)
     summary.projects = record_activity(session, tally.result())
+    if legacy:
+        # Written before the projects that name them were known (a rebuild into an empty database records them
+        # last): resolved again now, so a first rebuild gives the rows a second one would.
+        write_file_records(session, sorted({r.vault_path for r in legacy}), legacy, before=started)
     documents.finish(vault)  # GET /vault/search is served from it from now on
     collect(session)
     return summary
