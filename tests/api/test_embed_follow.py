@@ -143,3 +143,15 @@ def test_forked_workers_of_brain_serve_embed_the_markers_they_were_posted(tmp_pa
         assert answer["pending"] == 0 and answer["results"][0]["text_preview"].startswith(LESSON[:40]), answer
     finally:
         stop(proc, 15)
+
+
+@pytest.mark.own_database
+def test_a_pass_that_cannot_mark_what_the_index_holds_does_not_run_again_and_again(client: Any, settings: Settings, engine: Engine, db: Session) -> None:
+    """A row hashed by an earlier version stays pending though the index holds its text (an upgrade): the follower
+    made a pass every second, forever, until a tick or a reindex wrote the row again."""
+    _post(client, LESSON)
+    follow = embed_follow(engine, settings, embedder_for(settings))
+    assert follow([]) is False and pending(db) == 0  # embedded
+    db.execute(text("UPDATE entries SET embed_hash = 'hashed-by-an-earlier-version', embedded_hash = NULL WHERE kind = 'lesson'"))
+    db.commit()
+    assert [follow([]) for _ in range(3)] == [True, False, False]

@@ -234,9 +234,10 @@ def embed_follow(engine: Engine, settings: Settings, embedder: Embedder) -> Call
     """
 
     skips = 0
+    held_at: int | None = None  # the pending count after a pass that found only what the index holds already
 
     def follow(_: list[str]) -> bool:
-        nonlocal skips
+        nonlocal skips, held_at
         report = embed_pending(engine, settings, limit=FOLLOW_LIMIT, embedder=embedder)
         if not report["ok"]:
             log.warning("entries left pending for the next write or tick: %s", report["error"])
@@ -245,7 +246,15 @@ def embed_follow(engine: Engine, settings: Settings, embedder: Embedder) -> Call
             skips += 1
             return skips <= FOLLOW_SKIPS
         skips = 0
-        return bool(report["pending"]) and report["embedded"] + report["relabelled"] + report["unchanged"] > 0
+        if not report["pending"] or report["embedded"] + report["relabelled"] > 0:
+            held_at = None
+            return bool(report["pending"])
+        # Only entries the index holds: marked, they leave the pending count. One it cannot mark (hashed by an earlier
+        # version, until a tick or a reindex writes its row again) would have a pass every second: a pass that
+        # leaves the count as the last one did ends the run, and the next write starts another.
+        again = report["unchanged"] > 0 and report["pending"] != held_at
+        held_at = report["pending"]
+        return again
 
     return follow
 
