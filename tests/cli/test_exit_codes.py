@@ -73,6 +73,7 @@ def test_a_kernel_that_cannot_be_reached_is_a_runtime_failure(tmp_path: Path) ->
         (["search", "x", "--mode", "nope", "--url", "http://127.0.0.1:9"], {}, "error: --mode 'nope': one of hybrid, vector, words"),
         (["marker", "bogus", "x", "--url", "http://127.0.0.1:9"], {}, "error: 'bogus' is not a marker type: one of lesson, milestone"),
         (["backfill", "--vault", "vault", "--only", "nosuch/path"], {}, "error: --only nosuch/path: no such file or folder in the vault"),
+        (["backfill", "--vault", "vault", "--only", "{folder}/a-file"], {}, "error: --only {folder}/a-file: not in the vault"),  # it exists
     ],
 )
 def test_a_bad_setting_or_value_is_a_usage_error(tmp_path: Path, args: list[str], env: dict[str, str], says: str) -> None:

@@ -59,7 +59,10 @@ def backfill(
     settings = load_settings(vault=vault, database_url=database_url)
     store = open_vault(settings.vault)
     for named in only:  # a mistyped path would scan nothing and say nothing was wrong
-        if not (Path(named) if Path(named).is_absolute() else store.root / named).exists():
+        path = (Path(named) if Path(named).is_absolute() else store.root / named).resolve()
+        if not (path == store.root.resolve() or path.is_relative_to(store.root.resolve())):
+            fail(f"--only {named}: not in the vault ({store.root})")
+        if not path.exists():
             fail(f"--only {named}: no such file or folder in the vault ({store.root})")
     # Once the settings and the vault hold: a bad one fails before these modules load (ADR 0063).
     from brain_ops.backfill.run import run_backfill
