@@ -278,3 +278,55 @@ def test_uploaded_files_are_notes_written_before_the_message(settings: Settings)
     # A JSON body, as upstream's docs showed it, is a 422 as upstream answered it.
     with _client(settings) as client:
         assert client.post("/ingest", json={"content": "x", "title": "t"}).status_code == 422
+
+
+def test_slow_ingests_take_their_own_threads_and_leave_the_app_answering(settings: Settings) -> None:
+    """A fetch may take minutes; on the app's shared thread pool 40 of them held every other route. Ingests now run
+    ``INGESTS_AT_ONCE`` at a time on threads of their own; the rest wait without a thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from brain_api.routes.ingest import INGESTS_AT_ONCE
+    from tests.support.harness import serve_in_thread
+    from tests.support.servers import StubHTTPServer
+
+    release, lock = threading.Event(), threading.Lock()
+    held = {"now": 0, "most": 0}
+
+    class Held(BaseHTTPRequestHandler):  # answers once the test lets it: a page that is slow for as long as asked
+        def log_message(self, *_args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            with lock:
+                held["now"] += 1
+                held["most"] = max(held["most"], held["now"])
+            release.wait(30)
+            with lock:
+                held["now"] -= 1
+            body = b"<html><title>Slow</title><body>slow page</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    stub = StubHTTPServer(("127.0.0.1", 0), Held)
+    threading.Thread(target=stub.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    many = INGESTS_AT_ONCE + 3
+    try:
+        with serve_in_thread(settings) as base, ThreadPoolExecutor(many) as pool:
+            url = f"http://127.0.0.1:{stub.server_address[1]}"
+            posted = [pool.submit(httpx.post, f"{base}/ingest", data={"message": f"read {url}/page-{n}"}, timeout=60) for n in range(many)]
+            while held["most"] < INGESTS_AT_ONCE:  # the first ones are fetching (the stub counts them, no clock)
+                release.wait(0.01)
+            assert httpx.get(f"{base}/health", timeout=10).status_code == 200  # answered while they are held
+            seen = held["most"]
+            release.set()
+            assert [f.result().status_code for f in posted] == [200] * many
+    finally:
+        release.set()
+        stub.shutdown()
+        stub.server_close()
+    assert seen == INGESTS_AT_ONCE  # the others waited their turn

@@ -5,16 +5,21 @@ is accepted and ignored, as upstream's server ignored it; ``project`` is
 the kernel's addition. The work is ``brain_kernel.ingest.service.ingest``:
 the answer is 200 with a failed fetch in ``errors``; only the scope's
 refusals (403, 409, 422) and a database that cannot check them (503)
-answer otherwise. The handler is sync (its fetches block) and opens its
+answer otherwise. The work is sync (its fetches block) and opens its
 unit of work only for the scope check and the index follow, never across
-a fetch.
+a fetch. It runs on threads of its own, ``INGESTS_AT_ONCE`` at a time: a
+fetch may take minutes (a slow page, a clone), and on the app's shared
+thread pool 40 of them held every other route (the session start's
+``GET /feed`` waited 55 s); more ingests wait their turn without a thread.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+import anyio
+from fastapi import APIRouter, File, Form, HTTPException, Request, UploadFile
 from pydantic import Field
 
 from brain_api.deps import AuthDep, ClockDep, PrincipalDep, SettingsDep, UnitOfWorkDep, VaultDep
@@ -48,6 +53,17 @@ class Ingested(Answer):
     classified_by: str = Field(description="How the message was classified: the LLM, or the rules when none answers.")
 
 
+INGESTS_AT_ONCE = 4
+
+
+def _limiter(request: Request) -> anyio.CapacityLimiter:
+    """The app's ingest threads (made on the first ingest, in the app's event loop)."""
+    state = request.app.state
+    if getattr(state, "ingest_limiter", None) is None:
+        state.ingest_limiter = anyio.CapacityLimiter(INGESTS_AT_ONCE)
+    return state.ingest_limiter
+
+
 INGEST_REFUSALS = errors(400, 403, 409, described={400: "The body cannot be parsed, or the message holds a lone surrogate."})
 
 
@@ -58,7 +74,8 @@ def _checked(message: str) -> str:
 
 
 @router.post("/ingest", response_model=Ingested, responses=INGEST_REFUSALS)
-def ingest_message(
+async def ingest_message(
+    request: Request,
     settings: SettingsDep,
     vault: VaultDep,
     clock: ClockDep,
@@ -69,11 +86,13 @@ def ingest_message(
     producer: Producer = None,
 ) -> dict[str, Any]:
     """Classify a message, fetch its references concurrently and write them and the message as inbox notes."""
-    return ingest(settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project)
+    work = functools.partial(ingest, settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project)
+    return await anyio.to_thread.run_sync(work, limiter=_limiter(request))
 
 
 @router.post("/ingest_with_files", response_model=Ingested, responses=INGEST_REFUSALS)
-def ingest_with_files(
+async def ingest_with_files(
+    request: Request,
     settings: SettingsDep,
     vault: VaultDep,
     clock: ClockDep,
@@ -85,5 +104,6 @@ def ingest_with_files(
     producer: Producer = None,
 ) -> dict[str, Any]:
     """Each uploaded file as an inbox note, then the message as ``POST /ingest`` takes it; the files' paths and errors come first."""
-    uploads = [Upload(f.filename or "upload", f.file.read()) for f in files]  # the body is bounded by BRAIN_MAX_BODY_BYTES
-    return ingest(settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project, uploads=uploads)
+    uploads = [Upload(f.filename or "upload", await f.read()) for f in files]  # the body is bounded by BRAIN_MAX_BODY_BYTES
+    work = functools.partial(ingest, settings, vault, uow, _checked(message), principal=principal, now=clock(), project=project, uploads=uploads)
+    return await anyio.to_thread.run_sync(work, limiter=_limiter(request))
