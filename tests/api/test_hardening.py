@@ -397,3 +397,23 @@ def test_a_cross_site_browser_write_is_refused_and_writes_nothing(client, settin
     assert client.post("/vault/write_inbox", data=note, headers={"Origin": "http://testserver"}).status_code == 200  # its own pages
     assert client.post("/marker", json={"type": "lesson", "content": "from a hook"}).status_code == 201  # no Origin: not a browser
     assert client.get("/feed", headers={"Origin": "https://evil.example"}).status_code == 200  # reads are the browser's CORS rule's
+
+
+def test_with_auth_off_a_name_pointed_at_this_machine_is_refused(settings: Settings, tmp_path) -> None:
+    """DNS rebinding: a page whose name an attacker resolves to 127.0.0.1 is same-site to the browser. With auth off,
+    a loopback request naming a host that is neither an address nor one of this machine's names is refused."""
+    import httpx
+
+    from tests.support.harness import make_settings, serve_in_thread
+
+    with serve_in_thread(settings) as base:
+        port = base.rsplit(":", 1)[1]
+        rebound = httpx.get(f"{base}/vault/list", headers={"Host": f"rebind.attacker.example:{port}"}, timeout=10)
+        assert rebound.status_code == 403 and "not this machine's name" in rebound.json()["detail"], rebound.text
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"brain.localhost:{port}"):
+            assert httpx.get(f"{base}/health", headers={"Host": host}, timeout=10).status_code == 200, host
+    (tmp_path / "guarded").mkdir()
+    guarded = make_settings(tmp_path / "guarded", settings.database_url, tokens=["tok-guard-0123456789"])
+    with serve_in_thread(guarded) as base:  # a token: the name is the token's business, as behind a proxy
+        port = base.rsplit(":", 1)[1]
+        assert httpx.get(f"{base}/health", headers={"Host": f"brain.example.com:{port}"}, timeout=10).status_code == 200

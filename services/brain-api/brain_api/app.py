@@ -160,7 +160,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> FastAPI:
     for router in _routers():
         app.include_router(router)
     docs_entries = None if settings.docs_public else settings.token_entries
-    app.add_middleware(RequestEdge, max_body_bytes=settings.max_body_bytes, docs_entries=docs_entries)
+    app.add_middleware(RequestEdge, max_body_bytes=settings.max_body_bytes, docs_entries=docs_entries, auth_off=not settings.token_entries)
     app.add_middleware(RequestObserver, settings=settings)  # outermost: it identifies, times and counts the edge's refusals too
     app.openapi = lambda: _documented_errors(app)  # type: ignore[method-assign]
     return app

@@ -1,12 +1,17 @@
 """The app's edge: what every request meets before routing, auth or body parsing (ADR 0021).
 
-``RequestEdge`` is one ASGI middleware with three rules:
+``RequestEdge`` is one ASGI middleware with four rules:
 
 - a request that changes something (any method but GET, HEAD, OPTIONS) whose
   ``Origin`` names another site answers 403 (ADR 0072): a browser sends it
   with every cross-site form post, which needs no preflight, so with auth off
   (the embedded default) any page a developer opens could otherwise write
   inject blocks every session reads; clients that are not browsers send none;
+- with auth off, a request from this machine (a loopback peer) that names a
+  host by a DNS name other than ``localhost`` or the machine's own answers 403
+  (ADR 0072): a page whose name an attacker points at 127.0.0.1 (DNS
+  rebinding) is same-site to the browser, and would otherwise read and write
+  the kernel as the developer's own pages do;
 - a request body larger than ``BRAIN_MAX_BODY_BYTES`` answers 413 before it
   is read: at once from ``Content-Length``, or as soon as a streamed body
   passes the limit (the handler never sees a truncated body);
@@ -18,6 +23,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -29,6 +36,27 @@ from brain_kernel.auth import TokenEntry, authenticate
 
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def rebound(host: str | None, peer: str | None, *, local_names: frozenset[str]) -> bool:
+    """Whether a loopback peer's request names a host that is neither an address nor one of this machine's names."""
+    if not peer or not _loopback(peer):
+        return False
+    name = urlsplit(f"//{host or ''}").hostname or ""
+    if not name or name in local_names or name == "localhost" or name.endswith(".localhost"):
+        return False
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return True  # a DNS name: what a rebinding page is reached by
+    return False
+
+
+def _loopback(peer: str) -> bool:
+    try:
+        return ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        return False
 
 
 def cross_site(origin: str | None, host: str | None) -> bool:
@@ -44,16 +72,23 @@ class BodyTooLarge(Exception):
 class RequestEdge:
     """Body-size limit and, when asked, auth on the documentation routes."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, docs_entries: Sequence[TokenEntry] | None) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, docs_entries: Sequence[TokenEntry] | None, auth_off: bool = False) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.docs_entries = list(docs_entries) if docs_entries else None
+        self.auth_off = auth_off
+        self.local_names = frozenset({socket.gethostname().lower(), socket.getfqdn().lower()})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        peer = (scope.get("client") or (None,))[0]
+        if self.auth_off and rebound(headers.get("host"), peer, local_names=self.local_names):
+            detail = f"host {headers.get('host')!r} is not this machine's name: with auth off, ask 127.0.0.1 or localhost (or set a token)"
+            await JSONResponse({"detail": detail}, status_code=403)(scope, receive, send)
+            return
         if scope["method"] not in SAFE_METHODS and cross_site(headers.get("origin"), headers.get("host")):
             detail = f"a cross-site request is refused: Origin {headers.get('origin')!r} is not this kernel's site"
             await JSONResponse({"detail": detail}, status_code=403)(scope, receive, send)
