@@ -61,6 +61,19 @@ def test_a_second_read_is_the_stored_answer(client, planted) -> None:
     assert _read(client, "acme/web", top_n=1)[1] == "stored"
 
 
+def test_an_answer_stored_in_another_format_is_never_served(client, planted, db: Session) -> None:
+    """An older version's stored answer (its blocks in another order, say) was served after an upgrade until a tick
+    or a write: the answer's format is part of the key."""
+    from sqlalchemy import text
+
+    _read(client, "acme/web")
+    assert _read(client, "acme/web")[1] == "stored"
+    db.execute(text("UPDATE feed_snapshots SET vault_root = split_part(vault_root, '#', 1), body = '{\"old\": true}'"))  # as stored then
+    db.commit()
+    answer, source = _read(client, "acme/web")
+    assert source == "live" and "old" not in answer
+
+
 def test_the_keeper_tick_stores_every_active_projects_answer(client, planted, settings: Settings) -> None:
     post(client, "lesson", f"Fresh {token()}.", repo="acme/web")  # acme/web's stored answer is now stale
     summary = run_cli(settings, "tick", "--no-ai")

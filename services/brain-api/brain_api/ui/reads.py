@@ -27,6 +27,7 @@ from brain_core.entries import EntryRecord
 from brain_kernel.db.models import ContentEmbedding, Entry, SessionRow, TickRequest, TickRun
 from brain_kernel.feed import feed_repo
 from brain_kernel.feed.feed_repo import key_owned_sql, member, unattributed_counts
+from brain_kernel.feed.snapshots import stored_root
 from brain_kernel.scope import Scope
 
 MARKER_KINDS = ("lesson", "decision", "milestone", "signal")
@@ -114,7 +115,7 @@ def stored_refs(db: Session, refs: Sequence[str], *, top_n: int, lesson_days: in
     """Of ``refs``, those whose default feed answer is stored and still exact (served as ``X-Brain-Feed: stored``)."""
     if not refs:
         return set()
-    params = {"refs": list(refs), "top_n": top_n, "lesson_days": lesson_days, "vault_root": vault_root, "now": now}
+    params = {"refs": list(refs), "top_n": top_n, "lesson_days": lesson_days, "vault_root": stored_root(vault_root), "now": now}
     return {row[0] for row in db.connection().exec_driver_sql(_STORED_REFS, params)}
 
 

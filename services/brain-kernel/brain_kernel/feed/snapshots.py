@@ -71,9 +71,19 @@ class ReadPoint:
     xmin: int
 
 
+# The answer's shape, part of every stored answer's key: an answer a kernel stored that built it otherwise (an older
+# version's, before an upgrade) is never served. Raise it when the project feed's answer changes.
+ANSWER_FORMAT = 2
+
+
+def stored_root(vault_root: str) -> str:
+    """The ``vault_root`` column of a stored answer's key: the vault root and the answer's format."""
+    return f"{vault_root}#{ANSWER_FORMAT}"
+
+
 @dataclass(frozen=True)
 class SnapshotKey:
-    """What identifies a stored answer: the reference as sent, the parameters, the vault root."""
+    """What identifies a stored answer: the reference as sent, the parameters, the vault root (and the format)."""
 
     ref: str
     top_n: int
@@ -81,7 +91,7 @@ class SnapshotKey:
     vault_root: str
 
     def params(self) -> dict[str, object]:
-        return {"ref": self.ref, "top_n": self.top_n, "lesson_days": self.lesson_days, "vault_root": self.vault_root}
+        return {"ref": self.ref, "top_n": self.top_n, "lesson_days": self.lesson_days, "vault_root": stored_root(self.vault_root)}
 
 
 def fetch(session: Session, key: SnapshotKey, *, now: dt.datetime) -> tuple[str | None, ReadPoint]:
