@@ -638,8 +638,10 @@ def test_what_a_marker_claims_of_its_files_and_when_a_checkout_flags_it(tmp_path
     git(repo, "commit", "-q", "-m", "net and pool")
     main = git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
     (repo / "src" / "pool.py").write_text("SIZE = 5\n")  # work in progress
-    commit, paths = provenance(str(repo), ["see src/net.py:1 and `src/net.py#L1-L2`, [the readme](README.md)", "src/pool.py now holds 5"])
-    assert paths == [["src/net.py", "README.md"], []]
+    cited = "see src/net.py:1 and `src/net.py#L1-L2`, [the readme](README.md)"
+    ending = "as in (src/net.py:1). and `README.md:2`. and [it](src/net.py#L1)."  # a citation closing a sentence
+    commit, paths = provenance(str(repo), [cited, "src/pool.py now holds 5", ending])
+    assert paths == [["src/net.py", "README.md"], [], ["src/net.py", "README.md"]]
     git(repo, "checkout", "-q", "-b", "feat")
     (repo / "src" / "net.py").write_text("RETRIES = 7\n")
     git(repo, "commit", "-q", "-am", "seven retries")

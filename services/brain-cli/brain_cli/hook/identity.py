@@ -63,13 +63,20 @@ _PLACE = re.compile(r"(?::\d+(?::\d+)?|#L\d+(?:-L?\d+)?)$")
 MAX_PATHS = 20  # per marker: a content listing more files is a listing, not a claim about each
 
 
+def _bare(word: str) -> str:
+    """``word`` without the quotes, brackets and punctuation around it, however they nest (``(`src/a.py:1`).``)."""
+    before = None
+    while before != word:
+        before, word = word, word.strip(_STRIP).rstrip(".")
+    return word
+
+
 def _candidates(text: str, toplevel: str) -> list[str]:
     """Words of ``text`` that look like repository paths (a slash, or a name with a lettered extension), repo-relative."""
     found: list[str] = []
     for word in text.split():
         word = word.rsplit("](", 1)[-1]  # a markdown link's target: ``[the readme](README.md)``
-        word = _PLACE.sub("", word.strip(_STRIP).rstrip("."))
-        word = word.strip(_STRIP).rstrip(".")
+        word = _bare(_PLACE.sub("", _bare(word)))
         if not word or "://" in word or "@" in word or len(word) > 200:
             continue
         if word.startswith(toplevel.rstrip("/") + "/"):
