@@ -410,7 +410,7 @@ def test_with_auth_off_a_name_pointed_at_this_machine_is_refused(settings: Setti
         port = base.rsplit(":", 1)[1]
         rebound = httpx.get(f"{base}/vault/list", headers={"Host": f"rebind.attacker.example:{port}"}, timeout=10)
         assert rebound.status_code == 403 and "not this machine's name" in rebound.json()["detail"], rebound.text
-        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"brain.localhost:{port}"):
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"localhost.:{port}", f"brain.localhost:{port}"):
             assert httpx.get(f"{base}/health", headers={"Host": host}, timeout=10).status_code == 200, host
     (tmp_path / "guarded").mkdir()
     guarded = make_settings(tmp_path / "guarded", settings.database_url, tokens=["tok-guard-0123456789"])

@@ -131,7 +131,7 @@ def test_scrub_replaces_tokens_and_credential_values() -> None:
         ("redis://:Sup3rS3cretRedisPw@cache:6379/0", "redis://:<REDACTED_SECRET>@cache:6379/0"),  # no user
         ("HTTPS://deploy:pw12345@git.example.com/x", "HTTPS://deploy:<REDACTED_SECRET>@git.example.com/x"),
         ("postgres://app:p@ssw0rd!xyz@db:5432/app", "postgres://app:<REDACTED_SECRET>@db:5432/app"),  # '@' in it
-        ("https://user:pa/ss@host.example/path", "https://user:<REDACTED_SECRET>@host.example/path"),
+        ('{"password": "hunter2hunter2x"}', '{"password": "<REDACTED_SECRET>"}'),
         ("DB_PASSWORD=Tr0ub4dor&3horse!battery now", "DB_PASSWORD=<REDACTED_SECRET> now"),
         ('PGPASSWORD="hunter2 hunter2"', 'PGPASSWORD="<REDACTED_SECRET>"'),
         ("https://h/p?a=1&password=secret123&b=2", "https://h/p?a=1&password=<REDACTED_SECRET>&b=2"),
@@ -142,6 +142,10 @@ def test_scrub_replaces_tokens_and_credential_values() -> None:
         ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic <REDACTED_SECRET>"),
         ("X-Api-Key: abcdefghijklmnop12345", "X-Api-Key: <REDACTED_SECRET>"),
         ("password: required; see git@github.com:acme/api.git and http://host:8080/p", None),  # prose and addresses stay
+        ("We need a basic configuration; Basic authentication is on; Vite at http://localhost:5173/@vite/client", None),
+        ("https://cdn.jsdelivr.net:443/npm/react@18.2.0/x and https://registry.npmjs.org:443/@types/node", None),
+        ("DB_PASSWORD=${DB_PASSWORD} POSTGRES_PASSWORD=${POSTGRES_PASSWORD:-postgres}", None),  # references, not values
+        ("user_secret = db.get(key) and OLDPWD=/home/dev/work", None),  # code and a folder
     ],
 )
 def test_scrub_knows_the_shapes_secrets_leaked_in(said: str, kept: str | None) -> None:

@@ -163,7 +163,20 @@ def test_a_repository_in_the_roots_whose_git_data_lies_outside_them_is_not_clone
     (alternate / "objects" / "info" / "alternates").write_text(f"{secret / '.git' / 'objects'}\n")
     git(alternate, "update-ref", "refs/heads/main", git(secret, "rev-parse", "HEAD").strip())
     git(alternate, "symbolic-ref", "HEAD", "refs/heads/main")
-    for repo in (gitfile, linked, alternate):
+    chained = roots / "chained.git"  # an alternate inside the roots whose own alternate is outside them
+    git(roots, "init", "-q", "--bare", str(chained))
+    (chained / "objects" / "info" / "alternates").write_text(f"{alternate / 'objects'}\n")
+    git(chained, "update-ref", "refs/heads/main", git(secret, "rev-parse", "HEAD").strip())
+    git(chained, "symbolic-ref", "HEAD", "refs/heads/main")
+    linked_objects = roots / "linked-objects.git"  # its objects folder a link to the outside's
+    git(roots, "init", "-q", "--bare", str(linked_objects))
+    import shutil
+
+    shutil.rmtree(linked_objects / "objects")
+    (linked_objects / "objects").symlink_to(secret / ".git" / "objects")
+    git(linked_objects, "update-ref", "refs/heads/main", git(secret, "rev-parse", "HEAD").strip())
+    git(linked_objects, "symbolic-ref", "HEAD", "refs/heads/main")
+    for repo in (gitfile, linked, alternate, chained, linked_objects):
         with pytest.raises(FetchError, match="outside the local read roots"):
             clone(repo.as_uri(), _settings(tmp_path))
     inside = make_repo(roots / "fine")

@@ -42,7 +42,7 @@ def rebound(host: str | None, peer: str | None, *, local_names: frozenset[str]) 
     """Whether a loopback peer's request names a host that is neither an address nor one of this machine's names."""
     if not peer or not _loopback(peer):
         return False
-    name = urlsplit(f"//{host or ''}").hostname or ""
+    name = (urlsplit(f"//{host or ''}").hostname or "").rstrip(".")  # ``localhost.`` is localhost
     if not name or name in local_names or name == "localhost" or name.endswith(".localhost"):
         return False
     try:

@@ -31,6 +31,8 @@ what it replaced, by kind (``brain scrub``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -52,7 +54,9 @@ _TOKENS = re.compile(
     r"|(?P<jwt>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
     r")"
 )
-_BEARER = re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]{20,}|(\bBasic\s+)[A-Za-z0-9+/]{12,}={0,2}")
+_BEARER = re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]{20,}")
+# Basic credentials: base64 of ``user:password`` (decoded to see so: "Basic configuration" is prose).
+_BASIC = re.compile(r"(?i)(\bBasic\s+)([A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])")
 _ASSIGNMENT = re.compile(
     r"(?i)(\b[A-Z0-9_.-]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API[_-]KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY)[A-Z0-9_.-]*[\"']?\s*[:=]\s*)"
     r"([\"']?)([A-Za-z0-9/+_.-]{16,})\2"
@@ -69,13 +73,19 @@ _PRIVATE_KEY_LINES = re.compile(
     rf"{_KEY_BEGIN}(?:[^\r\n]*?{_KEY_END}"
     rf"|[^\r\n]*(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info):[^\r\n]*)[ \t]*(?=\r?\n|\Z))*(?:\r?\n[ \t]*{_KEY_END})?)"
 )
-# A name ending in one of the words (``DB_PASSWORD``, ``PGPASSWORD``); a quoted value to its quote, a bare one to a
-# space; in a URL's query (after ``?`` or ``&``) a bare value ends at the query's next separator.
-_PASSWORD_PAIR = re.compile(r"(?i)((?<![?&\w])[A-Z0-9_]*(?:password|passwd|pwd|secret)\s*=\s*)(?:([\"'])([^\"'\r\n]{6,})\2|()([^\s\"'`]{6,}))")
+# ``password=`` (and passwd, pwd, secret), or an environment name ending in one (``DB_PASSWORD=``, ``PGPASSWORD=``:
+# no space around ``=``, as a shell writes it; ``user_secret = call()`` is code, and ``OLDPWD`` a folder); a quoted
+# value to its quote, a bare one to a space; a ``$`` reference (``${DB_PASSWORD}``) is no secret. In a URL's query
+# (after ``?`` or ``&``) a bare value ends at the query's next separator.
+_PASSWORD_PAIR = re.compile(
+    r"(?i)((?<![?&\w])(?:(?:password|passwd|pwd|secret)\s*=\s*|[A-Z0-9_]+(?:password|passwd|secret)=))"
+    r"(?!\$)(?:([\"'])(?!\$)([^\"'\r\n]{6,})\2|()([^\s\"'`]{6,}))"
+)
 _PASSWORD_QUERY = re.compile(r"(?i)((?<=[?&])[A-Z0-9_]*(?:password|passwd|pwd|secret)=)([^\s\"'&;,#]{6,})")
-# The user may be empty (``redis://:pw@host``) and the password may hold ``@`` or ``/``: it ends at the last ``@``
-# before the host; any scheme's case.
-_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)([^\s]+?)(@)(?=[^\s@]*(?:[\s/?#]|$))")
+_PASSWORD_JSON = re.compile(r'(?i)("(?:password|passwd|secret)"\s*:\s*")([^"\r\n]{6,})(")')
+# The user may be empty (``redis://:pw@host``) and the password may hold ``@``: it ends at the last ``@`` before the
+# host, any scheme's case. Not a ``/``: a URL with a port and an ``@`` in its path (``host:5173/@vite``) is no password.
+_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)([^\s/]+?)(@)(?=[^\s@/]*(?:[\s/?#]|$))")
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,15 @@ class Scrubbed:
     def removed(self) -> int:
         """How many secrets were replaced."""
         return sum(self.kinds.values())
+
+
+def _credentials(encoded: str) -> bool:
+    """Whether a Basic value is base64 of ``user:password`` (printable text with a colon)."""
+    try:
+        raw = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    return ":" in raw and raw.isprintable()
 
 
 def _scrub(text: str, private_key: re.Pattern[str]) -> Scrubbed:
@@ -108,10 +127,12 @@ def _scrub(text: str, private_key: re.Pattern[str]) -> Scrubbed:
 
     out = private_key.sub(lambda m: whole("private_key"), text)
     out = _URL_CREDENTIALS.sub(lambda m: value("url_credentials", m, m.group(1), m.group(3), m.group(2)), out)
+    out = _PASSWORD_JSON.sub(lambda m: value("password", m, m.group(1), m.group(3), m.group(2)), out)
     out = _PASSWORD_QUERY.sub(lambda m: value("password", m, m.group(1), "", m.group(2)), out)
     out = _PASSWORD_PAIR.sub(lambda m: value("password", m, m.group(1) + (m.group(2) or ""), m.group(2) or "", m.group(3) or m.group(5)), out)
     out = _ASSIGNMENT.sub(lambda m: value("assignment", m, m.group(1) + m.group(2), m.group(2), m.group(3)), out)
-    out = _BEARER.sub(lambda m: (m.group(1) or m.group(2)) + whole("bearer" if m.group(1) else "basic"), out)
+    out = _BEARER.sub(lambda m: m.group(1) + whole("bearer"), out)
+    out = _BASIC.sub(lambda m: m.group(1) + whole("basic") if _credentials(m.group(2)) else m.group(0), out)
     out = _TOKENS.sub(lambda m: whole(str(m.lastgroup)), out)
     return Scrubbed(out, dict(sorted(found.items())))
 

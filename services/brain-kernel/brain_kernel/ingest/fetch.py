@@ -176,12 +176,20 @@ def _repository_inside(folder: Path, settings: Settings) -> None:
         dirs = _git(folder, "rev-parse", "--absolute-git-dir", "--git-common-dir").decode("utf-8", "replace").splitlines()
     except FetchError:
         return  # not a repository: the clone says so
-    data = [Path(d) if Path(d).is_absolute() else folder / d for d in dirs if d]
-    for git_dir in list(data):
-        alternates = git_dir / "objects" / "info" / "alternates"
+    git_dirs = [Path(d) if Path(d).is_absolute() else folder / d for d in dirs if d]
+    # Every object store the clone may read: each git folder's (resolved: it may be a link), and the alternates they
+    # name, and theirs in turn (a chain), relative ones to the store naming them.
+    stores, todo = [], [d / "objects" for d in git_dirs]
+    while todo and len(stores) < 32:
+        store = todo.pop().resolve()
+        if store in stores:
+            continue
+        stores.append(store)
         with contextlib.suppress(OSError):
-            data += [Path(line.strip()) for line in alternates.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    if not all(inside(d) for d in data):
+            for line in (store / "info" / "alternates").read_text().splitlines():
+                if line.strip() and not line.startswith("#"):
+                    todo.append(Path(line.strip()) if Path(line.strip()).is_absolute() else store / line.strip())
+    if todo or not all(inside(d) for d in [*git_dirs, *stores]):
         raise FetchError("the repository's git data lies outside the local read roots (BRAIN_LOCAL_READ_ROOTS)")
 
 
