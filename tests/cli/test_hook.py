@@ -657,3 +657,18 @@ def test_the_hooks_timer_is_stopped_before_the_interpreter_shuts_down() -> None:
     probe = "import signal; from brain_cli.hook.run import main; main(['claude', 'NoSuchEvent']); print(signal.getitimer(signal.ITIMER_REAL))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert (result.returncode, result.stdout.strip()) == (0, "(0.0, 0.0)"), (result.stdout, result.stderr)
+
+
+def test_a_temp_file_a_stopped_hook_left_in_the_outbox_is_removed_once_stale(tmp_path: Path, repo: Path) -> None:
+    """A hook stopped at its budget between the write and the rename left ``.<name>.<pid>.tmp`` there for good."""
+    outbox = tmp_path / "home" / ".local" / "state" / "brain" / "outbox"
+    outbox.mkdir(parents=True)
+    stale, fresh = outbox / ".00000000000000000001-k.json.999.tmp", outbox / ".00000000000000000002-k.json.998.tmp"
+    for temp in (stale, fresh):
+        temp.write_text("")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    with stub_kernel() as stub:
+        home = _home(tmp_path, stub.url)
+        hook(home, "claude", "Stop", _sample("claude-stop.json", cwd=str(repo)))
+    assert not stale.exists() and fresh.exists()  # one still being written is left to its writer

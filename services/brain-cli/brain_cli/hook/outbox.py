@@ -28,6 +28,7 @@ from brain_cli.hook.kernel import Answer, Kernel
 RETRYABLE_4XX = {401, 408, 429}
 UNAVAILABLE = {502, 503, 504}  # the kernel (or the way to it) is down: no other marker would fare better now
 MAX_FAULTS = 5
+STALE_TEMP_SECONDS = 600  # far past any hook's budget: a temp file this old has no writer left
 
 
 def write_atomic(path: Path, data: object) -> None:
@@ -68,6 +69,16 @@ class Outbox:
         write_atomic(self.folder / f"{time.time_ns():020d}-{key}.json", item)
         return True
 
+    def _forget_stale_temps(self) -> None:
+        """Remove the temp files of hooks stopped at their budget between the write and the rename (a marker in one is
+        queued again by its session's next stop, which reads the transcript): older than ``STALE_TEMP_SECONDS``."""
+        cutoff = time.time() - STALE_TEMP_SECONDS
+        with contextlib.suppress(OSError):
+            for temp in self.folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    if temp.stat().st_mtime < cutoff:
+                        temp.unlink()
+
     def _refuse(self, path: Path, reason: object) -> None:
         try:
             original: object = json.loads(path.read_text())
@@ -79,6 +90,7 @@ class Outbox:
 
     def drain(self, kernel: Kernel) -> tuple[int, int]:
         """Post every waiting marker queued for this kernel, oldest first, until the kernel cannot be reached: (sent, refused)."""
+        self._forget_stale_temps()
         sent = refused = 0
         for path in self.queued():
             try:
