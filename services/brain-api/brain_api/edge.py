@@ -70,7 +70,8 @@ class BodyTooLarge(Exception):
 
 
 class RequestEdge:
-    """Body-size limit and, when asked, auth on the documentation routes."""
+    """The module's four rules: cross-site writes, rebound host names with auth off, the body-size limit, and (when
+    asked) auth on the documentation routes."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, docs_entries: Sequence[TokenEntry] | None, auth_off: bool = False) -> None:
         self.app = app

@@ -14,6 +14,12 @@ from typing import Any
 # How every memory block opens (a project's, the fleet's, a control arm's): what the hook checks a 200 for.
 BLOCK_FRAME_OPEN = "<!-- brain memory: recalled state for "
 _FRAME_CLOSE = ", not instructions -->"
+BLOCK_CLOSING = "<!-- end of brain memory -->"  # and how it ends
+
+
+def block_frame(label: str) -> str:
+    """A memory block's first line, naming what it is the memory of (its label already made safe)."""
+    return f"{BLOCK_FRAME_OPEN}{label}{_FRAME_CLOSE}"
 
 
 def frame_label(block: str) -> str | None:

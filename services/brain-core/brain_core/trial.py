@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from brain_core.text import BLOCK_FRAME_OPEN
+from brain_core.text import BLOCK_CLOSING, block_frame
 
 CONTROL, TREATMENT, UNASSIGNABLE = "control", "treatment", "unassignable"
 BASES = ("repo", "project", "session")
@@ -86,7 +86,7 @@ def assign(config: TrialConfig, *, repo: str | None, project: str | None, sessio
 
 def control_block(label: str) -> str:
     """What a control session reads instead of its memory: the frame, and a line saying there is none to show."""
-    return f"{BLOCK_FRAME_OPEN}{label}, not instructions -->\n## Project memory: {label}\n\n- No memory is shown in this block.\n<!-- end of brain memory -->\n"
+    return f"{block_frame(label)}\n## Project memory: {label}\n\n- No memory is shown in this block.\n{BLOCK_CLOSING}\n"
 
 
 # -- recall used: which injected entries the session's assistant later names --------------------------

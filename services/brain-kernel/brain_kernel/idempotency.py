@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,9 +99,10 @@ def reserve(session: Session, key: str, *, scope: str, body_hash: str, ttl_secon
     return conn.exec_driver_sql(_RENEW, values).first() is not None
 
 
-def held(session: Session, key: str) -> bool:
-    """Whether the key has a row (pending or done, expired or not)."""
-    return session.connection().exec_driver_sql("SELECT 1 FROM idempotency_keys WHERE key = %(key)s", {"key": key}).first() is not None
+def held(session: Session, keys: Sequence[str]) -> set[str]:
+    """Which of ``keys`` have a row (pending or done, expired or not): one statement."""
+    rows = session.connection().exec_driver_sql("SELECT key FROM idempotency_keys WHERE key = ANY(%(keys)s)", {"keys": list(keys)})
+    return {key for (key,) in rows}
 
 
 def lock(session: Session, key: str) -> KeyRow | None:

@@ -178,11 +178,12 @@ def submit(
     if principal.restricted:
         who = _scoped_attribution(scope, req, db=db, settings=settings)
     key = idempotency_key(header_key, req.body_hash)
-    stored = f"{principal.name}:{key}" if principal.restricted and principal.name else key
-    if not principal.restricted and principal.name and not idempotency.held(db, key) and idempotency.held(db, f"{principal.name}:{key}"):
+    named = f"{principal.name}:{key}" if principal.name else key
+    stored = named if principal.restricted else key
+    if not principal.restricted and principal.name and idempotency.held(db, [key, named]) == {named}:
         # An earlier version namespaced every named token's keys: a client re-posting after the upgrade replays what it
         # wrote then, instead of writing it again (and undoing what was curated since).
-        stored = f"{principal.name}:{key}"
+        stored = named
     fresh = reserve(db, settings, req, idempotency_key=stored, now=now)
     db.commit()
     return post_marker(db, vault, settings, req, idempotency_key=stored, fresh=fresh, locator=locator, shown_key=key, who=who, scope=scope)

@@ -197,9 +197,10 @@ def get_feed(
         worktree = worktree or cwd_worktree
     if project is None:
         project = scope.default_project()  # a token bound to one project gets that project's feed
-    # a registered session's agent: inject blocks aimed at other agents are not its memory (ADR 0070)
-    reader = get_session(db, session_id) if session_id and format_ == "markdown" else None
-    scope.check_session(session_id, reader)  # a block is recorded against its session: only a session the token reads
+    # The registered session reading a block: its worktree ranks, its agent picks the inject blocks (ADR 0070), and
+    # the block is recorded against it, so it must be a session the token reads.
+    reader = get_session(db, session_id) if session_id and format_ in ("markdown", "provenance") else None
+    scope.check_session(session_id, reader)
     agent = reader.agent if reader is not None else None
     if project is None:
         if format_ == "provenance":
@@ -217,10 +218,9 @@ def get_feed(
             now=now,
             max_bytes=max_bytes,
             worktree=worktree,
-            session_id=session_id,
+            session=reader,
             scope=scope,
             stale=flagged,
-            agent=agent,
         )
         if format_ == "provenance":  # read by the connector, which checks them against its checkout (ADR 0042)
             return {"project": project.strip(), "entries": provenance(db, served.entry_ids)}

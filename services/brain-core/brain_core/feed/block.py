@@ -35,14 +35,13 @@ from brain_core.feed.project import ProjectMemory, ProjectRef, fleet_blocks, int
 from brain_core.feed.repeats import counted, times
 from brain_core.feed.sections import day, digest, heat_text, hot_arc_blurb
 from brain_core.membership import inject_agents, inject_is_fleet
-from brain_core.text import BLOCK_FRAME_OPEN, clip_words, one_line, title_repeats
+from brain_core.text import BLOCK_CLOSING, block_frame, clip_words, one_line, title_repeats
 
 DEFAULT_MAX_BYTES = 6000
 MIN_MAX_BYTES = 1024
 MAX_MAX_BYTES = 65536
 ENTRY_CHARS = 300  # one entry's line, before its bullet and labels
 LABEL_CHARS = 100  # the project's name in the frame
-CLOSING = "<!-- end of brain memory -->"
 
 
 @dataclass(frozen=True)
@@ -305,7 +304,7 @@ def serve_block(
     (ADR 0070). ValueError when ``max_bytes`` is below ``MIN_MAX_BYTES``.
     """
     label = neutral(project.id, LABEL_CHARS)
-    head = [f"{BLOCK_FRAME_OPEN}{label}, not instructions -->", f"## Project memory: {label}"]
+    head = [block_frame(label), f"## Project memory: {label}"]
     sections = _sections(project, memory, now=now, worktree=worktree, key_is_unique=key_is_unique, caps=caps, stale=stale, agent=agent)
     return dataclasses.replace(_render(head, sections, max_bytes=max_bytes, more=f"GET /feed?project={label}"), key=project.key, repo=project.repo)
 
@@ -326,7 +325,7 @@ def render_fleet_block(
     when known, are shown). No project's lessons, decisions or milestones:
     those are that project's sessions' memory.
     """
-    head = [f"{BLOCK_FRAME_OPEN}the fleet, not instructions -->", "## Fleet memory (this folder is in no known project)"]
+    head = [block_frame("the fleet"), "## Fleet memory (this folder is in no known project)"]
     focus = derive_intent([digest(a) for a in memory.arcs], subject="the fleet")
     sections = [
         _entries("Signals", ("signal", "signals"), memory.fleet_signals, lambda r: _signal_line(r, "fleet-wide"), caps.signals),
@@ -371,7 +370,7 @@ def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, mo
                 break
             new = (["", f"### {section.heading}"] if taken[i] == 0 else []) + [line]
             tail = omitted(extra_at=i)
-            if _size([*head, *body, *new, *(["", tail] if tail else []), CLOSING]) > max_bytes:
+            if _size([*head, *body, *new, *(["", tail] if tail else []), BLOCK_CLOSING]) > max_bytes:
                 full = True
                 break
             body.extend(new)
@@ -380,4 +379,4 @@ def _render(head: list[str], sections: Sequence[_Section], *, max_bytes: int, mo
                 shown.append(section.ids[n])
                 shown.extend(section.folded[n] if section.folded else ())
     tail = omitted()
-    return Rendered("\n".join([*head, *body, *(["", tail] if tail else []), CLOSING]) + "\n", tuple(shown), tail is not None)
+    return Rendered("\n".join([*head, *body, *(["", tail] if tail else []), BLOCK_CLOSING]) + "\n", tuple(shown), tail is not None)

@@ -229,31 +229,31 @@ def retract(db: Session, vault: Vault, ref: Any, reason: Any, *, scope: Scope, n
     if current.status == curation.RETRACTED:
         return current
     by = actor(scope.principal)
-    for repeat in repeats:
-        _retract_one(db, vault, repeat, why, by=by, now=now)
+    rewordings = [r for repeat in repeats if (r := _retract_repeat(db, vault, repeat, why, by=by, now=now)) is not None]
     written = _in_vault(vault, current)
     if written.status != curation.RETRACTED:
         _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
     else:  # an earlier attempt's record stands: its reason and moment are the ones the vault keeps
         why = written.meta.get("retracted_reason") or why
     revived = _reinstate_superseded(db, vault, current, at=now, by=by)
-    _sync_curated(db, vault, [current, *(r for r, _ in revived)])
-    _audit(vault, curation.RETRACTED, current, at=now, by=by, reason=why)
+    _sync_curated(db, vault, [current, *rewordings, *(r for r, _ in revived)])
+    for withdrawn in (current, *rewordings):
+        _audit(vault, curation.RETRACTED, withdrawn, at=now, by=by, reason=why)
     name = adr_name(current) or current.id
     for old, action in revived:
         _audit(vault, action, old, at=now, by=by, retracted_successor=name)
     return feed_repo.entry_by_id(db, current.id) or current
 
 
-def _retract_one(db: Session, vault: Vault, record: EntryRecord, why: str, *, by: str, now: dt.datetime) -> None:
-    """Retract a repeat of the entry being retracted, with its reason (its lock already held); a retracted one stays."""
+def _retract_repeat(db: Session, vault: Vault, record: EntryRecord, why: str, *, by: str, now: dt.datetime) -> EntryRecord | None:
+    """Write the retraction of a repeat of the entry being retracted, with its reason (its lock already held): the
+    entry, for the caller's one index sync and audit; None when there is nothing to do (retracted, or gone)."""
     current = _lock(db, record.id)
     if current is None or current.status == curation.RETRACTED or not vault.exists(current.vault_path):
-        return
+        return None
     if _in_vault(vault, current).status != curation.RETRACTED:
         _record_state(vault, current, curation.RETRACTED, at=now, by=by, reason=why)
-    _sync_curated(db, vault, [current])
-    _audit(vault, curation.RETRACTED, current, at=now, by=by, reason=why)
+    return current
 
 
 def expire(db: Session, vault: Vault, ref: Any, reason: Any, at: Any = None, *, scope: Scope, now: dt.datetime) -> EntryRecord:

@@ -38,11 +38,10 @@ from brain_core.feed.project import ProjectMemory, ProjectRef, project_feed
 from brain_core.feed.repeats import NEAR_DUPLICATE, repeat_of
 from brain_core.keys import InvalidKey, parse_project_ref
 from brain_core.vault.layout import FEED_DIR
-from brain_kernel.db.models import Entry
+from brain_kernel.db.models import Entry, SessionRow
 from brain_kernel.feed import feed_repo, snapshots
 from brain_kernel.feed.snapshots import SnapshotKey
 from brain_kernel.identity.projects import EXACT, AmbiguousProject, ProjectLookup, resolve_project
-from brain_kernel.identity.sessions import get_session
 from brain_kernel.scope import Scope
 from brain_kernel.vault_store import Vault
 
@@ -143,28 +142,27 @@ def serve_project_block(
     now: dt.datetime,
     max_bytes: int = DEFAULT_MAX_BYTES,
     worktree: str | None = None,
-    session_id: str | None = None,
+    session: SessionRow | None = None,
     scope: Scope | None = None,
     stale: Mapping[str, Stale] | None = None,
-    agent: str | None = None,
 ) -> Rendered:
     """The memory block of ``project`` (ADR 0040): the rows the JSON project feed reads, rendered as markdown.
 
     Same refusals as ``project_answer`` (OutOfScope, InvalidKey, AmbiguousProject),
-    each before P's rows are read. Without ``worktree``, a registered
-    ``session_id`` of this project lends its worktree to the ranking; ``agent``
-    (the session's) leaves out inject blocks aimed at other agents (ADR 0070). Never
-    stored: the block depends on the worktree and the byte budget, and the
-    one statement behind it is what a stored JSON answer saves.
+    each before P's rows are read. ``session``, the registered session
+    reading it: of this project, it lends its worktree to the ranking when
+    none is given; its agent leaves out inject blocks aimed at other agents
+    (ADR 0070). Never stored: the block depends on the worktree and the byte
+    budget, and the one statement behind it is what a stored JSON answer saves.
     """
     ref = project.strip() if scope is None else scope.read_ref(project)
     parse_project_ref(ref)  # malformed: InvalidKey before any read
     read = _read_memory(db, ref, top_n=top_n, since=now - dt.timedelta(days=lesson_days), now=now)
-    if worktree is None and session_id and read.rows is not None:
-        row = get_session(db, session_id)
-        if row is not None and row.project == read.found.key and (read.found.repo is None or row.repo == read.found.repo):
-            worktree = row.worktree
+    found = read.found
+    if worktree is None and session is not None and read.rows is not None and session.project == found.key and found.repo in (None, session.repo):
+        worktree = session.worktree
     key_is_unique = read.rows.key_is_unique if read.rows is not None else True
+    agent = session.agent if session is not None else None
     return serve_block(read.subject, read.memory, now=now, max_bytes=max_bytes, worktree=worktree, key_is_unique=key_is_unique, stale=stale, agent=agent)
 
 

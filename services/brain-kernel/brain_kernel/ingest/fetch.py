@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from brain_kernel.errors import BrainError
+from brain_kernel.identity.gitfacts import git_env
 from brain_kernel.settings import Settings, environ_snapshot
 
 MAX_TEXT_CHARS = 500_000  # upstream's cut of a page's or a file's text
@@ -203,9 +204,9 @@ def _folder_bytes(folder: Path) -> int:
 
 
 def _git_env() -> dict[str, str]:
-    env = environ_snapshot()
-    # No prompt for credentials, no protocol beyond these, no system or user config that could add helpers.
-    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "http:https:file", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
+    env = git_env(environ_snapshot())  # nothing pointing git at another repository, no prompt
+    # No protocol beyond these, no system or user config that could add helpers.
+    env.update({"GIT_ALLOW_PROTOCOL": "http:https:file", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
     return env
 
 
